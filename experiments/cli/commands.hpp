@@ -1,0 +1,11 @@
+// The subcommands of `attnbench`, one file each in this folder; main.cpp adds them all.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace attn::cli {
+
+void add_list(CLI::App& app);
+void add_run(CLI::App& app);
+void add_init(CLI::App& app);
+
+} // namespace attn::cli

@@ -1,0 +1,48 @@
+// attnbench init: random weights (PyTorch state_dict names) and an input, as .npy files, so
+// `attnbench run` and any NumPy or PyTorch script can start from the same numbers.
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include "commands.hpp"
+import attn.core;
+import attn.npy;
+
+namespace attn::cli {
+namespace {
+
+struct init_args {
+    problem p = gqa(16, 2, 0, 8);
+    std::uint64_t seed = 1;
+    std::string out;
+};
+
+void init(init_args a) {
+    problem& p = a.p;
+    if (p.kv_heads == 0) p.kv_heads = p.heads;
+    p.n_kv = p.n_q;
+    p.validate();
+    const auto w = random_weights<float>(p, a.seed).cast<double>();
+    npy::save_state_dict(a.out + "/weights", p, w);
+    const auto x = random_values<double>(p.batch * p.n_q * p.d_model, a.seed * 8 + 100);
+    npy::save(a.out + "/x.npy", {p.batch, p.n_q, p.d_model}, x.data());
+    std::printf("wrote %s/weights/*.npy and %s/x.npy for %s, seed %llu\n", a.out.c_str(), a.out.c_str(),
+                p.describe().c_str(), (unsigned long long)a.seed);
+}
+
+} // namespace
+
+void add_init(CLI::App& app) {
+    auto a = std::make_shared<init_args>();
+    auto* cmd = app.add_subcommand("init", "write random weights and an input as .npy files");
+    cmd->add_option("--d-model", a->p.d_model, "model width")->capture_default_str();
+    cmd->add_option("--heads", a->p.heads, "query heads H")->capture_default_str();
+    cmd->add_option("--kv-heads", a->p.kv_heads, "key/value heads G (default H)");
+    cmd->add_option("--seq", a->p.n_q, "sequence length N")->capture_default_str();
+    cmd->add_option("--batch", a->p.batch, "batch B")->capture_default_str();
+    cmd->add_flag("--bias", a->p.bias, "include projection biases");
+    cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
+    cmd->add_option("--out", a->out, "output directory")->required();
+    cmd->callback([a] { init(*a); });
+}
+
+} // namespace attn::cli

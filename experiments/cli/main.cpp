@@ -1,0 +1,30 @@
+// attnbench: research benchmark suite for transformer attention. Each subcommand lives in
+// its own file of experiments/cli/; bad input is one line on stderr and exit status 2.
+#include <cstdio>
+#include <exception>
+#include <CLI/CLI.hpp>
+#include "commands.hpp"
+import attn.core;
+
+int main(int argc, char** argv) {
+    CLI::App app{"attnbench: a benchmark suite for transformer attention"};
+    app.require_subcommand(1);
+    attn::cli::add_list(app);
+    attn::cli::add_run(app);
+    attn::cli::add_init(app);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        app.exit(e);
+        return 2;
+    } catch (const attn::error& e) {
+        std::fprintf(stderr, "attnbench: error: %s\n", e.what());
+        return 2;
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "attnbench: error: %s\n", e.what());
+        return 1;
+    }
+    return 0;
+}

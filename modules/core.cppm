@@ -1,0 +1,7 @@
+// attn.core: what every part of attnbench speaks. A problem (sizes and family),
+// tensors and weights, and the variant interface that every implementation fills in.
+export module attn.core;
+
+export import :problem;
+export import :tensor;
+export import :variant;

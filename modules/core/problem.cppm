@@ -1,0 +1,136 @@
+// attn.core:problem -- the description of one attention computation, its validation,
+// and the named families. Single-head, MHA, MQA and GQA are one computation with
+// different (heads, kv_heads): query head h reads key/value head floor(h*G/H).
+module;
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <source_location>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+export module attn.core:problem;
+
+export namespace attn {
+
+/// An input or usage error: one line that names the bad value. `where()` tells which check raised it.
+class error : public std::runtime_error {
+public:
+    explicit error(const std::string& what, std::source_location where = std::source_location::current())
+        : std::runtime_error(what), where_(where) {}
+    const std::source_location& where() const noexcept { return where_; }
+
+private:
+    std::source_location where_;
+};
+
+/// Throws attn::error(message) unless `ok`.
+inline void require(bool ok, const std::string& message,
+                    std::source_location where = std::source_location::current()) {
+    if (!ok) throw error(message, where);
+}
+
+/// The stages of one attention layer, in the order the reference computes them.
+enum class stage : int { proj_q, proj_k, proj_v, qk, scale, mask, softmax_max, softmax_exp,
+                         softmax_sum, softmax_div, pv, proj_o, count_ };
+
+inline constexpr std::string_view stage_name(stage s) {
+    constexpr std::string_view names[] = {"proj_q", "proj_k", "proj_v", "qk", "scale", "mask",
+                                          "softmax_max", "softmax_exp", "softmax_sum",
+                                          "softmax_div", "pv", "proj_o"};
+    return names[static_cast<int>(s)];
+}
+
+/// One attention computation. y = Attention(x_q W_q^T + b_q, x_kv W_k^T + b_k, x_kv W_v^T + b_v) W_o^T + b_o.
+struct problem {
+    std::size_t batch = 1;
+    std::size_t n_q = 1;      ///< query length
+    std::size_t n_kv = 1;     ///< key/value length
+    std::size_t d_model = 1;
+    std::size_t heads = 1;    ///< query heads H
+    std::size_t kv_heads = 1; ///< key/value heads G; H % G == 0
+    std::size_t d_head = 0;   ///< 0 means d_model / H
+    bool causal = false;      ///< bottom-right aligned: query i sees keys j <= i + n_kv - n_q
+    bool bias = false;
+    std::optional<double> scale; ///< default 1/sqrt(d_head)
+
+    std::size_t head_dim() const { return d_head ? d_head : d_model / heads; }
+    double softmax_scale() const { return scale ? *scale : 1.0 / std::sqrt(double(head_dim())); }
+    std::size_t q_width() const { return heads * head_dim(); }
+    std::size_t kv_width() const { return kv_heads * head_dim(); }
+    std::size_t kv_head_of(std::size_t h) const { return h * kv_heads / heads; }
+
+    /// How many keys query row i sees (bottom-right causal alignment); 0 is possible when n_q > n_kv.
+    std::size_t visible(std::size_t i) const {
+        if (!causal) return n_kv;
+        const long long last = (long long)i + (long long)n_kv - (long long)n_q; // last visible key
+        if (last < 0) return 0;
+        return std::min<std::size_t>(n_kv, std::size_t(last) + 1);
+    }
+
+    /// Number of (query, key) pairs that are scored in one head of one sequence.
+    std::size_t visible_pairs() const {
+        std::size_t total = 0;
+        for (std::size_t i = 0; i < n_q; ++i) total += visible(i);
+        return total;
+    }
+
+    std::string family() const {
+        if (heads > 1 && head_dim() == d_model) return "wide";
+        if (heads == 1) return "single-head";
+        if (kv_heads == heads) return "MHA";
+        if (kv_heads == 1) return "MQA";
+        return "GQA";
+    }
+
+    std::string describe() const {
+        std::string s = family() + " B=" + std::to_string(batch) + " Nq=" + std::to_string(n_q) +
+                        " Nkv=" + std::to_string(n_kv) + " d_model=" + std::to_string(d_model) +
+                        " H=" + std::to_string(heads) + " G=" + std::to_string(kv_heads) +
+                        " d_head=" + std::to_string(head_dim());
+        if (causal) s += " causal";
+        if (bias) s += " bias";
+        return s;
+    }
+
+    /// Throws attn::error naming the first bad value.
+    void validate() const {
+        require(batch > 0, "batch must be >= 1 (got 0)");
+        require(n_q > 0, "query length must be >= 1 (got 0)");
+        require(n_kv > 0, "key/value length must be >= 1 (got 0)");
+        require(d_model > 0, "d_model must be >= 1 (got 0)");
+        require(heads > 0, "heads must be >= 1 (got 0)");
+        require(kv_heads > 0, "kv_heads must be >= 1 (got 0)");
+        require(d_head > 0 || d_model % heads == 0,
+                "d_model=" + std::to_string(d_model) + " is not divisible by heads=" +
+                    std::to_string(heads) + " (give d_head explicitly)");
+        require(kv_heads <= heads, "kv_heads=" + std::to_string(kv_heads) + " exceeds heads=" +
+                                       std::to_string(heads));
+        require(heads % kv_heads == 0, "heads=" + std::to_string(heads) +
+                                           " is not divisible by kv_heads=" + std::to_string(kv_heads));
+        require(!scale || std::isfinite(*scale),
+                "softmax scale must be finite (got " + std::to_string(scale.value_or(0.0)) + ")");
+    }
+};
+
+/// Named families. Each is the same computation with different (heads, kv_heads, d_head).
+inline problem gqa(std::size_t d_model, std::size_t heads, std::size_t kv_heads, std::size_t n) {
+    problem p;
+    p.n_q = p.n_kv = n;
+    p.d_model = d_model;
+    p.heads = heads;
+    p.kv_heads = kv_heads;
+    return p;
+}
+inline problem single_head(std::size_t d_model, std::size_t n) { return gqa(d_model, 1, 1, n); }
+inline problem mha(std::size_t d_model, std::size_t heads, std::size_t n) { return gqa(d_model, heads, heads, n); }
+inline problem mqa(std::size_t d_model, std::size_t heads, std::size_t n) { return gqa(d_model, heads, 1, n); }
+/// The counterfactual of seed 004 section 10.3: H heads, each as wide as the model.
+inline problem wide(std::size_t d_model, std::size_t heads, std::size_t n) {
+    problem p = gqa(d_model, heads, heads, n);
+    p.d_head = d_model;
+    return p;
+}
+
+} // namespace attn

@@ -1,0 +1,118 @@
+// attn.core:tensor -- strided views over per-head data, the layer's weights, and the
+// deterministic random numbers every run draws its inputs and weights from.
+module;
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+export module attn.core:tensor;
+import :problem;
+
+export namespace attn {
+
+/// A 4-D view [batch, heads, rows, dim] with `dim` contiguous; other strides are free, so one
+/// view type serves packed per-head buffers and the interleaved [batch, rows, heads*dim]
+/// layout that a projection writes.
+template <class T>
+struct heads_view {
+    T* data = nullptr;
+    std::size_t batch = 0, heads = 0, rows = 0, dim = 0;
+    std::size_t batch_stride = 0, head_stride = 0, row_stride = 0;
+
+    T* row(std::size_t b, std::size_t h, std::size_t i) const {
+        return data + b * batch_stride + h * head_stride + i * row_stride;
+    }
+    operator heads_view<const T>() const {
+        return {data, batch, heads, rows, dim, batch_stride, head_stride, row_stride};
+    }
+};
+
+/// [batch, heads, rows, dim], each head's rows contiguous (a key/value cache's layout).
+template <class T>
+heads_view<T> packed_heads(T* data, std::size_t batch, std::size_t heads, std::size_t rows,
+                           std::size_t dim) {
+    return {data, batch, heads, rows, dim, heads * rows * dim, rows * dim, dim};
+}
+
+/// [batch, rows, heads*dim]: what x W^T produces, viewed per head without a copy.
+template <class T>
+heads_view<T> interleaved_heads(T* data, std::size_t batch, std::size_t rows, std::size_t heads,
+                                std::size_t dim) {
+    return {data, batch, heads, rows, dim, rows * heads * dim, dim, heads * dim};
+}
+
+/// The layer's parameters, row-major as in PyTorch's Linear: W is [out, in], y = x W^T + b.
+/// Shapes: wq [H*d_head, d_model], wk and wv [G*d_head, d_model], wo [d_model, H*d_head];
+/// biases are empty when the problem has none.
+template <class T>
+struct weights {
+    std::vector<T> wq, wk, wv, wo, bq, bk, bv, bo;
+
+    /// Elements actually held: the measured parameter count.
+    std::size_t count() const {
+        return wq.size() + wk.size() + wv.size() + wo.size() + bq.size() + bk.size() + bv.size() +
+               bo.size();
+    }
+    template <class U>
+    weights<U> cast() const {
+        auto c = [](const std::vector<T>& v) { return std::vector<U>(v.begin(), v.end()); };
+        return {c(wq), c(wk), c(wv), c(wo), c(bq), c(bk), c(bv), c(bo)};
+    }
+};
+
+/// splitmix64: small, fast, and the same sequence on every platform (unlike std::*_distribution).
+class rng {
+public:
+    explicit rng(std::uint64_t seed) : state_(seed) {}
+    std::uint64_t next() {
+        std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+        return z ^ (z >> 31);
+    }
+    /// Uniform in [lo, hi).
+    double uniform(double lo, double hi) { return lo + (hi - lo) * double(next() >> 11) * 0x1.0p-53; }
+
+private:
+    std::uint64_t state_;
+};
+
+/// n values uniform in [-bound, bound), drawn in double and rounded once to T, so that a float
+/// run and its fp64 reference (built from the same seed, then widened) see the same numbers.
+template <class T>
+std::vector<T> random_values(std::size_t n, std::uint64_t seed, double bound = 1.0) {
+    rng r(seed);
+    std::vector<T> v(n);
+    for (auto& x : v) x = T(float(r.uniform(-bound, bound)));
+    return v;
+}
+
+/// PyTorch-like initialisation: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), one stream per tensor.
+template <class T>
+weights<T> random_weights(const problem& p, std::uint64_t seed) {
+    const std::size_t d = p.d_model, qw = p.q_width(), kw = p.kv_width();
+    const double in_bound = 1.0 / std::sqrt(double(d)), out_bound = 1.0 / std::sqrt(double(qw));
+    weights<T> w;
+    w.wq = random_values<T>(qw * d, seed * 8 + 1, in_bound);
+    w.wk = random_values<T>(kw * d, seed * 8 + 2, in_bound);
+    w.wv = random_values<T>(kw * d, seed * 8 + 3, in_bound);
+    w.wo = random_values<T>(d * qw, seed * 8 + 4, out_bound);
+    if (p.bias) {
+        w.bq = random_values<T>(qw, seed * 8 + 5, in_bound);
+        w.bk = random_values<T>(kw, seed * 8 + 6, in_bound);
+        w.bv = random_values<T>(kw, seed * 8 + 7, in_bound);
+        w.bo = random_values<T>(d, seed * 8 + 8, out_bound);
+    }
+    return w;
+}
+
+/// Throws attn::error naming `what` and the first index holding NaN or Inf.
+template <class T>
+void require_finite(const std::vector<T>& v, const std::string& what) {
+    for (std::size_t i = 0; i < v.size(); ++i)
+        require(std::isfinite(double(v[i])), what + " holds a non-finite value (" + std::to_string(double(v[i])) +
+                                                 ") at flat index " + std::to_string(i));
+}
+
+} // namespace attn

@@ -1,0 +1,97 @@
+// attn.core:variant -- the interface every implementation fills in. A variant supplies two
+// kernels: the attention core (Q, K, V per head -> context) and a linear map (y = x W^T + b).
+// The full layer is the same composition for every variant (run_layer), so a variant that is
+// faster at either kernel is faster at the layer, and every variant serves every family.
+module;
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <vector>
+export module attn.core:variant;
+import :problem;
+import :tensor;
+
+export namespace attn {
+
+/// y[rows, out] = x[rows, in] * w[out, in]^T + b[out]; b may be null. All row-major, contiguous.
+template <class T>
+struct linear_io {
+    const T* x;
+    const T* w;
+    const T* b;
+    T* y;
+    std::size_t rows, in, out;
+};
+
+/// The attention core for one problem: q [B, H, n_q, d], k and v [B, G, n_kv, d], out [B, H, n_q, d].
+template <class T>
+struct core_io {
+    heads_view<const T> q, k, v;
+    heads_view<T> out;
+};
+
+/// Knobs a run may set; a variant ignores those it has no use for.
+struct run_options {
+    int threads = 1;          ///< honoured by threaded variants
+    std::size_t tile_q = 0;   ///< 0: the variant's measured default
+    std::size_t tile_kv = 0;  ///< 0: the variant's measured default
+};
+
+template <class T>
+struct kernels {
+    std::function<void(const problem&, const core_io<T>&, const run_options&)> core;
+    std::function<void(const linear_io<T>&, const run_options&)> linear;
+};
+
+/// One registered implementation. Empty kernels mean "not supported at this precision".
+struct variant {
+    std::string name;
+    std::string description; ///< one line: what it changes from the simpler variant
+    bool threaded = false;   ///< honours run_options::threads
+    kernels<float> f32;
+    kernels<double> f64;
+    /// Extra memory the core allocates beyond its inputs and outputs, in bytes.
+    std::function<std::size_t(const problem&, const run_options&)> scratch_bytes =
+        [](const problem&, const run_options&) { return std::size_t(0); };
+
+    template <class T>
+    const kernels<T>& get() const {
+        if constexpr (std::is_same_v<T, float>) return f32;
+        else return f64;
+    }
+    template <class T>
+    bool supports() const { return bool(get<T>().core) && bool(get<T>().linear); }
+};
+
+/// Buffers of a layer run: the projected Q, K, V and the concatenated heads. Reused across calls.
+template <class T>
+struct layer_workspace {
+    std::vector<T> q, k, v, ctx;
+};
+
+/// The full layer with a variant's kernels: project, attend per head, concatenate, project out.
+/// x_q is [B, n_q, d_model], x_kv is [B, n_kv, d_model], y is [B, n_q, d_model].
+template <class T>
+void run_layer(const variant& var, const problem& p, const weights<T>& w, const T* x_q,
+               const T* x_kv, T* y, const run_options& opt, layer_workspace<T>& ws) {
+    const auto& k = var.get<T>();
+    require(k.core && k.linear, "variant '" + var.name + "' has no kernels at this precision");
+    const std::size_t rq = p.batch * p.n_q, rkv = p.batch * p.n_kv, d = p.head_dim();
+    ws.q.resize(rq * p.q_width());
+    ws.k.resize(rkv * p.kv_width());
+    ws.v.resize(rkv * p.kv_width());
+    ws.ctx.resize(rq * p.q_width());
+    auto bias = [](const std::vector<T>& b) { return b.empty() ? nullptr : b.data(); };
+    k.linear({x_q, w.wq.data(), bias(w.bq), ws.q.data(), rq, p.d_model, p.q_width()}, opt);
+    k.linear({x_kv, w.wk.data(), bias(w.bk), ws.k.data(), rkv, p.d_model, p.kv_width()}, opt);
+    k.linear({x_kv, w.wv.data(), bias(w.bv), ws.v.data(), rkv, p.d_model, p.kv_width()}, opt);
+    const core_io<T> io{interleaved_heads<const T>(ws.q.data(), p.batch, p.n_q, p.heads, d),
+                        interleaved_heads<const T>(ws.k.data(), p.batch, p.n_kv, p.kv_heads, d),
+                        interleaved_heads<const T>(ws.v.data(), p.batch, p.n_kv, p.kv_heads, d),
+                        interleaved_heads<T>(ws.ctx.data(), p.batch, p.n_q, p.heads, d)};
+    k.core(p, io, opt);
+    k.linear({ws.ctx.data(), w.wo.data(), bias(w.bo), y, rq, p.q_width(), p.d_model}, opt);
+}
+
+} // namespace attn

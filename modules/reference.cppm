@@ -1,0 +1,140 @@
+// attn.reference -- attention straight from the formulas, in plain loops, templated on the
+// scalar. In double it is the oracle every variant is checked against; in float it is the
+// `naive` variant; with attn.count's counting scalar it tallies every operation by stage.
+//
+// The order of operations is part of the contract: attn.count's analytic FLOP formulas count
+// exactly these operations, and a test holds the two equal.
+//  - a dot product of length n is one multiply, then n-1 multiply-adds: 2n-1 operations;
+//  - scores are computed only for visible (query, key) pairs; masked pairs cost nothing;
+//  - softmax per row of n visible scores: n-1 compares (max), n subtracts and n exps,
+//    n-1 adds (sum), n divides;
+//  - a query row that sees no key (causal, n_q > n_kv) yields zeros and costs nothing.
+module;
+#include <cmath>
+#include <cstddef>
+#include <vector>
+export module attn.reference;
+import attn.core;
+
+export namespace attn::reference {
+
+/// Called as the reference enters each stage; a no-op except for a counting scalar.
+template <class T>
+struct stage_hook {
+    static void enter(stage) noexcept {}
+};
+
+/// Optional capture of one head's intermediates (row-major n_q x n_kv), for teaching output.
+template <class T>
+struct trace {
+    std::vector<std::vector<T>> scores, scaled, probs; ///< one per (batch, head), in that order
+};
+
+template <class T>
+void linear(const linear_io<T>& io, stage s = stage::proj_q) {
+    stage_hook<T>::enter(s);
+    for (std::size_t r = 0; r < io.rows; ++r) {
+        const T* x = io.x + r * io.in;
+        for (std::size_t o = 0; o < io.out; ++o) {
+            const T* w = io.w + o * io.in;
+            T acc = x[0] * w[0];
+            for (std::size_t k = 1; k < io.in; ++k) acc = acc + x[k] * w[k];
+            if (io.b) acc = acc + io.b[o];
+            io.y[r * io.out + o] = acc;
+        }
+    }
+}
+
+/// Extra memory core() allocates: one head's full score matrix plus a row maximum per query.
+inline std::size_t core_scratch_bytes(const problem& p, std::size_t scalar_bytes) {
+    return (p.n_q * p.n_kv + 2 * p.n_q) * scalar_bytes;
+}
+
+template <class T>
+void core(const problem& p, const core_io<T>& io, trace<T>* tr = nullptr) {
+    using std::exp;
+    using hook = stage_hook<T>;
+    const std::size_t nq = p.n_q, nkv = p.n_kv, d = p.head_dim();
+    const T scale = T(p.softmax_scale());
+    std::vector<T> s(nq * nkv, T(0)), row_max(nq, T(0)), row_sum(nq, T(0));
+    for (std::size_t b = 0; b < p.batch; ++b) {
+        for (std::size_t h = 0; h < p.heads; ++h) {
+            const std::size_t g = p.kv_head_of(h);
+            hook::enter(stage::qk); // S = Q K^T over visible pairs
+            for (std::size_t i = 0; i < nq; ++i) {
+                const T* q = io.q.row(b, h, i);
+                for (std::size_t j = 0; j < p.visible(i); ++j) {
+                    const T* k = io.k.row(b, g, j);
+                    T dot = q[0] * k[0];
+                    for (std::size_t t = 1; t < d; ++t) dot = dot + q[t] * k[t];
+                    s[i * nkv + j] = dot;
+                }
+            }
+            if (tr) tr->scores.push_back(s);
+            hook::enter(stage::scale);
+            for (std::size_t i = 0; i < nq; ++i)
+                for (std::size_t j = 0; j < p.visible(i); ++j) s[i * nkv + j] = s[i * nkv + j] * scale;
+            if (tr) tr->scaled.push_back(s);
+            hook::enter(stage::mask); // nothing to compute: masked pairs were never scored
+            hook::enter(stage::softmax_max);
+            for (std::size_t i = 0; i < nq; ++i) {
+                if (p.visible(i) == 0) continue;
+                T m = s[i * nkv];
+                for (std::size_t j = 1; j < p.visible(i); ++j)
+                    if (m < s[i * nkv + j]) m = s[i * nkv + j];
+                row_max[i] = m;
+            }
+            hook::enter(stage::softmax_exp);
+            for (std::size_t i = 0; i < nq; ++i)
+                for (std::size_t j = 0; j < p.visible(i); ++j)
+                    s[i * nkv + j] = exp(s[i * nkv + j] - row_max[i]);
+            hook::enter(stage::softmax_sum);
+            for (std::size_t i = 0; i < nq; ++i) {
+                if (p.visible(i) == 0) continue;
+                T sum = s[i * nkv];
+                for (std::size_t j = 1; j < p.visible(i); ++j) sum = sum + s[i * nkv + j];
+                row_sum[i] = sum;
+            }
+            hook::enter(stage::softmax_div);
+            for (std::size_t i = 0; i < nq; ++i)
+                for (std::size_t j = 0; j < p.visible(i); ++j) s[i * nkv + j] = s[i * nkv + j] / row_sum[i];
+            if (tr) tr->probs.push_back(s);
+            hook::enter(stage::pv); // O = P V
+            for (std::size_t i = 0; i < nq; ++i) {
+                T* o = io.out.row(b, h, i);
+                const std::size_t n = p.visible(i);
+                for (std::size_t t = 0; t < d; ++t) {
+                    if (n == 0) {
+                        o[t] = T(0);
+                        continue;
+                    }
+                    T acc = s[i * nkv] * io.v.row(b, g, 0)[t];
+                    for (std::size_t j = 1; j < n; ++j) acc = acc + s[i * nkv + j] * io.v.row(b, g, j)[t];
+                    o[t] = acc;
+                }
+            }
+        }
+    }
+}
+
+/// The whole layer, stage by stage, with the reference kernels.
+template <class T>
+void layer(const problem& p, const weights<T>& w, const T* x_q, const T* x_kv, T* y,
+           trace<T>* tr = nullptr) {
+    const std::size_t rq = p.batch * p.n_q, rkv = p.batch * p.n_kv, d = p.head_dim();
+    std::vector<T> q(rq * p.q_width()), k(rkv * p.kv_width()), v(rkv * p.kv_width()),
+        ctx(rq * p.q_width());
+    auto bias = [](const std::vector<T>& b) { return b.empty() ? nullptr : b.data(); };
+    linear<T>({x_q, w.wq.data(), bias(w.bq), q.data(), rq, p.d_model, p.q_width()}, stage::proj_q);
+    linear<T>({x_kv, w.wk.data(), bias(w.bk), k.data(), rkv, p.d_model, p.kv_width()}, stage::proj_k);
+    linear<T>({x_kv, w.wv.data(), bias(w.bv), v.data(), rkv, p.d_model, p.kv_width()}, stage::proj_v);
+    core<T>(p,
+            {interleaved_heads<const T>(q.data(), p.batch, p.n_q, p.heads, d),
+             interleaved_heads<const T>(k.data(), p.batch, p.n_kv, p.kv_heads, d),
+             interleaved_heads<const T>(v.data(), p.batch, p.n_kv, p.kv_heads, d),
+             interleaved_heads<T>(ctx.data(), p.batch, p.n_q, p.heads, d)},
+            tr);
+    linear<T>({ctx.data(), w.wo.data(), bias(w.bo), y, rq, p.q_width(), p.d_model}, stage::proj_o);
+}
+
+} // namespace attn::reference

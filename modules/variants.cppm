@@ -1,0 +1,17 @@
+// attn.variants -- the registry of implementations. Each lives in one file of variants/;
+// variants/registry.cpp lists them, one line each.
+module;
+#include <string_view>
+#include <vector>
+export module attn.variants;
+export import attn.core;
+
+export namespace attn {
+
+/// Every registered variant, in registration order (simplest first).
+const std::vector<variant>& registry();
+
+/// The variant called `name`; throws attn::error listing the known names if there is none.
+const variant& find_variant(std::string_view name);
+
+} // namespace attn

@@ -1,0 +1,29 @@
+// naive: the reference loops of attn.reference, in float (and double). Materialises each
+// head's full n_q x n_kv score matrix, exactly as the formulas read; the baseline every
+// other variant improves on, and in double the oracle they are all checked against.
+module;
+#include <cstddef>
+module attn.variants;
+import attn.reference;
+
+namespace attn::variants {
+
+template <class T>
+kernels<T> naive_kernels() {
+    return {[](const problem& p, const core_io<T>& io, const run_options&) { reference::core<T>(p, io); },
+            [](const linear_io<T>& io, const run_options&) { reference::linear<T>(io); }};
+}
+
+variant make_naive() {
+    variant v;
+    v.name = "naive";
+    v.description = "plain loops from the formulas; full score matrix per head";
+    v.f32 = naive_kernels<float>();
+    v.f64 = naive_kernels<double>();
+    v.scratch_bytes = [](const problem& p, const run_options&) {
+        return reference::core_scratch_bytes(p, sizeof(float));
+    };
+    return v;
+}
+
+} // namespace attn::variants

@@ -1,0 +1,35 @@
+// The list of variants. Adding one: a file in variants/ defining `variant make_NAME()`,
+// and NAME appended to ATTN_VARIANTS below.
+module;
+#include <string>
+#include <string_view>
+#include <vector>
+module attn.variants;
+
+#define ATTN_VARIANTS(X) X(naive)
+
+namespace attn::variants {
+#define ATTN_DECLARE(name) variant make_##name();
+ATTN_VARIANTS(ATTN_DECLARE)
+#undef ATTN_DECLARE
+} // namespace attn::variants
+
+namespace attn {
+
+const std::vector<variant>& registry() {
+#define ATTN_MAKE(name) variants::make_##name(),
+    static const std::vector<variant> all{ATTN_VARIANTS(ATTN_MAKE)};
+#undef ATTN_MAKE
+    return all;
+}
+
+const variant& find_variant(std::string_view name) {
+    std::string known;
+    for (const auto& v : registry()) {
+        if (v.name == name) return v;
+        known += (known.empty() ? "" : ", ") + v.name;
+    }
+    throw error("unknown variant '" + std::string(name) + "' (known: " + known + ")");
+}
+
+} // namespace attn
