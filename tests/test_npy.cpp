@@ -1,0 +1,141 @@
+// .npy round trips and every bad-file error, written with the code's own writer where the
+// content is known, and by hand (raw bytes) where it must be malformed.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+#include <catch2/catch.hpp>
+import attn.core;
+import attn.npy;
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+    const fs::path dir = fs::temp_directory_path() / "attnbench-tests";
+    fs::create_directories(dir);
+    return dir / name;
+}
+
+std::string load_error(const std::string& path) {
+    try {
+        attn::npy::load(path);
+    } catch (const attn::error& e) {
+        return e.what();
+    }
+    return "";
+}
+
+// A version 1.0 .npy header for `descr` and `shape_text`, padded as NumPy does.
+void write_raw(const fs::path& path, const std::string& descr, const std::string& shape_text,
+               const std::string& payload, bool fortran = false) {
+    std::string header = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
+                         ", 'shape': " + shape_text + ", }";
+    while ((10 + header.size() + 1) % 64) header += ' ';
+    header += '\n';
+    std::ofstream out(path, std::ios::binary);
+    out.write("\x93NUMPY\x01\x00", 8);
+    const unsigned short len = (unsigned short)header.size();
+    out.put(char(len & 0xff));
+    out.put(char(len >> 8));
+    out << header << payload;
+}
+
+} // namespace
+
+TEST_CASE(".npy round trip in float32 and float64", "[npy]") {
+    const std::vector<float> f{1.5f, -2.0f, 3.25f, 0.0f, 1e-30f, 7.0f};
+    const std::vector<double> d{1.0 / 3.0, -2.0, 1e300, 0.0, 5e-324, 7.0};
+    attn::npy::save(scratch("f.npy").string(), {2, 3}, f.data());
+    attn::npy::save(scratch("d.npy").string(), {3, 1, 2}, d.data());
+    const auto a = attn::npy::load(scratch("f.npy").string());
+    const auto b = attn::npy::load(scratch("d.npy").string());
+    CHECK(a.type == attn::npy::dtype::f32);
+    CHECK(a.shape == std::vector<std::size_t>{2, 3});
+    CHECK(a.values == std::vector<double>(f.begin(), f.end()));
+    CHECK(b.type == attn::npy::dtype::f64);
+    CHECK(b.shape == std::vector<std::size_t>{3, 1, 2});
+    CHECK(b.values == d);
+}
+
+TEST_CASE("a Fortran-ordered file is read in row-major order", "[npy]") {
+    // the 2x3 matrix [[1,2,3],[4,5,6]] stored column by column
+    const std::vector<double> col_major{1, 4, 2, 5, 3, 6};
+    write_raw(scratch("fortran.npy"), "<f8", "(2, 3)",
+              std::string(reinterpret_cast<const char*>(col_major.data()), 48), true);
+    const auto a = attn::npy::load(scratch("fortran.npy").string());
+    CHECK(a.values == std::vector<double>{1, 2, 3, 4, 5, 6});
+}
+
+TEST_CASE("bad .npy files are one-line errors naming the file", "[npy][errors]") {
+    const std::string missing = scratch("missing.npy").string();
+    CHECK(load_error(missing) == missing + ": cannot read (No such file or directory)");
+
+    const auto garbage = scratch("garbage.npy");
+    std::ofstream(garbage) << "this is not numpy at all";
+    CHECK(load_error(garbage.string()).rfind(garbage.string() + ": not a valid .npy file", 0) == 0);
+
+    const auto ints = scratch("int.npy");
+    write_raw(ints, "<i8", "(2,)", std::string(16, '\0'));
+    CHECK(load_error(ints.string()) == ints.string() + ": dtype '<i8' is not float32 ('<f4') or float64 ('<f8')");
+
+    const auto truncated = scratch("truncated.npy");
+    write_raw(truncated, "<f4", "(4, 4)", std::string(20, '\0'));
+    CHECK(load_error(truncated.string()) ==
+          truncated.string() + ": truncated: shape (4, 4) needs 64 bytes of data, the file has 20");
+
+    const auto huge = scratch("huge.npy"); // a corrupt header must not make us allocate petabytes
+    write_raw(huge, "<f8", "(100000000000, 100000)", std::string(8, '\0'));
+    CHECK(load_error(huge.string()).find(": truncated: shape (100000000000, 100000)") != std::string::npos);
+}
+
+TEST_CASE("state_dict directories: round trip, packed in_proj, shape errors", "[npy][weights]") {
+    attn::problem p = attn::gqa(8, 4, 2, 3);
+    p.bias = true;
+    const auto w = attn::random_weights<double>(p, 5);
+    const std::string dir = scratch("sd_gqa").string();
+    fs::remove_all(dir);
+    attn::npy::save_state_dict(dir, p, w);
+    attn::problem q = attn::gqa(8, 4, 2, 3);
+    const auto r = attn::npy::load_state_dict(dir, q);
+    CHECK(q.bias);
+    CHECK(q.head_dim() == 2);
+    CHECK(r.wq == w.wq);
+    CHECK(r.wk == w.wk);
+    CHECK(r.bv == w.bv);
+    CHECK(r.bo == w.bo);
+
+    // PyTorch's packed layout: in_proj_weight = [W_q; W_k; W_v]
+    attn::problem m = attn::mha(8, 2, 3);
+    const auto wm = attn::random_weights<double>(m, 6);
+    const std::string packed = scratch("sd_packed").string();
+    fs::remove_all(packed);
+    fs::create_directories(packed);
+    std::vector<double> in_proj(wm.wq);
+    in_proj.insert(in_proj.end(), wm.wk.begin(), wm.wk.end());
+    in_proj.insert(in_proj.end(), wm.wv.begin(), wm.wv.end());
+    attn::npy::save(packed + "/in_proj_weight.npy", {24, 8}, in_proj.data());
+    attn::npy::save(packed + "/out_proj.weight.npy", {8, 8}, wm.wo.data());
+    attn::problem m2 = attn::mha(8, 2, 3);
+    const auto rm = attn::npy::load_state_dict(packed, m2);
+    CHECK(rm.wk == wm.wk);
+    CHECK(!m2.bias);
+
+    // the GQA directory read as MHA: k_proj has G*d_head = 4 rows, MHA expects 8
+    attn::problem wrong = attn::mha(8, 4, 3);
+    try {
+        attn::npy::load_state_dict(dir, wrong);
+        FAIL("expected an error");
+    } catch (const attn::error& e) {
+        CHECK(std::string(e.what()) == dir + "/k_proj_weight.npy: shape (4, 8), expected (8, 8) = [G*d_head, d_model] with G=4");
+    }
+    fs::remove(dir + "/out_proj.bias.npy");
+    try {
+        attn::npy::load_state_dict(dir, q);
+        FAIL("expected an error");
+    } catch (const attn::error& e) {
+        CHECK(std::string(e.what()) == dir + ": in_proj_bias.npy and out_proj.bias.npy must both be present or both absent");
+    }
+}

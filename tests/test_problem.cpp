@@ -1,0 +1,91 @@
+// Problem validation and families: every bad value gets its own one-line error.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <catch2/catch.hpp>
+import attn.core;
+
+using attn::problem;
+
+namespace {
+std::string error_of(const problem& p) {
+    try {
+        p.validate();
+    } catch (const attn::error& e) {
+        return e.what();
+    }
+    return "";
+}
+} // namespace
+
+TEST_CASE("families are one computation with different (heads, kv_heads)", "[problem]") {
+    CHECK(attn::single_head(64, 8).family() == "single-head");
+    CHECK(attn::mha(64, 8, 8).family() == "MHA");
+    CHECK(attn::mqa(64, 8, 8).family() == "MQA");
+    CHECK(attn::gqa(64, 8, 2, 8).family() == "GQA");
+    CHECK(attn::wide(64, 8, 8).family() == "wide");
+    CHECK(attn::wide(64, 8, 8).head_dim() == 64);
+    CHECK(attn::mha(64, 8, 8).head_dim() == 8);
+}
+
+TEST_CASE("query head h reads key/value head floor(h*G/H)", "[problem]") {
+    const problem p = attn::gqa(64, 8, 2, 4);
+    for (std::size_t h = 0; h < 4; ++h) CHECK(p.kv_head_of(h) == 0);
+    for (std::size_t h = 4; h < 8; ++h) CHECK(p.kv_head_of(h) == 1);
+    CHECK(attn::mqa(64, 8, 4).kv_head_of(7) == 0);
+    CHECK(attn::mha(64, 8, 4).kv_head_of(5) == 5);
+}
+
+TEST_CASE("causal mask is bottom-right aligned", "[problem]") {
+    problem p = attn::mha(8, 1, 4);
+    p.causal = true;
+    p.n_q = 2; // decoding-like: the 2 queries are the last 2 of 4 positions
+    CHECK(p.visible(0) == 3);
+    CHECK(p.visible(1) == 4);
+    p.n_q = 6; // more queries than keys: the first two see nothing
+    CHECK(p.visible(0) == 0);
+    CHECK(p.visible(1) == 0);
+    CHECK(p.visible(2) == 1);
+    CHECK(p.visible(5) == 4);
+    CHECK(p.visible_pairs() == 0 + 0 + 1 + 2 + 3 + 4);
+}
+
+TEST_CASE("validation names the bad value", "[problem][errors]") {
+    problem p = attn::mha(512, 8, 16);
+    CHECK(error_of(p).empty());
+    p.heads = 3;
+    p.kv_heads = 3;
+    CHECK(error_of(p) == "d_model=512 is not divisible by heads=3 (give d_head explicitly)");
+    p.d_head = 64; // explicit head width makes it valid
+    CHECK(error_of(p).empty());
+    p = attn::gqa(512, 8, 3, 16);
+    CHECK(error_of(p) == "heads=8 is not divisible by kv_heads=3");
+    p = attn::gqa(512, 8, 16, 16);
+    CHECK(error_of(p) == "kv_heads=16 exceeds heads=8");
+    p = attn::mha(512, 8, 16);
+    p.batch = 0;
+    CHECK(error_of(p) == "batch must be >= 1 (got 0)");
+    p = attn::mha(0, 8, 16);
+    CHECK(error_of(p) == "d_model must be >= 1 (got 0)");
+    p = attn::mha(512, 8, 0);
+    CHECK(error_of(p) == "query length must be >= 1 (got 0)");
+    p = attn::mha(512, 0, 16);
+    CHECK(error_of(p) == "heads must be >= 1 (got 0)");
+    p = attn::mha(512, 8, 16);
+    p.scale = std::numeric_limits<double>::infinity();
+    CHECK(error_of(p) == "softmax scale must be finite (got inf)");
+}
+
+TEST_CASE("random weights are deterministic and shaped as PyTorch's Linear", "[problem]") {
+    problem p = attn::gqa(16, 4, 2, 3);
+    p.bias = true;
+    const auto a = attn::random_weights<float>(p, 7), b = attn::random_weights<float>(p, 7),
+               c = attn::random_weights<float>(p, 8);
+    CHECK(a.wq == b.wq);
+    CHECK(a.wq != c.wq);
+    CHECK(a.wq.size() == 16 * 16);
+    CHECK(a.wk.size() == 8 * 16);
+    CHECK(a.wo.size() == 16 * 16);
+    CHECK(a.bk.size() == 8);
+    CHECK(a.count() == 16 * 16 * 2 + 8 * 16 * 2 + 16 + 8 + 8 + 16);
+}
