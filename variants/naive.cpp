@@ -9,7 +9,7 @@ import attn.reference;
 namespace attn::variants {
 
 template <class T>
-kernels<T> naive_kernels() {
+kernel_set<T> naive_kernels() {
     return {[](const problem& p, const core_io<T>& io, const run_options&) { reference::core<T>(p, io); },
             [](const linear_io<T>& io, const run_options&) { reference::linear<T>(io); }};
 }

@@ -6,7 +6,7 @@ module;
 #include <vector>
 module attn.variants;
 
-#define ATTN_VARIANTS(X) X(naive)
+#define ATTN_VARIANTS(X) X(naive) X(blocked) X(simd) X(blas) X(parallel)
 
 namespace attn::variants {
 #define ATTN_DECLARE(name) variant make_##name();

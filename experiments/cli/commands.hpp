@@ -4,8 +4,15 @@
 
 namespace attn::cli {
 
+/// Thrown by a subcommand to end with a status other than 0 without an error message
+/// (e.g. `check` when a variant fails): main returns `code`.
+struct exit_status {
+    int code;
+};
+
 void add_list(CLI::App& app);
 void add_run(CLI::App& app);
 void add_init(CLI::App& app);
+void add_check(CLI::App& app);
 
 } // namespace attn::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
     attn::cli::add_list(app);
     attn::cli::add_run(app);
     attn::cli::add_init(app);
+    attn::cli::add_check(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -19,6 +20,8 @@ int main(int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         app.exit(e);
         return 2;
+    } catch (const attn::cli::exit_status& e) {
+        return e.code;
     } catch (const attn::error& e) {
         std::fprintf(stderr, "attnbench: error: %s\n", e.what());
         return 2;

@@ -39,7 +39,7 @@ struct run_options {
 };
 
 template <class T>
-struct kernels {
+struct kernel_set {
     std::function<void(const problem&, const core_io<T>&, const run_options&)> core;
     std::function<void(const linear_io<T>&, const run_options&)> linear;
 };
@@ -49,14 +49,14 @@ struct variant {
     std::string name;
     std::string description; ///< one line: what it changes from the simpler variant
     bool threaded = false;   ///< honours run_options::threads
-    kernels<float> f32;
-    kernels<double> f64;
+    kernel_set<float> f32;
+    kernel_set<double> f64;
     /// Extra memory the core allocates beyond its inputs and outputs, in bytes.
     std::function<std::size_t(const problem&, const run_options&)> scratch_bytes =
         [](const problem&, const run_options&) { return std::size_t(0); };
 
     template <class T>
-    const kernels<T>& get() const {
+    const kernel_set<T>& get() const {
         if constexpr (std::is_same_v<T, float>) return f32;
         else return f64;
     }

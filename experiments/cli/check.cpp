@@ -1,0 +1,149 @@
+// attnbench check: every variant (or --variant) against the fp64 reference over a grid, plus
+// the identities the seed documents rely on. Exit status 1 when anything fails.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+#include "commands.hpp"
+import attn.variants;
+import attn.check;
+import attn.identities;
+
+namespace attn::cli {
+namespace {
+
+struct check_args {
+    std::vector<std::string> variants;
+    std::vector<std::size_t> d_model, heads, kv_heads, seq, batch;
+    std::string causal = "both", mode = "both", precision = "all";
+    int threads = 2;
+    std::uint64_t seed = 1;
+    bool json = false;
+};
+
+struct row {
+    std::string variant, precision, mode, problem;
+    check::metrics m;
+    std::size_t order = 0;
+};
+
+std::vector<check::grid_case> grid_from(const check_args& a) {
+    const bool custom = !(a.d_model.empty() && a.heads.empty() && a.kv_heads.empty() && a.seq.empty() && a.batch.empty());
+    if (!custom) return check::default_grid();
+    auto or_default = [](const std::vector<std::size_t>& v, std::size_t d) { return v.empty() ? std::vector{d} : v; };
+    std::vector<check::grid_case> g;
+    std::string skipped;
+    for (auto dm : or_default(a.d_model, 64))
+        for (auto h : or_default(a.heads, 4))
+            for (auto kv : a.kv_heads.empty() ? std::vector<std::size_t>{0} : a.kv_heads)
+                for (auto n : or_default(a.seq, 128))
+                    for (auto b : or_default(a.batch, 1))
+                        for (bool causal : {false, true}) {
+                            if ((a.causal == "on" && !causal) || (a.causal == "off" && causal)) continue;
+                            problem p = gqa(dm, h, kv ? kv : h, n);
+                            p.batch = b;
+                            p.causal = causal;
+                            try {
+                                p.validate();
+                                g.push_back({p, 1.0});
+                            } catch (const error& e) {
+                                if (skipped.empty()) skipped = e.what();
+                            }
+                        }
+    require(!g.empty(), "no valid problem in the grid (" + skipped + ")");
+    if (!skipped.empty()) std::fprintf(stderr, "check: skipped impossible combinations, e.g.: %s\n", skipped.c_str());
+    return g;
+}
+
+void check_all(const check_args& a) {
+    std::vector<const variant*> vars;
+    if (a.variants.empty())
+        for (const auto& v : registry()) vars.push_back(&v);
+    else
+        for (const auto& n : a.variants) vars.push_back(&find_variant(n));
+    const auto grid = grid_from(a);
+    std::vector<check::mode> modes;
+    if (a.mode != "layer") modes.push_back(check::mode::core);
+    if (a.mode != "core") modes.push_back(check::mode::layer);
+    run_options opt;
+    opt.threads = a.threads;
+
+    std::vector<row> rows;
+    for (const auto& gc : grid) {
+        for (auto m : modes) {
+            const auto in = check::make_inputs(gc.p, m, a.seed, gc.magnitude);
+            const auto e = check::expect(gc.p, m, in);
+            for (const variant* v : vars) {
+                std::string label = gc.p.describe();
+                if (gc.magnitude != 1.0) label += " |input|<=" + std::to_string(int(gc.magnitude));
+                if (a.precision != "f64" && v->supports<float>())
+                    rows.push_back({v->name, "f32", check::mode_name(m), label, check::check_prepared<float>(*v, gc.p, m, in, e, opt), 0});
+                if (a.precision != "f32" && v->supports<double>())
+                    rows.push_back({v->name, "f64", check::mode_name(m), label, check::check_prepared<double>(*v, gc.p, m, in, e, opt), 0});
+            }
+        }
+    }
+    for (std::size_t i = 0; i < rows.size(); ++i) rows[i].order = i; // failures first, otherwise grid order
+    std::sort(rows.begin(), rows.end(), [](const row& x, const row& y) {
+        return x.m.pass != y.m.pass ? !x.m.pass : x.order < y.order;
+    });
+    const auto ids = check_identities(a.seed);
+    const std::size_t failed = std::size_t(std::count_if(rows.begin(), rows.end(), [](const row& r) { return !r.m.pass; }));
+    const std::size_t id_failed = std::size_t(std::count_if(ids.begin(), ids.end(), [](const auto& r) { return !r.pass; }));
+
+    if (a.json) {
+        nlohmann::json j;
+        j["tolerance_policy"] = "per element |out-ref| <= u * bound(first-order forward error analysis; see modules/check.cppm)";
+        j["threads"] = a.threads;
+        j["seed"] = a.seed;
+        for (const auto& r : rows)
+            j["cases"].push_back({{"variant", r.variant}, {"precision", r.precision}, {"mode", r.mode},
+                                  {"problem", r.problem}, {"max_abs_error", r.m.max_abs}, {"max_rel_error", r.m.max_rel},
+                                  {"nmse", r.m.nmse}, {"max_ulp", r.m.max_ulp}, {"error_over_bound", r.m.ratio},
+                                  {"pass", r.m.pass}});
+        for (const auto& r : ids)
+            j["identities"].push_back({{"identity", r.name}, {"problem", r.problem}, {"max_abs_diff", r.max_abs_diff},
+                                       {"tolerance", r.tolerance}, {"pass", r.pass}});
+        j["failed"] = failed + id_failed;
+        std::printf("%s\n", j.dump(2).c_str());
+    } else {
+        std::printf("%-8s %-4s %-5s %10s %10s %10s %9s %9s %-4s  %s\n", "variant", "prec", "mode", "max_abs", "max_rel",
+                    "NMSE", "max_ulp", "err/bound", "ok", "problem");
+        for (const auto& r : rows)
+            std::printf("%-8s %-4s %-5s %10.2e %10.2e %10.2e %9.0f %9.3f %-4s  %s\n", r.variant.c_str(), r.precision.c_str(),
+                        r.mode.c_str(), r.m.max_abs, r.m.max_rel, r.m.nmse, r.m.max_ulp, r.m.ratio,
+                        r.m.pass ? "pass" : "FAIL", r.problem.c_str());
+        std::printf("\nidentities (fp64 reference):\n");
+        for (const auto& r : ids)
+            std::printf("  %-4s %-44s max |diff| %.2e (tolerance %.1e) on %s\n", r.pass ? "pass" : "FAIL", r.name.c_str(),
+                        r.max_abs_diff, r.tolerance, r.problem.c_str());
+        std::printf("\n%zu cases, %zu failed; %zu identities, %zu failed. Errors: max_abs and max_rel against the fp64 "
+                    "reference; NMSE = sum (out-ref)^2 / sum ref^2; ulp in the variant's precision; err/bound <= 1 passes.\n",
+                    rows.size(), failed, ids.size(), id_failed);
+    }
+    if (failed + id_failed) throw exit_status{1};
+}
+
+} // namespace
+
+void add_check(CLI::App& app) {
+    auto a = std::make_shared<check_args>();
+    auto* cmd = app.add_subcommand("check", "check every variant against the fp64 reference");
+    cmd->add_option("--variant", a->variants, "variants to check (default: all)");
+    cmd->add_option("--d-model", a->d_model, "grid of d_model values (default: the embedded grid)");
+    cmd->add_option("--heads", a->heads, "grid of query heads H")->check(CLI::Range(1, 1 << 16));
+    cmd->add_option("--kv-heads", a->kv_heads, "grid of key/value heads G (default H)")->check(CLI::Range(1, 1 << 16));
+    cmd->add_option("--seq", a->seq, "grid of sequence lengths N")->check(CLI::Range(1, 1 << 24));
+    cmd->add_option("--batch", a->batch, "grid of batch sizes")->check(CLI::Range(1, 1 << 16));
+    cmd->add_option("--causal", a->causal, "on, off or both")->check(CLI::IsMember({"on", "off", "both"}))->capture_default_str();
+    cmd->add_option("--mode", a->mode, "core, layer or both")->check(CLI::IsMember({"core", "layer", "both"}))->capture_default_str();
+    cmd->add_option("--precision", a->precision, "f32, f64 or all")->check(CLI::IsMember({"f32", "f64", "all"}))->capture_default_str();
+    cmd->add_option("--threads", a->threads, "threads for threaded variants")->check(CLI::Range(1, 1024))->capture_default_str();
+    cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
+    cmd->add_flag("--json", a->json, "print JSON instead of a table");
+    cmd->callback([a] { check_all(*a); });
+}
+
+} // namespace attn::cli

@@ -1,0 +1,156 @@
+module;
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+#include "detail/xtensor.hpp"
+module attn.identities;
+import attn.reference;
+
+namespace attn {
+namespace {
+
+double max_abs(const std::vector<double>& a, const std::vector<double>& b) {
+    double m = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+    return m;
+}
+
+double max_mag(const std::vector<double>& a) {
+    double m = 0;
+    for (double x : a) m = std::max(m, std::abs(x));
+    return m;
+}
+
+identity_result make(std::string name, const problem& p, double diff, double scale) {
+    identity_result r;
+    r.name = std::move(name);
+    r.problem = p.describe();
+    r.max_abs_diff = diff;
+    r.tolerance = 64 * 0x1.0p-53 * std::max(scale, 1.0) * double(p.head_dim() + p.n_kv + p.d_model);
+    r.pass = diff <= r.tolerance;
+    return r;
+}
+
+std::vector<double> layer(const problem& p, const weights<double>& w, const std::vector<double>& xq,
+                          const std::vector<double>& xkv) {
+    std::vector<double> y(p.batch * p.n_q * p.d_model);
+    reference::layer<double>(p, w, xq.data(), xkv.data(), y.data());
+    return y;
+}
+
+// Per-head loop (reference::core on strided views) vs one batched tensor computation.
+identity_result batched_vs_loop(std::uint64_t seed) {
+    problem p = mha(24, 3, 5);
+    p.batch = 2;
+    p.n_kv = 6;
+    const std::size_t B = p.batch, H = p.heads, Nq = p.n_q, Nk = p.n_kv, d = p.head_dim();
+    const auto q = random_values<double>(B * Nq * H * d, seed + 1), k = random_values<double>(B * Nk * H * d, seed + 2),
+               v = random_values<double>(B * Nk * H * d, seed + 3);
+    std::vector<double> loop(q.size());
+    reference::core<double>(p, {interleaved_heads<const double>(q.data(), B, Nq, H, d),
+                                interleaved_heads<const double>(k.data(), B, Nk, H, d),
+                                interleaved_heads<const double>(v.data(), B, Nk, H, d),
+                                interleaved_heads<double>(loop.data(), B, Nq, H, d)});
+    // [B, N, H*d] -> reshape [B, N, H, d] -> transpose to [B, H, N, d]
+    auto heads = [&](const std::vector<double>& t, std::size_t n) {
+        xt::xtensor<double, 4> x = xt::adapt(t, std::vector<std::size_t>{B, n, H, d});
+        return xt::xtensor<double, 4>(xt::transpose(x, {0, 2, 1, 3}));
+    };
+    const auto Q = heads(q, Nq), K = heads(k, Nk), V = heads(v, Nk);
+    using xt::all;
+    using xt::newaxis;
+    const xt::xtensor<double, 4> S =
+        xt::sum(xt::view(Q, all(), all(), all(), newaxis(), all()) * xt::view(K, all(), all(), newaxis(), all(), all()),
+                {4}) *
+        p.softmax_scale();
+    // (reductions evaluated, then broadcast back with newaxis: keep_dims broadcasting gave wrong
+    // rows with xtensor 0.24 here, which this identity caught)
+    const xt::xtensor<double, 3> row_max = xt::amax(S, {3});
+    const xt::xtensor<double, 4> E = xt::exp(S - xt::view(row_max, all(), all(), all(), newaxis()));
+    const xt::xtensor<double, 3> row_sum = xt::sum(E, {3});
+    const xt::xtensor<double, 4> P = E / xt::view(row_sum, all(), all(), all(), newaxis());
+    const xt::xtensor<double, 4> O =
+        xt::sum(xt::view(P, all(), all(), all(), all(), newaxis()) * xt::view(V, all(), all(), newaxis(), all(), all()),
+                {3});
+    const xt::xtensor<double, 4> back = xt::transpose(O, {0, 2, 1, 3}); // [B, N, H, d]
+    const std::vector<double> batched(back.begin(), back.end());
+    return make("per-head loop = batched (B, H, N, d) tensors", p, max_abs(loop, batched), max_mag(loop));
+}
+
+// MHA vs H single-head attentions, each on its slice of the weights, concatenated, then W_o.
+identity_result mha_vs_single_heads(std::uint64_t seed) {
+    problem p = mha(16, 4, 5);
+    p.bias = true;
+    const auto w = random_weights<double>(p, seed);
+    const auto x = random_values<double>(p.n_q * p.d_model, seed + 9);
+    const std::size_t d = p.head_dim(), dm = p.d_model;
+    std::vector<double> ctx(p.n_q * p.q_width());
+    for (std::size_t h = 0; h < p.heads; ++h) {
+        problem s = single_head(dm, p.n_q);
+        s.d_head = d; // one head of width d_model/H reading the full d_model input
+        s.bias = true;
+        const auto rows = [&](const std::vector<double>& m) {
+            return std::vector<double>(m.begin() + long(h * d * dm), m.begin() + long((h + 1) * d * dm));
+        };
+        const auto brows = [&](const std::vector<double>& b) {
+            return std::vector<double>(b.begin() + long(h * d), b.begin() + long((h + 1) * d));
+        };
+        std::vector<double> q(p.n_q * d), k(p.n_q * d), v(p.n_q * d), o(p.n_q * d);
+        const auto wq = rows(w.wq), wk = rows(w.wk), wv = rows(w.wv), bq = brows(w.bq), bk = brows(w.bk),
+                   bv = brows(w.bv);
+        reference::linear<double>({x.data(), wq.data(), bq.data(), q.data(), p.n_q, dm, d});
+        reference::linear<double>({x.data(), wk.data(), bk.data(), k.data(), p.n_q, dm, d});
+        reference::linear<double>({x.data(), wv.data(), bv.data(), v.data(), p.n_q, dm, d});
+        reference::core<double>(s, {packed_heads<const double>(q.data(), 1, 1, p.n_q, d),
+                                    packed_heads<const double>(k.data(), 1, 1, p.n_q, d),
+                                    packed_heads<const double>(v.data(), 1, 1, p.n_q, d),
+                                    packed_heads<double>(o.data(), 1, 1, p.n_q, d)});
+        for (std::size_t i = 0; i < p.n_q; ++i)
+            std::copy(o.begin() + long(i * d), o.begin() + long((i + 1) * d), ctx.begin() + long(i * p.q_width() + h * d));
+    }
+    std::vector<double> y(p.n_q * dm);
+    reference::linear<double>({ctx.data(), w.wo.data(), w.bo.data(), y.data(), p.n_q, p.q_width(), dm});
+    const auto full = layer(p, w, x, x);
+    return make("MHA = H single heads, concatenated, then W_o", p, max_abs(full, y), max_mag(full));
+}
+
+// GQA(G) vs MHA with every head of a group given its group's key/value rows.
+identity_result gqa_vs_shared_mha(std::size_t G, std::uint64_t seed) {
+    problem p = gqa(24, 6, G, 5);
+    p.n_kv = 7;
+    p.causal = true;
+    p.bias = true;
+    const auto w = random_weights<double>(p, seed);
+    const auto xq = random_values<double>(p.n_q * p.d_model, seed + 5), xkv = random_values<double>(p.n_kv * p.d_model, seed + 6);
+    problem m = p;
+    m.kv_heads = p.heads;
+    weights<double> wm = w;
+    const std::size_t d = p.head_dim(), dm = p.d_model;
+    wm.wk.assign(m.kv_width() * dm, 0);
+    wm.wv.assign(m.kv_width() * dm, 0);
+    wm.bk.assign(m.kv_width(), 0);
+    wm.bv.assign(m.kv_width(), 0);
+    for (std::size_t h = 0; h < p.heads; ++h) {
+        const std::size_t g = p.kv_head_of(h);
+        std::copy_n(w.wk.begin() + long(g * d * dm), d * dm, wm.wk.begin() + long(h * d * dm));
+        std::copy_n(w.wv.begin() + long(g * d * dm), d * dm, wm.wv.begin() + long(h * d * dm));
+        std::copy_n(w.bk.begin() + long(g * d), d, wm.bk.begin() + long(h * d));
+        std::copy_n(w.bv.begin() + long(g * d), d, wm.bv.begin() + long(h * d));
+    }
+    const auto a = layer(p, w, xq, xkv), b = layer(m, wm, xq, xkv);
+    const std::string label = G == p.heads ? "GQA(G=H) = MHA" : G == 1 ? "GQA(G=1) = MQA = MHA with one shared K/V"
+                                                                      : "GQA(G) = MHA with K/V shared per group";
+    return make(label, p, max_abs(a, b), max_mag(a));
+}
+
+} // namespace
+
+std::vector<identity_result> check_identities(std::uint64_t seed) {
+    return {batched_vs_loop(seed), mha_vs_single_heads(seed), gqa_vs_shared_mha(6, seed), gqa_vs_shared_mha(1, seed),
+            gqa_vs_shared_mha(2, seed)};
+}
+
+} // namespace attn

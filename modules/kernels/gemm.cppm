@@ -1,0 +1,158 @@
+// attn.kernels.gemm -- C (+)= A * B with B packed into panels of `nr` columns (two SIMD
+// registers wide) and a register-blocked micro-kernel: `mr` rows x nr columns of C stay in
+// registers while the inner dimension streams through, one broadcast of A and two loads of B
+// per `2*mr` FMAs. The same kernel serves the projections (B = W^T), the scores (B = K^T)
+// and the weighted sum (B = V). Loads are blocked so an A strip sits in L1 and a group of
+// panels in L2. For a given element the order of operations does not depend on how rows are
+// split between threads, so any thread count gives the same bytes.
+module;
+#include <algorithm>
+#include <cstddef>
+#include <vector>
+#include <xsimd/xsimd.hpp>
+export module attn.kernels.gemm;
+
+export namespace attn::kernels {
+
+using batch = xsimd::batch<float>;
+inline constexpr std::size_t lanes = batch::size;
+inline constexpr std::size_t nr = 2 * lanes;           ///< panel width (columns of C per micro-tile)
+inline constexpr std::size_t mr = lanes >= 16 ? 8 : 6; ///< rows of C per micro-tile (AVX-512 has 32 registers)
+inline constexpr std::size_t kc = 256;                 ///< inner-dimension block (A strip and panel slice in L1)
+inline constexpr std::size_t nc_panels = 8;            ///< panels per L2 group
+
+template <class T>
+using aligned_vector = std::vector<T, xsimd::aligned_allocator<T, 64>>;
+
+inline std::size_t round_up(std::size_t n, std::size_t m) { return (n + m - 1) / m * m; }
+
+/// Floats needed to pack a K x N matrix.
+inline std::size_t packed_size(std::size_t k, std::size_t n) { return k * round_up(n, nr); }
+
+/// Packs B (element (k, n) at b[k*ld_k + n*ld_n]) into panels of nr columns, zero-padded:
+/// panel p, row k, column c lands at dst[(p*K + k)*nr + c].
+inline void pack_b(const float* b, std::size_t ld_k, std::size_t ld_n, std::size_t K, std::size_t N,
+                   float* dst) {
+    for (std::size_t p = 0; p * nr < N; ++p) {
+        const std::size_t n0 = p * nr, cols = std::min(nr, N - n0);
+        float* panel = dst + p * K * nr;
+        if (ld_n == 1) { // rows of B contiguous: copy runs
+            for (std::size_t k = 0; k < K; ++k) {
+                const float* src = b + k * ld_k + n0;
+                std::copy(src, src + cols, panel + k * nr);
+                std::fill(panel + k * nr + cols, panel + (k + 1) * nr, 0.0f);
+            }
+        } else { // columns of B contiguous (B = W^T or K^T): walk each column once
+            for (std::size_t c = 0; c < nr; ++c) {
+                if (c < cols) {
+                    const float* src = b + (n0 + c) * ld_n;
+                    for (std::size_t k = 0; k < K; ++k) panel[k * nr + c] = src[k * ld_k];
+                } else {
+                    for (std::size_t k = 0; k < K; ++k) panel[k * nr + c] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+namespace detail {
+
+/// C[MR x ncols] (+)= A[MR x K] * panel[K x nr]; the micro-kernel.
+template <std::size_t MR>
+inline void micro(std::size_t K, const float* a, std::size_t lda, const float* panel, float* c,
+                  std::size_t ldc, std::size_t ncols, bool accumulate) {
+    batch c0[MR], c1[MR];
+    for (std::size_t r = 0; r < MR; ++r) c0[r] = c1[r] = batch(0.0f);
+    for (std::size_t k = 0; k < K; ++k) {
+        const batch b0 = batch::load_aligned(panel + k * nr);
+        const batch b1 = batch::load_aligned(panel + k * nr + lanes);
+        for (std::size_t r = 0; r < MR; ++r) {
+            const batch ar(a[r * lda + k]);
+            c0[r] = xsimd::fma(ar, b0, c0[r]);
+            c1[r] = xsimd::fma(ar, b1, c1[r]);
+        }
+    }
+    if (ncols == nr) {
+        for (std::size_t r = 0; r < MR; ++r) {
+            float* cr = c + r * ldc;
+            if (accumulate) {
+                c0[r] += batch::load_unaligned(cr);
+                c1[r] += batch::load_unaligned(cr + lanes);
+            }
+            c0[r].store_unaligned(cr);
+            c1[r].store_unaligned(cr + lanes);
+        }
+    } else {
+        alignas(64) float tmp[nr];
+        for (std::size_t r = 0; r < MR; ++r) {
+            c0[r].store_aligned(tmp);
+            c1[r].store_aligned(tmp + lanes);
+            float* cr = c + r * ldc;
+            for (std::size_t j = 0; j < ncols; ++j) cr[j] = accumulate ? cr[j] + tmp[j] : tmp[j];
+        }
+    }
+}
+
+template <std::size_t MR = mr>
+inline void micro_rows(std::size_t rows, std::size_t K, const float* a, std::size_t lda, const float* panel,
+                       float* c, std::size_t ldc, std::size_t ncols, bool accumulate) {
+    if constexpr (MR == 0) {
+        (void)rows, (void)K, (void)a, (void)lda, (void)panel, (void)c, (void)ldc, (void)ncols, (void)accumulate;
+    } else if (rows == MR) {
+        micro<MR>(K, a, lda, panel, c, ldc, ncols, accumulate);
+    } else {
+        micro_rows<MR - 1>(rows, K, a, lda, panel, c, ldc, ncols, accumulate);
+    }
+}
+
+} // namespace detail
+
+/// C[m0:m1, 0:N] (+)= A[m0:m1, 0:K] * B, with B packed by pack_b; A and C row-major.
+inline void gemm_rows(std::size_t m0, std::size_t m1, std::size_t N, std::size_t K, const float* a,
+                      std::size_t lda, const float* b_packed, float* c, std::size_t ldc, bool accumulate) {
+    const std::size_t panels = (N + nr - 1) / nr;
+    for (std::size_t k0 = 0; k0 < K; k0 += kc) {
+        const std::size_t kl = std::min(kc, K - k0);
+        const bool acc = accumulate || k0 > 0;
+        for (std::size_t p0 = 0; p0 < panels; p0 += nc_panels) {
+            const std::size_t p1 = std::min(panels, p0 + nc_panels);
+            for (std::size_t i = m0; i < m1; i += mr) {
+                const std::size_t rows = std::min(mr, m1 - i);
+                for (std::size_t p = p0; p < p1; ++p) {
+                    detail::micro_rows(rows, kl, a + i * lda + k0, lda, b_packed + (p * K + k0) * nr,
+                                       c + i * ldc + p * nr, ldc, std::min(nr, N - p * nr), acc);
+                }
+            }
+        }
+    }
+}
+
+/// C[M x N] (+)= A[M x K] * B, rows of C split over `threads` OpenMP threads.
+inline void gemm(std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
+                 const float* b_packed, float* c, std::size_t ldc, bool accumulate, int threads = 1) {
+    if (threads <= 1 || M <= mr) {
+        gemm_rows(0, M, N, K, a, lda, b_packed, c, ldc, accumulate);
+        return;
+    }
+    // One contiguous band of row blocks per thread, so each band keeps the panel-group reuse.
+    const std::size_t blocks = (M + mr - 1) / mr;
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+    for (int t = 0; t < threads; ++t) {
+        const std::size_t b0 = blocks * std::size_t(t) / std::size_t(threads);
+        const std::size_t b1 = blocks * std::size_t(t + 1) / std::size_t(threads);
+        if (b0 < b1) gemm_rows(b0 * mr, std::min(M, b1 * mr), N, K, a, lda, b_packed, c, ldc, accumulate);
+    }
+}
+
+/// y = x W^T + b for a row-major x [rows, in] and W [out, in]: pack W^T once, then gemm.
+inline void linear(const float* x, const float* w, const float* bias, float* y, std::size_t rows,
+                   std::size_t in, std::size_t out, int threads = 1) {
+    aligned_vector<float> wp(packed_size(in, out));
+    pack_b(w, 1, in, in, out, wp.data());
+    if (bias) {
+        for (std::size_t r = 0; r < rows; ++r) std::copy(bias, bias + out, y + r * out);
+    }
+    gemm(rows, out, in, x, in, wp.data(), y, out, bias != nullptr, threads);
+}
+
+} // namespace attn::kernels

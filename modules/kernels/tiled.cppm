@@ -1,0 +1,173 @@
+// attn.kernels.tiled -- the attention core in tiles with a streaming (online) softmax, on the
+// SIMD GEMM. One work item is (batch, head, query tile): the scaled query tile is packed once,
+// then each key/value tile is packed, scored with one GEMM, folded into a running row maximum
+// m and row sum l (rescaling the running output by exp(m_old - m_new) when the maximum grows),
+// and accumulated with a second GEMM. The n_q x n_kv score matrix never exists: the extra
+// memory per thread is the tiles, independent of sequence length.
+module;
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <vector>
+#include <xsimd/xsimd.hpp>
+export module attn.kernels.tiled;
+import attn.kernels.gemm;
+import attn.core;
+
+export namespace attn::kernels {
+
+/// Tile sizes; 0 in run_options means these measured defaults.
+struct tiles {
+    std::size_t q = 96;   ///< query rows per tile (a multiple of mr)
+    std::size_t kv = 128; ///< keys per tile (a multiple of nr)
+};
+
+inline tiles resolve_tiles(const run_options& o) {
+    tiles t;
+    if (o.tile_q) t.q = o.tile_q;
+    if (o.tile_kv) t.kv = o.tile_kv;
+    return t;
+}
+
+/// One thread's buffers for tiled_core.
+struct tiled_scratch {
+    aligned_vector<float> qs, kp, vp, s, acc, m, l;
+    std::size_t s_ld = 0, acc_ld = 0;
+
+    tiled_scratch(const problem& p, tiles t) {
+        const std::size_t d = p.head_dim();
+        s_ld = round_up(t.kv, nr);
+        acc_ld = round_up(d, nr);
+        qs.resize(t.q * d);
+        kp.resize(packed_size(d, t.kv));
+        vp.resize(packed_size(t.kv, d));
+        s.resize(t.q * s_ld);
+        acc.resize(t.q * acc_ld);
+        m.resize(t.q);
+        l.resize(t.q);
+    }
+    std::size_t bytes() const {
+        return sizeof(float) * (qs.size() + kp.size() + vp.size() + s.size() + acc.size() + m.size() + l.size());
+    }
+};
+
+namespace detail {
+
+inline constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+
+/// max of x[0:n]
+inline float row_max(const float* x, std::size_t n) {
+    batch mx(neg_inf);
+    std::size_t j = 0;
+    for (; j + lanes <= n; j += lanes) mx = xsimd::max(mx, batch::load_unaligned(x + j));
+    alignas(64) float t[lanes];
+    mx.store_aligned(t);
+    float r = neg_inf;
+    for (std::size_t k = 0; k < lanes; ++k) r = std::max(r, t[k]);
+    for (; j < n; ++j) r = std::max(r, x[j]);
+    return r;
+}
+
+/// x[j] = exp(x[j] - m) for j < n, 0 for n <= j < n_pad; returns the sum. The tail goes
+/// through the same vector exp (padded with -inf), so every element sees one exp.
+inline float exp_row(float* x, std::size_t n, std::size_t n_pad, float m) {
+    const batch mb(m);
+    batch sum(0.0f);
+    std::size_t j = 0;
+    for (; j + lanes <= n; j += lanes) {
+        const batch e = xsimd::exp(batch::load_unaligned(x + j) - mb);
+        e.store_unaligned(x + j);
+        sum += e;
+    }
+    if (j < n) {
+        alignas(64) float t[lanes];
+        for (std::size_t k = 0; k < lanes; ++k) t[k] = j + k < n ? x[j + k] : neg_inf;
+        const batch e = xsimd::exp(batch::load_aligned(t) - mb);
+        e.store_aligned(t);
+        sum += e;
+        for (std::size_t k = 0; j + k < n; ++k) x[j + k] = t[k];
+        j = n;
+    }
+    std::fill(x + n, x + n_pad, 0.0f);
+    return xsimd::hadd(sum);
+}
+
+inline void scale_row(float* x, std::size_t n, float f) { // n is a multiple of lanes
+    const batch fb(f);
+    for (std::size_t j = 0; j < n; j += lanes) (batch::load_aligned(x + j) * fb).store_aligned(x + j);
+}
+
+} // namespace detail
+
+/// The rows [i0, i0+tq) of head h in sequence b.
+inline void tile_core(const problem& p, const core_io<float>& io, std::size_t b, std::size_t h, std::size_t i0,
+                      std::size_t tq, tiles t, tiled_scratch& w) {
+    const std::size_t d = p.head_dim(), g = p.kv_head_of(h);
+    const float scale = float(p.softmax_scale());
+    for (std::size_t r = 0; r < tq; ++r) {
+        const float* q = io.q.row(b, h, i0 + r);
+        for (std::size_t c = 0; c < d; ++c) w.qs[r * d + c] = q[c] * scale;
+    }
+    std::fill(w.acc.begin(), w.acc.begin() + tq * w.acc_ld, 0.0f);
+    std::fill(w.m.begin(), w.m.end(), detail::neg_inf);
+    std::fill(w.l.begin(), w.l.end(), 0.0f);
+    const std::size_t kv_end = p.visible(i0 + tq - 1); // visibility grows with the row index
+    for (std::size_t j0 = 0; j0 < kv_end; j0 += t.kv) {
+        const std::size_t tk = std::min(t.kv, kv_end - j0), tk_pad = round_up(tk, nr);
+        pack_b(io.k.row(b, g, j0), 1, io.k.row_stride, d, tk, w.kp.data()); // K^T
+        gemm_rows(0, tq, tk, d, w.qs.data(), d, w.kp.data(), w.s.data(), w.s_ld, false);
+        for (std::size_t r = 0; r < tq; ++r) {
+            float* sr = w.s.data() + r * w.s_ld;
+            const std::size_t vis = p.visible(i0 + r), n = vis > j0 ? std::min(tk, vis - j0) : 0;
+            if (n == 0) { // this row sees nothing here: contributes zeros
+                std::fill(sr, sr + tk_pad, 0.0f);
+                continue;
+            }
+            const float m_new = std::max(w.m[r], detail::row_max(sr, n));
+            const float corr = std::exp(w.m[r] - m_new); // 0 on the first visible tile
+            const float sum = detail::exp_row(sr, n, tk_pad, m_new);
+            w.l[r] = w.l[r] * corr + sum;
+            if (corr != 1.0f) detail::scale_row(w.acc.data() + r * w.acc_ld, w.acc_ld, corr);
+            w.m[r] = m_new;
+        }
+        pack_b(io.v.row(b, g, j0), io.v.row_stride, 1, tk, d, w.vp.data()); // V
+        gemm_rows(0, tq, d, tk, w.s.data(), w.s_ld, w.vp.data(), w.acc.data(), w.acc_ld, true);
+    }
+    for (std::size_t r = 0; r < tq; ++r) {
+        float* o = io.out.row(b, h, i0 + r);
+        const float* a = w.acc.data() + r * w.acc_ld;
+        if (w.l[r] == 0.0f) { // no visible key: zeros, by definition
+            std::fill(o, o + d, 0.0f);
+            continue;
+        }
+        const float inv = 1.0f / w.l[r];
+        for (std::size_t c = 0; c < d; ++c) o[c] = a[c] * inv;
+    }
+}
+
+/// The whole core: (batch x heads x query tiles) work items, spread over `threads`.
+/// Items are independent and each is computed the same way on any thread: the result does not
+/// depend on the thread count. Heavier (later, under a causal mask) tiles are handed out first.
+inline void tiled_core(const problem& p, const core_io<float>& io, tiles t, int threads) {
+    const std::size_t n_tiles = (p.n_q + t.q - 1) / t.q;
+    const std::size_t items = p.batch * p.heads * n_tiles;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        tiled_scratch w(p, t);
+#pragma omp for schedule(dynamic, 1)
+        for (std::size_t it = 0; it < items; ++it) {
+            const std::size_t tile = n_tiles - 1 - it / (p.batch * p.heads);
+            const std::size_t bh = it % (p.batch * p.heads);
+            const std::size_t i0 = tile * t.q;
+            tile_core(p, io, bh / p.heads, bh % p.heads, i0, std::min(t.q, p.n_q - i0), t, w);
+        }
+    }
+}
+
+/// Extra memory of tiled_core: one scratch per thread.
+inline std::size_t tiled_scratch_bytes(const problem& p, tiles t, int threads) {
+    return tiled_scratch(p, t).bytes() * std::size_t(std::max(threads, 1));
+}
+
+} // namespace attn::kernels
