@@ -4,11 +4,14 @@ module;
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <new>
 #include <string>
 #include <vector>
 #include <omp.h>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 #include <xsimd/xsimd.hpp>
 module attn.peak;
@@ -116,6 +119,40 @@ fma_kernel choose_kernel(const options& opt) {
     return best;
 }
 
+/// CPU time, in clock ticks, that all processes and that this process have used so far.
+struct cpu_ticks {
+    double all = -1, self = -1;
+    static cpu_ticks now() {
+        cpu_ticks t;
+        std::ifstream proc_stat("/proc/stat");
+        std::string cpu;
+        double user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
+        if (proc_stat >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal && cpu == "cpu")
+            t.all = user + nice + system + irq + softirq + steal;
+        std::ifstream self_stat("/proc/self/stat");
+        std::string line;
+        std::getline(self_stat, line);
+        const auto paren = line.rfind(')'); // the command name may hold spaces
+        if (paren != std::string::npos) {
+            std::istringstream rest(line.substr(paren + 2));
+            std::string field;
+            double utime = 0, stime = 0;
+            for (int i = 3; i <= 13 && rest >> field; ++i) {} // state .. cmajflt
+            if (rest >> utime >> stime) t.self = utime + stime;
+        }
+        return t;
+    }
+};
+
+/// Average CPUs busy with other processes between `before` and now, over `seconds`.
+double others_busy(const cpu_ticks& before, double seconds) {
+    const cpu_ticks after = cpu_ticks::now();
+    const double hz = double(sysconf(_SC_CLK_TCK));
+    if (before.all < 0 || before.self < 0 || after.all < 0 || after.self < 0 || hz <= 0 || seconds <= 0) return -1;
+    const double others = (after.all - before.all) - (after.self - before.self);
+    return std::max(0.0, others / hz / seconds);
+}
+
 stats summarise(std::vector<double> samples) {
     stats st;
     st.samples = samples;
@@ -143,8 +180,12 @@ stats fma_impl(const fma_kernel& k, int threads, const options& opt, int& grante
     const std::size_t iters = calibrate(k, opt.fma_seconds);
     time_fma(k, threads, iters, granted); // untimed warm-up of the whole team
     std::vector<double> rates;
+    const cpu_ticks before = cpu_ticks::now();
+    const auto t0 = steady::now();
     for (int r = 0; r < opt.repetitions; ++r) rates.push_back(time_fma(k, threads, iters, granted));
-    return summarise(rates);
+    stats st = summarise(rates);
+    st.others_busy_cpus = others_busy(before, seconds_since(t0));
+    return st;
 }
 
 /// 64-byte aligned float arrays, freed with the matching deallocation.
@@ -178,7 +219,13 @@ stats triad_impl(triad_arrays& arr, int threads, int repetitions) {
     const std::size_t n = arr.n;
     const float scalar = 3.0f;
     std::vector<double> rates;
+    cpu_ticks before;
+    auto start = steady::now();
     for (int r = -1; r < repetitions; ++r) { // r = -1: untimed warm-up
+        if (r == 0) {
+            before = cpu_ticks::now();
+            start = steady::now();
+        }
         escape(a);
         escape(b);
         escape(c);
@@ -191,7 +238,10 @@ stats triad_impl(triad_arrays& arr, int threads, int repetitions) {
     }
     for (std::size_t i : {std::size_t(0), n / 3, n / 2, n - 1})
         require(a[i] == b[i] + scalar * c[i], "peak: triad produced a wrong value at index " + std::to_string(i));
-    return summarise(rates);
+    const double busy = others_busy(before, seconds_since(start));
+    stats st = summarise(rates);
+    st.others_busy_cpus = busy;
+    return st;
 }
 
 } // namespace
@@ -244,6 +294,7 @@ nlohmann::ordered_json stats_json(const stats& s) {
     j["worst"] = s.worst;
     j["repetitions"] = s.samples.size();
     j["samples"] = s.samples;
+    j["others_busy_cpus"] = s.others_busy_cpus;
     return j;
 }
 
@@ -256,6 +307,7 @@ stats stats_from(const nlohmann::json& j, const char* key) {
         s.best = o.at("best").get<double>();
         s.worst = o.at("worst").get<double>();
         if (o.contains("samples")) s.samples = o["samples"].get<std::vector<double>>();
+        if (o.contains("others_busy_cpus")) s.others_busy_cpus = o["others_busy_cpus"].get<double>();
     } catch (const nlohmann::json::exception& e) {
         throw error(std::string("peak JSON: \"") + key + "\": " + e.what());
     }

@@ -24,6 +24,9 @@ struct options {
 struct stats {
     double median = 0, best = 0, worst = 0;
     std::vector<double> samples; ///< in the order measured
+    /// CPUs that other processes kept busy meanwhile, on average (from /proc/stat minus this
+    /// process); well above 0 means the figure is low because the machine was shared. -1: unknown.
+    double others_busy_cpus = -1;
 };
 
 /// The machine's ceilings. FMA in GFLOP/s (an FMA counts as 2 FLOPs); triad in GB/s

@@ -24,10 +24,12 @@ std::string render_ceilings(const peak::ceilings& c, int repetitions) {
                   {"median", "", true},
                   {"best", "", true},
                   {"worst", "", true},
-                  {"unit", "", false}});
+                  {"unit", "", false},
+                  {"other load", "CPUs", true}});
     auto row = [&](const char* name, int threads, const peak::stats& s, const char* unit) {
         t.add_row({name, std::to_string(threads), format_number(s.median, 1), format_number(s.best, 1),
-                   format_number(s.worst, 1), unit});
+                   format_number(s.worst, 1), unit,
+                   s.others_busy_cpus < 0 ? "?" : format_number(s.others_busy_cpus, 2)});
     };
     row("fp32 FMA", 1, c.fma_1t_gflops, "GFLOP/s");
     row("fp32 FMA", c.threads, c.fma_all_gflops, "GFLOP/s");
@@ -43,10 +45,11 @@ std::string render_ceilings(const peak::ceilings& c, int repetitions) {
         s += "scaling 1 -> " + std::to_string(c.threads) + " threads: FMA " +
              format_number(c.fma_all_gflops.median / c.fma_1t_gflops.median, 2) + "x, triad " +
              format_number(c.triad_all_gbs.median / c.triad_1t_gbs.median, 2) + "x\n";
+    s += "other load: CPUs that other processes kept busy during the repetitions (0 on a quiet machine)\n";
     for (const auto* st : {&c.fma_1t_gflops, &c.fma_all_gflops, &c.triad_1t_gbs, &c.triad_all_gbs})
-        if (st->best > 0 && st->worst < 0.85 * st->best) {
-            s += "warning: repetitions differ by more than 15% (worst " + format_number(st->worst, 1) + ", best " +
-                 format_number(st->best, 1) + "): the machine was probably busy; see load_average, and rerun\n";
+        if (st->others_busy_cpus > 0.1 || (st->best > 0 && st->worst < 0.85 * st->best)) {
+            s += "warning: the machine was busy (other load up to " + format_number(st->others_busy_cpus, 2) +
+                 " CPUs, or repetitions differing by more than 15%): these ceilings are low; rerun when quiet\n";
             break;
         }
     return s;
