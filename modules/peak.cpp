@@ -10,6 +10,7 @@ module;
 #include <new>
 #include <string>
 #include <vector>
+#include <immintrin.h>
 #include <omp.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
@@ -22,7 +23,26 @@ namespace attn::peak {
 namespace {
 
 using steady = std::chrono::steady_clock;
+// The FMA ceiling must be measured with fused multiply-add instructions. xsimd 8.1 has FMA
+// kernels only for its fma3<sse4_2|avx|avx2> and fma4 architectures: xsimd::fma on the
+// default batch of an -march=native AVX-512 build (avx512bw), and on plain batch<float, avx2>,
+// falls back to x*y + z, which clang (-ffp-contract=on) emits as a separate vmulps and vaddps.
+// On these Zen 4 cores that pair has the same throughput as an FMA but 6 cycles of latency
+// instead of 4, so fewer chains were latency-bound (8 AVX2 chains: ~78 GFLOP/s, which is what
+// the issue's probe reported). Here the instruction is chosen explicitly.
+#if defined(__AVX512F__)
+using batch = xsimd::batch<float>; // 16 lanes, held in a __m512
+inline batch fused(const batch& x, const batch& y, const batch& z) { return batch(_mm512_fmadd_ps(x, y, z)); }
+constexpr const char* fma_instruction = "vfmadd231ps zmm (AVX-512F)";
+#elif defined(__AVX2__) && defined(__FMA__)
+using batch = xsimd::batch<float, xsimd::fma3<xsimd::avx2>>;
+inline batch fused(const batch& x, const batch& y, const batch& z) { return xsimd::fma(x, y, z); }
+constexpr const char* fma_instruction = "vfmadd231ps ymm (FMA3)";
+#else
 using batch = xsimd::batch<float>;
+inline batch fused(const batch& x, const batch& y, const batch& z) { return xsimd::fma(x, y, z); }
+constexpr const char* fma_instruction = "xsimd::fma (no FMA instructions in this build)";
+#endif
 
 /// Keeps the compiler from proving a value or the memory behind a pointer unused.
 template <class T>
@@ -38,11 +58,10 @@ double seconds_since(steady::time_point t0) {
 /// b/(1-a) = 1, so values stay normal (no denormal slow path) and finite. Returns a sum of the
 /// chains, which the caller keeps, so the loop cannot be deleted.
 ///
-/// Hiding the FMA latency needs (FMA ports) x (latency in cycles) chains in flight. On these
-/// machines (AMD EPYC, 2 vCPUs) a dependent FMA takes about 6.5 cycles as measured, so 8 AVX2
-/// chains reach only ~78 GFLOP/s of one core's ~120 and 16 are needed; AVX-512 batches, which
-/// the core issues at one per cycle, need about 7. measure() tries 8, 12 and 16 and keeps the
-/// fastest, so the ceiling does not depend on guessing the latency.
+/// Hiding the FMA latency needs (FMA ports) x (latency in cycles) chains in flight: 2 x 4 = 8
+/// for 256-bit FMAs on these Zen 4 cores (and 2 x 4-5 on Intel cores), fewer for 512-bit ones,
+/// which Zen 4 issues at one per cycle. measure() tries 8, 12 and 16 and keeps the fastest,
+/// so the ceiling does not rest on a guess of the latency.
 template <int Chains>
 float fma_chains(std::size_t iters, float seed) {
     batch acc[Chains];
@@ -50,7 +69,7 @@ float fma_chains(std::size_t iters, float seed) {
     const batch a(0.9999f), b(0.0001f);
     for (std::size_t it = 0; it < iters; ++it) {
 #pragma unroll
-        for (int i = 0; i < Chains; ++i) acc[i] = xsimd::fma(acc[i], a, b);
+        for (int i = 0; i < Chains; ++i) acc[i] = fused(acc[i], a, b);
     }
     batch s = acc[0];
     for (int i = 1; i < Chains; ++i) s += acc[i];
@@ -276,7 +295,8 @@ ceilings measure(const options& opt) {
     c.threads = granted;
     c.accumulators = k.chains;
     c.simd_lanes = int(batch::size);
-    c.simd_arch = xsimd::default_arch::name();
+    c.simd_arch = batch::arch_type::name();
+    c.fma_instruction = fma_instruction;
     c.triad_array_bytes = triad_array_bytes(opt);
     c.triad_elements = std::max<std::size_t>(c.triad_array_bytes / sizeof(float), 16);
     triad_arrays arr(c.triad_elements);
@@ -325,6 +345,7 @@ std::string to_json(const ceilings& c, int indent) {
     j["threads"] = c.threads;
     j["fma_accumulators_per_thread"] = c.accumulators;
     j["simd_arch"] = c.simd_arch;
+    j["fma_instruction"] = c.fma_instruction;
     j["simd_f32_lanes"] = c.simd_lanes;
     j["triad_array_bytes"] = c.triad_array_bytes;
     j["triad_elements"] = c.triad_elements;
@@ -351,6 +372,7 @@ ceilings from_json(const std::string& text) {
     c.threads = j.value("threads", 1);
     c.accumulators = j.value("fma_accumulators_per_thread", 0);
     c.simd_arch = j.value("simd_arch", std::string());
+    c.fma_instruction = j.value("fma_instruction", std::string());
     c.simd_lanes = j.value("simd_f32_lanes", 0);
     c.triad_array_bytes = j.value("triad_array_bytes", std::size_t(0));
     c.triad_elements = j.value("triad_elements", std::size_t(0));

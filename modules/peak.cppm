@@ -38,7 +38,8 @@ struct ceilings {
     int threads = 1;                    ///< threads of the all-thread figures (as OpenMP granted)
     int accumulators = 0;               ///< independent FMA chains per thread
     int simd_lanes = 0;                 ///< f32 lanes per batch
-    std::string simd_arch;              ///< xsimd's default architecture, e.g. "avx2"
+    std::string simd_arch;              ///< xsimd architecture of the FMA batches, e.g. "avx512bw"
+    std::string fma_instruction;        ///< the instruction the FMA loop runs, e.g. "vfmadd231ps zmm (AVX-512F)"
     std::size_t triad_array_bytes = 0;  ///< bytes per array
     std::size_t triad_elements = 0;     ///< elements per array
 };

@@ -37,7 +37,7 @@ std::string render_ceilings(const peak::ceilings& c, int repetitions) {
     row("triad a=b+s*c", c.threads, c.triad_all_gbs, "GB/s");
     std::string s = "attnbench peak: this machine's ceilings, " + std::to_string(repetitions) +
                     " timed repetitions each (after a warm-up); median, best and worst\n\n" + t.render() + "\n";
-    s += "FMA: xsimd " + c.simd_arch + " batches of " + std::to_string(c.simd_lanes) + " f32, " +
+    s += "FMA: " + c.fma_instruction + ", xsimd " + c.simd_arch + " batches of " + std::to_string(c.simd_lanes) + " f32, " +
          std::to_string(c.accumulators) + " independent chains per thread; 1 FMA = 2 FLOP; GFLOP/s = 10^9 FLOP/s\n";
     s += "triad: 3 arrays of " + format_bytes(c.triad_array_bytes) + " (" + std::to_string(c.triad_elements) +
          " f32 each), 12 byte per element counted (write-allocate not counted); GB/s = 10^9 byte/s\n";
