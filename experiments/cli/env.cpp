@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <omp.h>
 #include "commands.hpp"
 import attn.results;
 
@@ -14,6 +15,7 @@ void add_env(CLI::App& app) {
         run_info info;
     };
     auto a = std::make_shared<env_args>();
+    a->info.threads = omp_get_max_threads();
     auto* cmd = app.add_subcommand("env", "print the machine, build and run metadata");
     cmd->add_flag("--json", a->json, "print one JSON object");
     cmd->add_option("--seed", a->info.seed, "seed to record")->capture_default_str();
