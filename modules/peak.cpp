@@ -28,8 +28,9 @@ using steady = std::chrono::steady_clock;
 // default batch of an -march=native AVX-512 build (avx512bw), and on plain batch<float, avx2>,
 // falls back to x*y + z, which clang (-ffp-contract=on) emits as a separate vmulps and vaddps.
 // On these Zen 4 cores that pair has the same throughput as an FMA but 6 cycles of latency
-// instead of 4, so fewer chains were latency-bound (8 AVX2 chains: ~78 GFLOP/s, which is what
-// the probe reported). Here the instruction is chosen explicitly.
+// instead of 4, so a loop with too few chains is latency-bound (8 chains of batch<float, avx2>
+// measured ~78 GFLOP/s on one core, near the ~83 the independent probe reported; real
+// FMAs with 8+ chains measure ~117). Here the instruction is chosen explicitly.
 #if defined(__AVX512F__)
 using batch = xsimd::batch<float>; // 16 lanes, held in a __m512
 inline batch fused(const batch& x, const batch& y, const batch& z) { return batch(_mm512_fmadd_ps(x, y, z)); }
