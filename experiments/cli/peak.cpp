@@ -72,13 +72,17 @@ void run_peak(const peak_args& a) {
     j["metadata"] = nlohmann::ordered_json::parse(to_json(meta));
     j["peak"] = nlohmann::ordered_json::parse(peak::to_json(c));
     const std::string json = j.dump(2) + "\n";
-    if (!a.out.empty()) write_atomic(a.out, json);
+    // Print first: a bad --out path then costs the file, not the measurement.
     if (a.json) {
         std::fputs(json.c_str(), stdout);
     } else {
         std::fputs(render_ceilings(c, opt.repetitions).c_str(), stdout);
         std::fputs(("\n" + render_metadata(meta)).c_str(), stdout);
-        if (!a.out.empty()) std::printf("\nwrote %s\n", a.out.c_str());
+    }
+    std::fflush(stdout);
+    if (!a.out.empty()) {
+        write_atomic(a.out, json);
+        std::fprintf(a.json ? stderr : stdout, "wrote %s\n", a.out.c_str());
     }
 }
 
@@ -88,7 +92,7 @@ void add_peak(CLI::App& app) {
     auto a = std::make_shared<peak_args>();
     auto* cmd = app.add_subcommand("peak", "measure this machine's fp32 FMA throughput and triad bandwidth");
     cmd->add_flag("--json", a->json, "print JSON (metadata and ceilings) instead of tables");
-    cmd->add_option("--out", a->out, "also write the JSON to FILE (atomically)");
+    cmd->add_option("--out", a->out, "also write the JSON to FILE (atomically)")->option_text("FILE");
     cmd->add_option("--repetitions", a->opt.repetitions, "timed repetitions per figure")
         ->check(CLI::Range(1, 1000))->capture_default_str();
     cmd->add_option("--threads", a->opt.threads, "threads of the all-thread figures (0: OpenMP's maximum)")
