@@ -14,5 +14,7 @@ void add_list(CLI::App& app);
 void add_run(CLI::App& app);
 void add_init(CLI::App& app);
 void add_check(CLI::App& app);
+void add_peak(CLI::App& app);
+void add_env(CLI::App& app);
 
 } // namespace attn::cli

@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
     attn::cli::add_run(app);
     attn::cli::add_init(app);
     attn::cli::add_check(app);
+    attn::cli::add_peak(app);
+    attn::cli::add_env(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,109 @@
+// attnbench peak: this machine's measured ceilings (fp32 FMA throughput and triad bandwidth,
+// 1 thread and all threads), the roofline that every "% of peak" refers to.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <nlohmann/json.hpp>
+#include "commands.hpp"
+import attn.peak;
+import attn.results;
+
+namespace attn::cli {
+namespace {
+
+struct peak_args {
+    bool json = false;
+    std::string out;
+    peak::options opt;
+    double triad_mib = 0;
+};
+
+std::string render_ceilings(const peak::ceilings& c, int repetitions) {
+    text_table t({{"ceiling", "", false},
+                  {"threads", "", true},
+                  {"median", "", true},
+                  {"best", "", true},
+                  {"worst", "", true},
+                  {"unit", "", false},
+                  {"other load", "CPUs", true}});
+    auto row = [&](const char* name, int threads, const peak::stats& s, const char* unit) {
+        t.add_row({name, std::to_string(threads), format_number(s.median, 1), format_number(s.best, 1),
+                   format_number(s.worst, 1), unit,
+                   s.others_busy_cpus < 0 ? "?" : format_number(s.others_busy_cpus, 2)});
+    };
+    row("fp32 FMA", 1, c.fma_1t_gflops, "GFLOP/s");
+    row("fp32 FMA", c.threads, c.fma_all_gflops, "GFLOP/s");
+    row("triad a=b+s*c", 1, c.triad_1t_gbs, "GB/s");
+    row("triad a=b+s*c", c.threads, c.triad_all_gbs, "GB/s");
+    std::string s = "attnbench peak: this machine's ceilings, " + std::to_string(repetitions) +
+                    " timed repetitions each (after a warm-up); median, best and worst\n\n" + t.render() + "\n";
+    s += "FMA: " + c.fma_instruction + ", xsimd " + c.simd_arch + " batches of " + std::to_string(c.simd_lanes) + " f32, " +
+         std::to_string(c.accumulators) + " independent chains per thread; 1 FMA = 2 FLOP; GFLOP/s = 10^9 FLOP/s\n";
+    s += "triad: 3 arrays of " + format_bytes(c.triad_array_bytes) + " (" + std::to_string(c.triad_elements) +
+         " f32 each), 12 byte per element counted (write-allocate not counted); GB/s = 10^9 byte/s\n";
+    if (c.fma_1t_gflops.median > 0)
+        s += "scaling 1 -> " + std::to_string(c.threads) + " threads: FMA " +
+             format_number(c.fma_all_gflops.median / c.fma_1t_gflops.median, 2) + "x, triad " +
+             format_number(c.triad_all_gbs.median / c.triad_1t_gbs.median, 2) + "x\n";
+    s += "other load: CPUs that other processes kept busy during the repetitions (0 on a quiet machine)\n";
+    double busy = 0, spread = 1;
+    for (const auto* st : {&c.fma_1t_gflops, &c.fma_all_gflops, &c.triad_1t_gbs, &c.triad_all_gbs}) {
+        busy = std::max(busy, st->others_busy_cpus);
+        if (st->best > 0) spread = std::min(spread, st->worst / st->best);
+    }
+    if (busy > 0.1)
+        s += "warning: other processes kept up to " + format_number(busy, 2) +
+             " CPUs busy: these ceilings are low; rerun when the machine is quiet\n";
+    else if (spread < 0.75)
+        s += "note: some repetitions were " + format_number(100 * (1 - spread), 0) +
+             "% below the best; the medians are the figures to use\n";
+    return s;
+}
+
+void run_peak(const peak_args& a) {
+    peak::options opt = a.opt;
+    if (a.triad_mib > 0) opt.triad_bytes = std::size_t(a.triad_mib * 1024 * 1024);
+    const peak::ceilings c = peak::measure(opt);
+    run_info info;
+    info.threads = c.threads;
+    const metadata meta = collect_metadata(info);
+    nlohmann::ordered_json j;
+    j["metadata"] = nlohmann::ordered_json::parse(to_json(meta));
+    j["peak"] = nlohmann::ordered_json::parse(peak::to_json(c));
+    const std::string json = j.dump(2) + "\n";
+    // Print first: a bad --out path then costs the file, not the measurement.
+    if (a.json) {
+        std::fputs(json.c_str(), stdout);
+    } else {
+        std::fputs(render_ceilings(c, opt.repetitions).c_str(), stdout);
+        std::fputs(("\n" + render_metadata(meta)).c_str(), stdout);
+    }
+    std::fflush(stdout);
+    if (!a.out.empty()) {
+        write_atomic(a.out, json);
+        std::fprintf(a.json ? stderr : stdout, "wrote %s\n", a.out.c_str());
+    }
+}
+
+} // namespace
+
+void add_peak(CLI::App& app) {
+    auto a = std::make_shared<peak_args>();
+    auto* cmd = app.add_subcommand("peak", "measure this machine's fp32 FMA throughput and triad bandwidth");
+    cmd->add_flag("--json", a->json, "print JSON (metadata and ceilings) instead of tables");
+    cmd->add_option("--out", a->out, "also write the JSON to FILE (atomically)")->option_text("FILE");
+    cmd->add_option("--repetitions", a->opt.repetitions, "timed repetitions per figure")
+        ->check(CLI::Range(1, 1000))->capture_default_str();
+    cmd->add_option("--threads", a->opt.threads, "threads of the all-thread figures (0: OpenMP's maximum)")
+        ->check(CLI::Range(0, 1 << 16))->capture_default_str();
+    cmd->add_option("--fma-seconds", a->opt.fma_seconds, "length of one FMA repetition in seconds")
+        ->check(CLI::Range(1e-4, 60.0))->capture_default_str();
+    cmd->add_option("--accumulators", a->opt.accumulators, "FMA chains per thread: 8, 12, 16 (0: the fastest)")
+        ->check(CLI::IsMember({0, 8, 12, 16}))->capture_default_str();
+    cmd->add_option("--triad-mib", a->triad_mib, "MiB per triad array (default: max(4 x L3, 64 MiB))")
+        ->check(CLI::Range(0.001, 1e6));
+    cmd->callback([a] { run_peak(*a); });
+}
+
+} // namespace attn::cli

@@ -1,0 +1,67 @@
+// attn.peak -- this machine's measured ceilings, the roofline every "% of peak" refers to:
+// fp32 FMA throughput (xsimd's default batch, enough independent accumulators to hide the
+// FMA latency on every FMA port) and STREAM-style triad bandwidth over arrays far larger than
+// the last-level cache, each on one thread and on all threads.
+module;
+#include <cstddef>
+#include <string>
+#include <vector>
+export module attn.peak;
+export import attn.core;
+
+export namespace attn::peak {
+
+/// How long and how big to measure. The defaults are what `attnbench peak` uses.
+struct options {
+    int threads = 0;             ///< the all-threads runs; 0: omp_get_max_threads()
+    int repetitions = 11;        ///< timed repetitions per figure, after one untimed warm-up
+    double fma_seconds = 0.1;    ///< target length of one FMA repetition
+    int accumulators = 0;        ///< FMA chains per thread: 8, 12 or 16; 0: the fastest of those
+    std::size_t triad_bytes = 0; ///< bytes per triad array; 0: max(4 x L3, 64 MiB)
+};
+
+/// Repetitions of one measurement, as rates (higher is better).
+struct stats {
+    double median = 0, best = 0, worst = 0;
+    std::vector<double> samples; ///< in the order measured
+    /// CPUs that other processes kept busy meanwhile, on average (from /proc/stat minus this
+    /// process); well above 0 means the figure is low because the machine was shared. -1: unknown.
+    double others_busy_cpus = -1;
+};
+
+/// The machine's ceilings. FMA in GFLOP/s (an FMA counts as 2 FLOPs); triad in GB/s
+/// (10^9 bytes/s) counting 12 bytes per element -- read b and c, write a -- as STREAM does;
+/// the write-allocate read of a that the caches also perform is not counted.
+struct ceilings {
+    stats fma_1t_gflops, fma_all_gflops;
+    stats triad_1t_gbs, triad_all_gbs;
+    int threads = 1;                    ///< threads of the all-thread figures (as OpenMP granted)
+    int accumulators = 0;               ///< independent FMA chains per thread
+    int simd_lanes = 0;                 ///< f32 lanes per batch
+    std::string simd_arch;              ///< xsimd architecture of the FMA batches, e.g. "avx512bw"
+    std::string fma_instruction;        ///< the instruction the FMA loop runs, e.g. "vfmadd231ps zmm (AVX-512F)"
+    std::size_t triad_array_bytes = 0;  ///< bytes per array
+    std::size_t triad_elements = 0;     ///< elements per array
+};
+
+/// fp32 FMA throughput on `threads` threads, in GFLOP/s.
+stats fma_gflops(int threads, const options& opt = {});
+
+/// Triad a[i] = b[i] + s*c[i] bandwidth on `threads` threads, in GB/s (12 bytes per element).
+stats triad_gbs(int threads, const options& opt = {});
+
+/// All four figures; the triad arrays are allocated once and shared by both thread counts.
+ceilings measure(const options& opt = {});
+
+/// The bytes per triad array that `opt` asks for (resolving 0 to the default).
+std::size_t triad_array_bytes(const options& opt);
+
+/// The ceilings as a JSON object (numbers as numbers; every stats with median, best, worst,
+/// repetitions and samples), the form `attnbench peak --json` prints under "peak".
+std::string to_json(const ceilings& c, int indent = 2);
+
+/// Reads what to_json wrote (alone, or under a "peak" key as `attnbench peak --json` writes it).
+/// Throws attn::error naming what is missing or malformed.
+ceilings from_json(const std::string& text);
+
+} // namespace attn::peak

@@ -1,0 +1,378 @@
+module;
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+#include <omp.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+#include <cblas.h>
+#include <xsimd/xsimd.hpp>
+module attn.results;
+
+namespace attn {
+
+namespace fs = std::filesystem;
+
+void write_atomic(const std::string& path, const std::string& text) {
+    require(!path.empty(), "cannot write a file with an empty path");
+    const fs::path dest(path);
+    std::error_code ec;
+    if (dest.has_parent_path()) {
+        fs::create_directories(dest.parent_path(), ec);
+        require(!ec, path + ": cannot write (cannot create directory " + dest.parent_path().string() + ": " +
+                         ec.message() + ")");
+    }
+    // A unique name in the same directory, so the rename stays on one file system and is atomic,
+    // and two writers (threads or processes) never share a temporary.
+    static std::atomic<unsigned> counter{0};
+    fs::path tmp = dest;
+    tmp.replace_filename("." + dest.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
+                         std::to_string(counter++));
+    auto fail = [&](const std::string& why) {
+        std::error_code ignored;
+        fs::remove(tmp, ignored);
+        throw error(path + ": cannot write (" + why + ")");
+    };
+    {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out) fail(std::strerror(errno));
+        out.write(text.data(), std::streamsize(text.size()));
+        out.flush();
+        if (!out) fail(std::strerror(errno));
+        out.close();
+        if (out.fail()) fail(std::strerror(errno));
+    }
+    fs::rename(tmp, dest, ec);
+    if (ec) fail(ec.message());
+}
+
+namespace {
+
+std::string read_first_line(const std::string& file) {
+    std::ifstream in(file);
+    std::string line;
+    std::getline(in, line);
+    return line;
+}
+
+/// "32K", "1024K", "32M" as /sys writes cache sizes.
+std::size_t parse_size(const std::string& s) {
+    if (s.empty()) return 0;
+    std::size_t pos = 0;
+    unsigned long long v = 0;
+    try {
+        v = std::stoull(s, &pos);
+    } catch (...) {
+        return 0;
+    }
+    const char unit = pos < s.size() ? s[pos] : ' ';
+    if (unit == 'K' || unit == 'k') v <<= 10;
+    else if (unit == 'M' || unit == 'm') v <<= 20;
+    else if (unit == 'G' || unit == 'g') v <<= 30;
+    return std::size_t(v);
+}
+
+/// The value after "key<spaces>: " on the first matching line of a /proc-style file.
+std::string proc_field(const std::string& file, const std::string& key) {
+    std::ifstream in(file);
+    std::string line;
+    while (std::getline(in, line)) {
+        if (line.compare(0, key.size(), key) != 0) continue;
+        const auto colon = line.find(':');
+        if (colon == std::string::npos) continue;
+        auto value = line.substr(colon + 1);
+        const auto first = value.find_first_not_of(" \t");
+        return first == std::string::npos ? std::string() : value.substr(first);
+    }
+    return {};
+}
+
+machine_info read_machine() {
+    machine_info m;
+    m.cpu_model = proc_field("/proc/cpuinfo", "model name");
+    if (m.cpu_model.empty()) m.cpu_model = "unknown";
+    m.logical_cores = int(::sysconf(_SC_NPROCESSORS_ONLN));
+    const fs::path cache_dir = "/sys/devices/system/cpu/cpu0/cache";
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(cache_dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind("index", 0) != 0) continue;
+        const std::string dir = entry.path().string();
+        const std::string level = read_first_line(dir + "/level"), type = read_first_line(dir + "/type");
+        const std::size_t size = parse_size(read_first_line(dir + "/size"));
+        if (level == "1" && type == "Data") m.l1d_bytes = size;
+        else if (level == "2" && type != "Instruction") m.l2_bytes = size;
+        else if (level == "3" && type != "Instruction") m.l3_bytes = size;
+    }
+    const std::string mem = proc_field("/proc/meminfo", "MemTotal"); // "24576000 kB"
+    m.memory_bytes = parse_size(mem.empty() ? mem : mem.substr(0, mem.find(' ')) + "K");
+    return m;
+}
+
+std::string cpu_simd_flags() {
+    std::istringstream flags(" " + proc_field("/proc/cpuinfo", "flags") + " ");
+    std::string have, flag;
+    const char* wanted[] = {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw",
+                            "avx512vl", "avx512_vnni", "avx512_bf16", "amx_tile"};
+    std::vector<std::string> all;
+    while (flags >> flag) all.push_back(flag);
+    for (const char* w : wanted)
+        for (const auto& f : all)
+            if (f == w) {
+                have += (have.empty() ? "" : " ") + f;
+                break;
+            }
+    return have.empty() ? "unknown" : have;
+}
+
+/// What the compiler was allowed to emit (-march) and what xsimd's batch<float> uses.
+std::string compiled_simd() {
+    std::string s = std::string("xsimd ") + xsimd::default_arch::name() + " (" +
+                    std::to_string(xsimd::batch<float>::size) + " x f32);";
+#if defined(__AVX512F__)
+    s += " AVX512F";
+#endif
+#if defined(__AVX512BW__)
+    s += " AVX512BW";
+#endif
+#if defined(__AVX512VL__)
+    s += " AVX512VL";
+#endif
+#if defined(__AVX2__)
+    s += " AVX2";
+#endif
+#if defined(__FMA__)
+    s += " FMA";
+#endif
+#if defined(__AVX__) && !defined(__AVX2__)
+    s += " AVX";
+#endif
+#if defined(__SSE4_2__) && !defined(__AVX__)
+    s += " SSE4.2";
+#endif
+    return s;
+}
+
+std::string os_name() {
+    std::ifstream in("/etc/os-release");
+    std::string line;
+    while (std::getline(in, line))
+        if (line.rfind("PRETTY_NAME=", 0) == 0) {
+            std::string value = line.substr(12);
+            if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+            return value;
+        }
+    return "unknown";
+}
+
+std::string blas_name() {
+    const char* config = openblas_get_config();
+    std::string s = config ? config : "OpenBLAS (no config string)";
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    return s + "; threads " + std::to_string(openblas_get_num_threads());
+}
+
+std::string or_unknown(std::string s) { return s.empty() ? "unknown" : s; }
+
+/// Build and machine facts that do not change within a process.
+const metadata& static_metadata() {
+    static const metadata m = [] {
+        const machine_info& mach = machine();
+        struct utsname u {};
+        const bool have_uname = ::uname(&u) == 0;
+        char host[256] = {};
+        ::gethostname(host, sizeof host - 1);
+        metadata r;
+        r.emplace_back("cpu_model", mach.cpu_model);
+        r.emplace_back("cpu_simd_flags", cpu_simd_flags());
+        r.emplace_back("logical_cores", std::to_string(mach.logical_cores));
+        r.emplace_back("simd", compiled_simd());
+        r.emplace_back("l1d_cache", mach.l1d_bytes ? format_bytes(mach.l1d_bytes) : "unknown");
+        r.emplace_back("l2_cache", mach.l2_bytes ? format_bytes(mach.l2_bytes) : "unknown");
+        r.emplace_back("l3_cache", mach.l3_bytes ? format_bytes(mach.l3_bytes) : "unknown");
+        r.emplace_back("memory_total", mach.memory_bytes ? format_bytes(mach.memory_bytes) : "unknown");
+        r.emplace_back("os", os_name());
+        r.emplace_back("kernel", have_uname ? std::string(u.sysname) + " " + u.release + " " + u.machine : "unknown");
+        r.emplace_back("hostname", or_unknown(host));
+        r.emplace_back("compiler", or_unknown(ATTNBENCH_COMPILER));
+        r.emplace_back("flags", or_unknown(ATTNBENCH_FLAGS));
+        r.emplace_back("build_type", or_unknown(ATTNBENCH_BUILD_TYPE));
+        r.emplace_back("blas", blas_name());
+        r.emplace_back("openmp_max_threads", std::to_string(omp_get_max_threads()));
+        r.emplace_back("commit", or_unknown(ATTNBENCH_COMMIT));
+        for (auto& [k, v] : r) {
+            // Collapse the double spaces that empty CMake variables leave in the flags.
+            std::string t;
+            for (char c : v)
+                if (!(c == ' ' && (t.empty() || t.back() == ' '))) t += c;
+            while (!t.empty() && t.back() == ' ') t.pop_back();
+            v = t.empty() ? "unknown" : t;
+        }
+        return r;
+    }();
+    return m;
+}
+
+std::string utc_now() {
+    const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+    std::tm tm{};
+    ::gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+std::size_t display_width(const std::string& s) {
+    std::size_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80; // count UTF-8 code points
+    return n;
+}
+
+} // namespace
+
+const machine_info& machine() {
+    static const machine_info m = read_machine();
+    return m;
+}
+
+const std::vector<std::string>& metadata_keys() {
+    static const std::vector<std::string> keys = {
+        "cpu_model", "cpu_simd_flags", "logical_cores", "simd", "l1d_cache", "l2_cache", "l3_cache",
+        "memory_total", "os", "kernel", "hostname", "compiler", "flags", "build_type", "blas",
+        "openmp_max_threads", "commit", "date_utc", "load_average", "seed", "threads", "preset"};
+    return keys;
+}
+
+metadata collect_metadata(const run_info& run) {
+    metadata m = static_metadata();
+    m.emplace_back("date_utc", utc_now());
+    const std::string load = read_first_line("/proc/loadavg"); // "0.52 0.58 0.59 1/467 12345"
+    std::istringstream fields(load);
+    std::string l1, l5, l15;
+    fields >> l1 >> l5 >> l15;
+    m.emplace_back("load_average", l15.empty() ? "unknown" : l1 + " " + l5 + " " + l15);
+    m.emplace_back("seed", std::to_string(run.seed));
+    m.emplace_back("threads", std::to_string(run.threads));
+    m.emplace_back("preset", or_unknown(run.preset));
+    return m;
+}
+
+std::string lookup(const metadata& m, const std::string& key) {
+    for (const auto& [k, v] : m)
+        if (k == key) return v;
+    return {};
+}
+
+std::string json_quote(const std::string& s) {
+    std::string r = "\"";
+    for (unsigned char c : s) {
+        switch (c) {
+        case '"': r += "\\\""; break;
+        case '\\': r += "\\\\"; break;
+        case '\n': r += "\\n"; break;
+        case '\r': r += "\\r"; break;
+        case '\t': r += "\\t"; break;
+        default:
+            if (c < 0x20) {
+                char buf[8];
+                std::snprintf(buf, sizeof buf, "\\u%04x", c);
+                r += buf;
+            } else {
+                r += char(c);
+            }
+        }
+    }
+    return r + "\"";
+}
+
+std::string to_json(const metadata& m, int indent) {
+    if (m.empty()) return "{}";
+    const std::string pad(indent > 0 ? std::size_t(indent) : 0, ' ');
+    const char* sep = indent > 0 ? "\n" : "";
+    std::string r = "{";
+    r += sep;
+    for (std::size_t i = 0; i < m.size(); ++i) {
+        r += pad + json_quote(m[i].first) + (indent > 0 ? ": " : ":") + json_quote(m[i].second);
+        if (i + 1 < m.size()) r += ",";
+        r += sep;
+    }
+    return r + "}";
+}
+
+std::string format_bytes(std::size_t bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    double v = double(bytes);
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        ++u;
+    }
+    if (u == 0) return std::to_string(bytes) + " B";
+    const bool whole = std::fabs(v - std::round(v)) < 1e-9;
+    return format_number(v, whole ? 0 : 2) + " " + units[u];
+}
+
+std::string format_number(double value, int precision) {
+    if (std::isnan(value)) return "nan";
+    if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", precision < 0 ? 0 : precision, value);
+    return buf;
+}
+
+text_table::text_table(std::vector<column> columns) : columns_(std::move(columns)) {
+    require(!columns_.empty(), "a text table needs at least one column");
+}
+
+void text_table::add_row(std::vector<std::string> cells) {
+    require(cells.size() == columns_.size(), "text table row has " + std::to_string(cells.size()) +
+                                                 " cells, expected " + std::to_string(columns_.size()));
+    rows_.push_back(std::move(cells));
+}
+
+std::string text_table::render() const {
+    const std::size_t n = columns_.size();
+    std::vector<std::string> heads(n);
+    std::vector<std::size_t> width(n);
+    for (std::size_t c = 0; c < n; ++c) {
+        heads[c] = columns_[c].header + (columns_[c].unit.empty() ? "" : " [" + columns_[c].unit + "]");
+        width[c] = display_width(heads[c]);
+        for (const auto& row : rows_) width[c] = std::max(width[c], display_width(row[c]));
+    }
+    auto cell = [&](const std::string& s, std::size_t c) {
+        const std::string fill(width[c] - display_width(s), ' ');
+        return columns_[c].numeric ? fill + s : s + fill;
+    };
+    auto line = [&](const std::vector<std::string>& cells) {
+        std::string r;
+        for (std::size_t c = 0; c < n; ++c) r += (c ? "  " : "") + cell(cells[c], c);
+        while (!r.empty() && r.back() == ' ') r.pop_back();
+        return r + "\n";
+    };
+    std::string out = line(heads);
+    std::size_t total = 0;
+    for (std::size_t c = 0; c < n; ++c) total += width[c] + (c ? 2 : 0);
+    out += std::string(total, '-') + "\n";
+    for (const auto& row : rows_) out += line(row);
+    return out;
+}
+
+std::string render_metadata(const metadata& m) {
+    text_table t({{"key", "", false}, {"value", "", false}});
+    for (const auto& [k, v] : m) t.add_row({k, v});
+    return t.render();
+}
+
+} // namespace attn
