@@ -7,5 +7,7 @@ namespace attn::cli {
 void add_list(CLI::App& app);
 void add_run(CLI::App& app);
 void add_init(CLI::App& app);
+void add_params(CLI::App& app);
+void add_flops(CLI::App& app);
 
 } // namespace attn::cli

@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
     attn::cli::add_list(app);
     attn::cli::add_run(app);
     attn::cli::add_init(app);
+    attn::cli::add_params(app);
+    attn::cli::add_flops(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
