@@ -9,5 +9,7 @@ void add_run(CLI::App& app);
 void add_init(CLI::App& app);
 void add_params(CLI::App& app);
 void add_flops(CLI::App& app);
+void add_toy(CLI::App& app);
+void add_hull(CLI::App& app);
 
 } // namespace attn::cli

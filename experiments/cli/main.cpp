@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
     attn::cli::add_init(app);
     attn::cli::add_params(app);
     attn::cli::add_flops(app);
+    attn::cli::add_toy(app);
+    attn::cli::add_hull(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
