@@ -11,5 +11,6 @@ void add_params(CLI::App& app);
 void add_flops(CLI::App& app);
 void add_toy(CLI::App& app);
 void add_hull(CLI::App& app);
+void add_claims(CLI::App& app);
 
 } // namespace attn::cli
