@@ -203,7 +203,8 @@ std::vector<claim> ledger() {
             " deg, |q|=" + f(hull.best_r, 2) + "; bound 1/(3+exp(-3 sqrt2 |q|)) < 1/3; |search - bound| <= " +
             f(hull.max_abs_search_minus_bound, 15),
         qualified,
-        "True of the top-ranked key (k3 at best ties k1 and k2, along q ~ (1,1)); but softmax still gives k3 "
+        "k3 is never strictly first, but it is not interior either: it lies on the hull's edge k1-k2 (the hull "
+        "is the triangle k1, k2, k4), so along q ~ (1,1) it ties k1 and k2 for first; and softmax still gives it "
         "weight, up to a supremum of 1/3, never attained.");
     {
         const auto t = seeds::two_heads(0.0, {1.0});
