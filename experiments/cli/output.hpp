@@ -56,7 +56,10 @@ struct text_table {
     }
 
     std::string csv() const {
-        auto quote = [](const std::string& c) {
+        auto quote = [](std::string c) {
+            // grouped integers ("1,048,576") are written plain in CSV
+            if (!c.empty() && c.find_first_not_of("0123456789,") == std::string::npos)
+                c.erase(std::remove(c.begin(), c.end(), ','), c.end());
             if (c.find_first_of(",\"\n") == std::string::npos) return c;
             std::string q = "\"";
             for (char ch : c) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
