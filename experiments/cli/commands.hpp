@@ -16,5 +16,10 @@ void add_init(CLI::App& app);
 void add_check(CLI::App& app);
 void add_peak(CLI::App& app);
 void add_env(CLI::App& app);
+void add_params(CLI::App& app);
+void add_flops(CLI::App& app);
+void add_toy(CLI::App& app);
+void add_hull(CLI::App& app);
+void add_claims(CLI::App& app);
 
 } // namespace attn::cli

@@ -15,6 +15,11 @@ int main(int argc, char** argv) {
     attn::cli::add_check(app);
     attn::cli::add_peak(app);
     attn::cli::add_env(app);
+    attn::cli::add_params(app);
+    attn::cli::add_flops(app);
+    attn::cli::add_toy(app);
+    attn::cli::add_hull(app);
+    attn::cli::add_claims(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
