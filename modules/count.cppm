@@ -335,25 +335,3 @@ std::vector<problem> flop_check_grid() {
 }
 
 } // namespace attn
-
-export namespace attn {
-/// Where and how this build was made, for the metadata block of every results file.
-struct build_info {
-    std::string_view commit, compiler, build_type, python, source_dir;
-};
-build_info this_build();
-} // namespace attn
-
-namespace attn {
-build_info this_build() {
-    build_info b;
-#ifdef ATTNBENCH_COMMIT
-    b.commit = ATTNBENCH_COMMIT;
-    b.compiler = ATTNBENCH_COMPILER;
-    b.build_type = ATTNBENCH_BUILD_TYPE;
-    b.python = ATTNBENCH_PYTHON;
-    b.source_dir = ATTNBENCH_SOURCE_DIR;
-#endif
-    return b;
-}
-} // namespace attn

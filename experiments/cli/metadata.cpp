@@ -1,19 +1,25 @@
-// The metadata block of the JSON the report-style subcommands write (see output.hpp).
-#include <ctime>
+// The metadata block and atomic writes of the report-style subcommands (see output.hpp).
+#include <cstdint>
+#include <filesystem>
 #include <string>
 #include "output.hpp"
-import attn.count;
+import attn.results;
 
 namespace attn::cli {
 
-nlohmann::json metadata(const std::string& command) {
-    const auto b = this_build();
-    char when[32];
-    const std::time_t now = std::time(nullptr);
-    std::strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    return {{"tool", "attnbench"},          {"command", command},
-            {"commit", std::string(b.commit)}, {"compiler", std::string(b.compiler)},
-            {"build_type", std::string(b.build_type)}, {"written_utc", when}};
+nlohmann::json metadata(const std::string& command, std::uint64_t seed, int threads) {
+    run_info run;
+    run.seed = seed;
+    run.threads = threads;
+    nlohmann::json j = {{"tool", "attnbench"}, {"command", command}};
+    for (const auto& [key, value] : collect_metadata(run)) j[key] = value;
+    return j;
+}
+
+std::string write_atomic(const std::string& dir, const std::string& name, const std::string& content) {
+    const std::string path = (std::filesystem::path(dir) / name).string();
+    attn::write_atomic(path, content);
+    return path;
 }
 
 } // namespace attn::cli

@@ -4,9 +4,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -76,27 +73,14 @@ struct text_table {
     }
 };
 
-/// Writes `content` to dir/name through a temporary file and a rename, so a reader never sees
-/// half a file. Creates dir. Returns the final path.
-inline std::string write_atomic(const std::string& dir, const std::string& name, const std::string& content) {
-    namespace fs = std::filesystem;
-    fs::create_directories(dir);
-    const fs::path final_path = fs::path(dir) / name;
-    const fs::path tmp = fs::path(dir) / ("." + name + ".tmp");
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) throw std::runtime_error("cannot write " + tmp.string());
-        out << content;
-        if (!out.flush()) throw std::runtime_error("cannot write " + tmp.string());
-    }
-    fs::rename(tmp, final_path);
-    return final_path.string();
-}
+/// Writes `content` to dir/name atomically (attn::write_atomic); returns the final path.
+std::string write_atomic(const std::string& dir, const std::string& name, const std::string& content);
 
 } // namespace attn::cli
 
 #include <nlohmann/json.hpp>
 namespace attn::cli {
-/// The metadata block every results file carries: tool, command, commit, compiler, build type.
-nlohmann::json metadata(const std::string& command);
+/// The metadata block every results file carries (attn::collect_metadata: machine, compiler,
+/// flags, commit, date, seed, threads) plus the command that wrote it.
+nlohmann::json metadata(const std::string& command, std::uint64_t seed = 0, int threads = 1);
 } // namespace attn::cli
