@@ -10,20 +10,7 @@ import attn.kernels;
 namespace attn::variants {
 
 variant make_parallel() {
-    variant v;
-    v.name = "parallel";
-    v.description = "simd kernels over OpenMP threads (batch x heads x query tiles)";
-    v.threaded = true;
-    v.f32.core = [](const problem& p, const core_io<float>& io, const run_options& o) {
-        kernels::tiled_core(p, io, kernels::resolve_tiles(o), o.threads);
-    };
-    v.f32.linear = [](const linear_io<float>& io, const run_options& o) {
-        kernels::linear(io.x, io.w, io.b, io.y, io.rows, io.in, io.out, o.threads);
-    };
-    v.scratch_bytes = [](const problem& p, const run_options& o) {
-        return kernels::tiled_scratch_bytes(p, kernels::resolve_tiles(o), o.threads);
-    };
-    return v;
+    return kernels::tiled_variant("parallel", "simd kernels over OpenMP threads (batch x heads x query tiles)", true);
 }
 
 } // namespace attn::variants

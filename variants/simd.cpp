@@ -11,19 +11,7 @@ import attn.kernels;
 namespace attn::variants {
 
 variant make_simd() {
-    variant v;
-    v.name = "simd";
-    v.description = "blocked + xsimd packed-GEMM micro-kernels and vector exp";
-    v.f32.core = [](const problem& p, const core_io<float>& io, const run_options& o) {
-        kernels::tiled_core(p, io, kernels::resolve_tiles(o), 1);
-    };
-    v.f32.linear = [](const linear_io<float>& io, const run_options&) {
-        kernels::linear(io.x, io.w, io.b, io.y, io.rows, io.in, io.out, 1);
-    };
-    v.scratch_bytes = [](const problem& p, const run_options& o) {
-        return kernels::tiled_scratch_bytes(p, kernels::resolve_tiles(o), 1);
-    };
-    return v;
+    return kernels::tiled_variant("simd", "blocked + xsimd packed-GEMM micro-kernels and vector exp", false);
 }
 
 } // namespace attn::variants

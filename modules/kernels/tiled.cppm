@@ -9,6 +9,8 @@ module;
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 #include <xsimd/xsimd.hpp>
 export module attn.kernels.tiled;
@@ -171,6 +173,25 @@ inline void tiled_core(const problem& p, const core_io<float>& io, tiles t, int 
 /// Extra memory of tiled_core: one scratch per thread.
 inline std::size_t tiled_scratch_bytes(const problem& p, tiles t, int threads) {
     return tiled_scratch(p, t).bytes() * std::size_t(std::max(threads, 1));
+}
+
+/// A variant on these kernels: threaded ones use run_options::threads, the others one thread.
+inline variant tiled_variant(std::string name, std::string description, bool threaded) {
+    variant v;
+    v.name = std::move(name);
+    v.description = std::move(description);
+    v.threaded = threaded;
+    auto threads = [threaded](const run_options& o) { return threaded ? o.threads : 1; };
+    v.f32.core = [threads](const problem& p, const core_io<float>& io, const run_options& o) {
+        tiled_core(p, io, resolve_tiles(o), threads(o));
+    };
+    v.f32.linear = [threads](const linear_io<float>& io, const run_options& o) {
+        linear(io.x, io.w, io.b, io.y, io.rows, io.in, io.out, threads(o));
+    };
+    v.scratch_bytes = [threads](const problem& p, const run_options& o) {
+        return tiled_scratch_bytes(p, resolve_tiles(o), threads(o));
+    };
+    return v;
 }
 
 } // namespace attn::kernels
