@@ -291,6 +291,13 @@ inline std::vector<decode_case> decode_grid() {
     p.batch = 2;
     g.push_back({p, 4999, 1.0});
     g.push_back({mqa(64, 4, 1), 33, 12.0});      // scores of a few thousand
+    p = mqa(256, 16, 1);                         // 16 query heads per kv head: heads in the lanes
+    p.batch = 2;
+    g.push_back({p, 700, 1.0});
+    g.push_back({mqa(512, 8, 1), 300, 1.0});     // 8 per kv head, d_head 64
+    p = gqa(640, 32, 1, 1);                      // 32 per kv head (two groups of lanes), d_head 20
+    p.bias = true;
+    g.push_back({p, 77, 1.0});
     return g;
 }
 

@@ -25,13 +25,14 @@ problem family(const std::string& name) {
     if (name == "MHA") return attn::mha(48, 4, 1);
     if (name == "MQA") return attn::mqa(48, 4, 1);
     if (name == "GQA") return attn::gqa(64, 8, 2, 1); // d_head 8
+    if (name == "MQA16") return attn::mqa(272, 16, 1);  // d_head 17, 16 query heads per kv head
     return attn::wide(16, 2, 1);
 }
 
 } // namespace
 
 TEST_CASE("decode steps equal the rows of the full causal forward", "[decode]") {
-    const std::string fam = GENERATE("single-head", "MHA", "MQA", "GQA", "wide");
+    const std::string fam = GENERATE("single-head", "MHA", "MQA", "MQA16", "GQA", "wide");
     const std::size_t L = GENERATE(0, 1, 17, 130);
     const std::size_t batch = GENERATE(1, 3);
     problem p = family(fam);

@@ -4,7 +4,9 @@
 // what it is, two matrix-vector products over the cache, and the cache is streamed once:
 //  - one work item is (sequence b, key/value head g, key chunk c). Its R = H/G query heads share
 //    g, so each K and V tile, read from memory once, serves all R heads from L1;
-//  - scores are dot products (d_head/lanes FMAs per key, 16 keys reduced together with haddp),
+//  - scores are dot products (d_head/lanes FMAs per key, 16 keys reduced together with haddp) or,
+//    when at least lanes/2 query heads share the key/value head (MQA), one FMA chain per key
+//    with the heads in the lanes (decode_item_lanes),
 //    folded into a running maximum and sum per head (streaming softmax), then V is accumulated
 //    with one broadcast and d_head/lanes FMAs per key;
 //  - keys are split into chunks (a function of n_kv only, never of the thread count), each chunk
@@ -137,22 +139,22 @@ void decode_scores(const float* q, std::size_t d, const float* k, std::size_t ks
     }
 }
 
-/// acc[0:d] = acc * corr (acc need not be aligned) + sum_{j<n} p[j] v_j, v rows `vs` apart.
+/// acc[0:d] = acc * corr (acc need not be aligned) + sum_{j<n} p[j*ps] v_j, v rows `vs` apart.
 template <std::size_t DC>
-void decode_accumulate(float* acc, std::size_t d, float corr, const float* p, const float* v, std::size_t vs,
-                       std::size_t n) {
+void decode_accumulate(float* acc, std::size_t d, float corr, const float* p, std::size_t ps, const float* v,
+                       std::size_t vs, std::size_t n) {
     batch a[DC > 0 ? DC : 1];
     const batch cb(corr);
     for (std::size_t c = 0; c < DC; ++c) a[c] = batch::load_unaligned(acc + c * lanes) * cb;
     for (std::size_t j = 0; j < n; ++j) {
-        const batch pj(p[j]);
+        const batch pj(p[j * ps]);
         const float* vj = v + j * vs;
         for (std::size_t c = 0; c < DC; ++c) a[c] = fma_fused(pj, batch::load_unaligned(vj + c * lanes), a[c]);
     }
     for (std::size_t c = 0; c < DC; ++c) a[c].store_unaligned(acc + c * lanes);
     for (std::size_t c = DC * lanes; c < d; ++c) {
         float x = acc[c] * corr;
-        for (std::size_t j = 0; j < n; ++j) x += p[j] * v[j * vs + c];
+        for (std::size_t j = 0; j < n; ++j) x += p[j * ps] * v[j * vs + c];
         acc[c] = x;
     }
 }
@@ -223,7 +225,84 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
             const float corr = std::exp(m[r] - m_new); // 0 on the first tile
             l[r] = l[r] * corr + decode_exp(s, n, m_new);
             m[r] = m_new;
-            decode_accumulate<DC>(acc + r * dp, d, corr, s, v, vs, n);
+            decode_accumulate<DC>(acc + r * dp, d, corr, s, 1, v, vs, n);
+        }
+    }
+}
+
+/// One work item when many query heads share the key/value head (R >= lanes/2, e.g. MQA): the
+/// heads go in the lanes of a batch instead of the keys. The scores of one key for up to `lanes`
+/// heads are one chain of d_head FMAs (a broadcast key element times a column of the transposed
+/// queries), the running maximum, exp and sum are one vector operation per key for all of them,
+/// and no horizontal reduction is left: about half the instructions per (head, key) of
+/// decode_item, which matters because at R = 16 the step is compute- rather than memory-bound.
+template <std::size_t DC>
+void decode_item_lanes(const problem& p, const core_io<float>& io, std::size_t b, std::size_t g, std::size_t j0,
+                       std::size_t j1, float* part) {
+    const std::size_t R = p.heads / p.kv_heads, d = p.head_dim(), dp = round_up(d, lanes);
+    const float scale = float(p.softmax_scale());
+    auto& w = decode_local();
+    decode_buffers::grow(w.qs, d * lanes);
+    decode_buffers::grow(w.s, decode_tile * lanes + lanes);
+    float* m_out = part + R * dp;
+    float* l_out = m_out + R;
+    std::fill(part, part + R * dp, 0.0f);
+    const std::size_t ks = io.k.row_stride, vs = io.v.row_stride;
+    for (std::size_t r0 = 0; r0 < R; r0 += lanes) {
+        const std::size_t rn = std::min(lanes, R - r0);
+        float* qt = w.qs.data(); // qt[c*lanes + r] = scale * q_{r0+r}[c], zero in lanes >= rn
+        for (std::size_t c = 0; c < d; ++c)
+            for (std::size_t r = 0; r < lanes; ++r) qt[c * lanes + r] = r < rn ? io.q.row(b, g * R + r0 + r, 0)[c] * scale : 0.0f;
+        batch m(-std::numeric_limits<float>::infinity()), l(0.0f);
+        float* st = w.s.data(); // st[j*lanes + r]: score, then weight, of key j for head r0 + r
+        for (std::size_t t0 = j0; t0 < j1; t0 += decode_tile) {
+            const std::size_t n = std::min(decode_tile, j1 - t0);
+            const float* k = io.k.row(b, g, t0);
+            const float* v = io.v.row(b, g, t0);
+            std::size_t j = 0;
+            for (; j + 4 <= n; j += 4) { // four keys: four independent FMA chains
+                const float *k0 = k + j * ks, *k1 = k0 + ks, *k2 = k1 + ks, *k3 = k2 + ks;
+                batch a0(0.0f), a1(0.0f), a2(0.0f), a3(0.0f);
+                for (std::size_t c = 0; c < d; ++c) {
+                    const batch q = batch::load_aligned(qt + c * lanes);
+                    a0 = fma_fused(batch(k0[c]), q, a0);
+                    a1 = fma_fused(batch(k1[c]), q, a1);
+                    a2 = fma_fused(batch(k2[c]), q, a2);
+                    a3 = fma_fused(batch(k3[c]), q, a3);
+                }
+                a0.store_aligned(st + j * lanes);
+                a1.store_aligned(st + (j + 1) * lanes);
+                a2.store_aligned(st + (j + 2) * lanes);
+                a3.store_aligned(st + (j + 3) * lanes);
+            }
+            for (; j < n; ++j) {
+                const float* kj = k + j * ks;
+                batch a(0.0f);
+                for (std::size_t c = 0; c < d; ++c) a = fma_fused(batch(kj[c]), batch::load_aligned(qt + c * lanes), a);
+                a.store_aligned(st + j * lanes);
+            }
+            batch mx = m;
+            for (j = 0; j < n; ++j) mx = xsimd::max(mx, batch::load_aligned(st + j * lanes));
+            const batch corr = xsimd::exp(m - mx); // 0 on the first tile
+            batch sum(0.0f);
+            for (j = 0; j < n; ++j) {
+                const batch e = xsimd::exp(batch::load_aligned(st + j * lanes) - mx);
+                e.store_aligned(st + j * lanes);
+                sum += e;
+            }
+            l = l * corr + sum;
+            m = mx;
+            alignas(64) float cr[lanes];
+            corr.store_aligned(cr);
+            for (std::size_t r = 0; r < rn; ++r)
+                decode_accumulate<DC>(part + (r0 + r) * dp, d, cr[r], st + r, lanes, v, vs, n);
+        }
+        alignas(64) float mt[lanes], lt[lanes];
+        m.store_aligned(mt);
+        l.store_aligned(lt);
+        for (std::size_t r = 0; r < rn; ++r) {
+            m_out[r0 + r] = mt[r];
+            l_out[r0 + r] = lt[r];
         }
     }
 }
@@ -264,7 +343,10 @@ void decode_core_dc(const problem& p, const core_io<float>& io, int threads) {
         for (std::size_t it = 0; it < items; ++it) {
             const std::size_t c = it % ks.chunks, bg = it / ks.chunks;
             const std::size_t j0 = c * ks.chunk, j1 = std::min(p.n_kv, j0 + ks.chunk);
-            decode_item<DC>(p, io, bg / p.kv_heads, bg % p.kv_heads, j0, j1, parts + it * stride);
+            if (R >= lanes / 2)
+                decode_item_lanes<DC>(p, io, bg / p.kv_heads, bg % p.kv_heads, j0, j1, parts + it * stride);
+            else
+                decode_item<DC>(p, io, bg / p.kv_heads, bg % p.kv_heads, j0, j1, parts + it * stride);
         }
 #pragma omp for schedule(static)
         for (std::size_t row = 0; row < rows; ++row) {
