@@ -1,5 +1,6 @@
 // attnbench check: every variant (or --variant) against the fp64 reference over a grid, plus
-// the identities the seed documents rely on. Exit status 1 when anything fails.
+// the identities the seed documents rely on. Exit status 1 when anything fails. Mode `decode`:
+// decode steps over a key/value cache against the rows of the full causal forward (attn.decode).
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -10,6 +11,7 @@
 import attn.variants;
 import attn.check;
 import attn.identities;
+import attn.decode;
 
 namespace attn::cli {
 namespace {
@@ -17,7 +19,7 @@ namespace {
 struct check_args {
     std::vector<std::string> variants;
     std::vector<std::size_t> d_model, heads, kv_heads, seq, batch;
-    std::string causal = "both", mode = "both", precision = "all";
+    std::string causal = "both", mode = "all", precision = "all";
     int threads = 2;
     std::uint64_t seed = 1;
     bool json = false;
@@ -65,8 +67,9 @@ void check_all(const check_args& a) {
         for (const auto& n : a.variants) vars.push_back(&find_variant(n));
     const auto grid = grid_from(a);
     std::vector<check::mode> modes;
-    if (a.mode != "layer") modes.push_back(check::mode::core);
-    if (a.mode != "core") modes.push_back(check::mode::layer);
+    if (a.mode == "core" || a.mode == "both" || a.mode == "all") modes.push_back(check::mode::core);
+    if (a.mode == "layer" || a.mode == "both" || a.mode == "all") modes.push_back(check::mode::layer);
+    const bool decode = a.mode == "decode" || a.mode == "all";
     run_options opt;
     opt.threads = a.threads;
 
@@ -82,6 +85,32 @@ void check_all(const check_args& a) {
                     rows.push_back({v->name, "f32", check::mode_name(m), label, check::check_prepared<float>(*v, gc.p, m, in, e, opt), 0});
                 if (a.precision != "f32" && v->supports<double>())
                     rows.push_back({v->name, "f64", check::mode_name(m), label, check::check_prepared<double>(*v, gc.p, m, in, e, opt), 0});
+            }
+        }
+    }
+    if (decode) {
+        // Decode steps: after a prefill of L tokens, the step's output against the last row of the
+        // full causal forward; for short contexts also L+1 steps from an empty cache, every row.
+        std::vector<decode_case> cases;
+        const bool custom = !(a.d_model.empty() && a.heads.empty() && a.kv_heads.empty() && a.seq.empty() && a.batch.empty());
+        if (custom)
+            for (const auto& gc : grid)
+                if (gc.p.n_q == gc.p.n_kv && gc.p.causal) cases.push_back({gc.p, gc.p.n_kv - 1, gc.magnitude});
+        if (!custom) cases = decode_grid();
+        for (const auto& c : cases) {
+            for (decode_fill fill : {decode_fill::prefill, decode_fill::steps}) {
+                if (fill == decode_fill::steps && c.context > 300) continue; // the full forward is O(L^2)
+                const std::string label = c.layer.describe() + " L=" + std::to_string(c.context) + " " +
+                                          decode_fill_name(fill) +
+                                          (c.magnitude != 1.0 ? " |input|<=" + std::to_string(int(c.magnitude)) : "");
+                for (const variant* v : vars) {
+                    if (a.precision != "f64" && v->supports<float>())
+                        rows.push_back({v->name, "f32", "decode", label,
+                                        check_decode<float>(*v, c.layer, c.context, fill, opt, a.seed, c.magnitude), 0});
+                    if (a.precision != "f32" && v->supports<double>())
+                        rows.push_back({v->name, "f64", "decode", label,
+                                        check_decode<double>(*v, c.layer, c.context, fill, opt, a.seed, c.magnitude), 0});
+                }
             }
         }
     }
@@ -109,10 +138,10 @@ void check_all(const check_args& a) {
         j["failed"] = failed + id_failed;
         std::printf("%s\n", j.dump(2).c_str());
     } else {
-        std::printf("%-8s %-4s %-5s %10s %10s %10s %9s %9s %-4s  %s\n", "variant", "prec", "mode", "max_abs", "max_rel",
+        std::printf("%-8s %-4s %-6s %10s %10s %10s %9s %9s %-4s  %s\n", "variant", "prec", "mode", "max_abs", "max_rel",
                     "NMSE", "max_ulp", "err/bound", "ok", "problem");
         for (const auto& r : rows)
-            std::printf("%-8s %-4s %-5s %10.2e %10.2e %10.2e %9.0f %9.3f %-4s  %s\n", r.variant.c_str(), r.precision.c_str(),
+            std::printf("%-8s %-4s %-6s %10.2e %10.2e %10.2e %9.0f %9.3f %-4s  %s\n", r.variant.c_str(), r.precision.c_str(),
                         r.mode.c_str(), r.m.max_abs, r.m.max_rel, r.m.nmse, r.m.max_ulp, r.m.ratio,
                         r.m.pass ? "pass" : "FAIL", r.problem.c_str());
         std::printf("\nidentities (fp64 reference):\n");
@@ -138,7 +167,9 @@ void add_check(CLI::App& app) {
     cmd->add_option("--seq", a->seq, "grid of sequence lengths N")->check(CLI::Range(1, 1 << 24));
     cmd->add_option("--batch", a->batch, "grid of batch sizes")->check(CLI::Range(1, 1 << 16));
     cmd->add_option("--causal", a->causal, "on, off or both")->check(CLI::IsMember({"on", "off", "both"}))->capture_default_str();
-    cmd->add_option("--mode", a->mode, "core, layer or both")->check(CLI::IsMember({"core", "layer", "both"}))->capture_default_str();
+    cmd->add_option("--mode", a->mode, "core, layer, decode (steps over a kv cache), both (core and layer) or all")
+        ->check(CLI::IsMember({"core", "layer", "decode", "both", "all"}))
+        ->capture_default_str();
     cmd->add_option("--precision", a->precision, "f32, f64 or all")->check(CLI::IsMember({"f32", "f64", "all"}))->capture_default_str();
     cmd->add_option("--threads", a->threads, "threads for threaded variants")->check(CLI::Range(1, 1024))->capture_default_str();
     cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();

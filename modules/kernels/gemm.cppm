@@ -12,6 +12,7 @@ module;
 #include <vector>
 #include <xsimd/xsimd.hpp>
 export module attn.kernels.gemm;
+import attn.kernels.gemv;
 
 export namespace attn::kernels {
 
@@ -162,6 +163,8 @@ inline void gemm(std::size_t M, std::size_t N, std::size_t K, const float* a, st
 /// y = x W^T + b for a row-major x [rows, in] and W [out, in]: pack W^T once, then gemm.
 inline void linear(const float* x, const float* w, const float* bias, float* y, std::size_t rows,
                    std::size_t in, std::size_t out, int threads = 1) {
+    // A few rows (a decode step): dot products over W in place, no packed copy of W^T.
+    if (rows <= gemv_max_rows) return gemv(x, w, bias, y, rows, in, out, threads);
     aligned_vector<float> wp(packed_size(in, out));
     pack_b(w, 1, in, in, out, wp.data());
     if (bias) {

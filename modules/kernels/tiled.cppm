@@ -15,6 +15,7 @@ module;
 #include <xsimd/xsimd.hpp>
 export module attn.kernels.tiled;
 import attn.kernels.gemm;
+import attn.kernels.decode;
 import attn.core;
 
 export namespace attn::kernels {
@@ -155,6 +156,7 @@ inline void tile_core(const problem& p, const core_io<float>& io, std::size_t b,
 /// Items are independent and each is computed the same way on any thread: the result does not
 /// depend on the thread count. Heavier (later, under a causal mask) tiles are handed out first.
 inline void tiled_core(const problem& p, const core_io<float>& io, tiles t, int threads) {
+    if (p.n_q == 1) return decode_core(p, io, threads); // one query row: stream K and V once (a decode step)
     const std::size_t n_tiles = (p.n_q + t.q - 1) / t.q;
     const std::size_t items = p.batch * p.heads * n_tiles;
 #pragma omp parallel num_threads(threads) if (threads > 1)
@@ -172,6 +174,7 @@ inline void tiled_core(const problem& p, const core_io<float>& io, tiles t, int 
 
 /// Extra memory of tiled_core: one scratch per thread.
 inline std::size_t tiled_scratch_bytes(const problem& p, tiles t, int threads) {
+    if (p.n_q == 1) return decode_scratch_bytes(p, threads);
     return tiled_scratch(p, t).bytes() * std::size_t(std::max(threads, 1));
 }
 

@@ -1,0 +1,434 @@
+// attnbench decode: what a decode step costs per token as the key/value cache grows, for MHA,
+// GQA and MQA (issue 7). d_model 1024, H 16, d_head 64, G in {1, 2, 4, 8, 16}, L from 256 to
+// 65536, batch 1 and 8 by default. For every case: the decode step's latency (median over
+// repetitions), the attention core's alone, the cache's size, the bandwidth achieved against
+// the measured triad ceiling, FLOP/s and the extra memory. Every (batch, G, variant) is checked
+// against the fp64 reference (attn.check's tolerance policy) before anything is timed.
+//
+// Timing: issue 4's Google Benchmark harness has no decode mode yet, so the step is timed here:
+// steady_clock around `inner` back-to-back steps (inner chosen so one repetition lasts >= 5 ms),
+// after two warm-up steps; the figure is the median over --repetitions (default 11) of the mean
+// step time per repetition. Before each step the cache is cut back to L tokens, so every timed
+// step attends over exactly L+1 keys. The cache holds random values (filled once per batch and
+// G, at the largest L); timing does not depend on them.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+#include <omp.h>
+#include <nlohmann/json.hpp>
+#include "commands.hpp"
+#include "output.hpp"
+import attn.variants;
+import attn.decode;
+import attn.peak;
+import attn.results;
+
+namespace attn::cli {
+namespace {
+
+struct decode_args {
+    std::vector<std::string> variants{"parallel"};
+    std::size_t d_model = 1024, heads = 16, d_head = 64;
+    std::vector<std::size_t> kv_heads{1, 2, 4, 8, 16}, context, batch{1, 8};
+    int threads = 0, repetitions = 11;
+    double min_rep_ms = 5.0, max_memory_gib = 0;
+    bool quick = false, markdown = false;
+    std::string out = "results/decode", peak_file;
+    std::uint64_t seed = 1;
+};
+
+struct row {
+    std::string variant, family, skipped;
+    std::size_t batch = 0, G = 0, L = 0, inner = 0, reps = 0;
+    double cache_mib = 0, step_us = 0, step_us_min = 0, step_us_max = 0, core_us = 0;
+    double kv_gbs = 0, kv_pct = 0, step_gbs = 0, step_pct = 0, gflops = 0;
+    std::uint64_t kv_bytes = 0, weight_bytes = 0, flops = 0;
+    std::size_t extra_bytes = 0;
+    long long extra_rss_kib = -1;
+    double check_ratio = 0;
+};
+
+using clock_type = std::chrono::steady_clock;
+
+/// A line of /proc/self/status in KiB ("VmHWM", "VmRSS"); -1 when unreadable.
+long long status_kib(const std::string& key) {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1));
+    return -1;
+}
+
+/// Resets the peak resident set (VmHWM) to the current one; false when the kernel refuses.
+bool reset_peak_rss() {
+    std::ofstream f("/proc/self/clear_refs");
+    f << "5";
+    return bool(f);
+}
+
+/// The median, minimum and maximum of `reps` timings, each the mean of `inner` calls of f, in µs.
+template <class F>
+void time_calls(F&& f, std::size_t inner, int reps, double& median, double& lo, double& hi) {
+    std::vector<double> t;
+    for (int r = 0; r < reps; ++r) {
+        const auto t0 = clock_type::now();
+        for (std::size_t i = 0; i < inner; ++i) f();
+        t.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() / double(inner));
+    }
+    std::sort(t.begin(), t.end());
+    median = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
+    lo = t.front();
+    hi = t.back();
+}
+
+/// Calls needed for one repetition to last at least min_ms.
+template <class F>
+std::size_t calibrate(F&& f, double min_ms) {
+    const auto t0 = clock_type::now();
+    f();
+    const double ms = std::max(1e-6, std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
+    return std::max<std::size_t>(1, std::size_t(std::ceil(min_ms / ms)));
+}
+
+/// Fills rows [0, n) of every (sequence, head) of the cache with values in [-1, 1): one random
+/// block, repeated (a cache read is a cache read; the values only need to be finite and varied).
+void fill_cache(kv_cache<float>& c, std::size_t n, std::uint64_t seed) {
+    const std::size_t block = 1 << 16, per_head = n * c.d_head();
+    const auto r = random_values<float>(block, seed * 977 + 13);
+    for (float* base : {c.key_data(), c.value_data()})
+        for (std::size_t b = 0; b < c.batch(); ++b)
+            for (std::size_t g = 0; g < c.kv_heads(); ++g) {
+                float* dst = base + c.offset(b, g, 0);
+                for (std::size_t i = 0; i < per_head; i += block)
+                    std::memcpy(dst + i, r.data(), sizeof(float) * std::min(block, per_head - i));
+            }
+    c.resize(n);
+}
+
+std::string family_of(std::size_t H, std::size_t G) { return G == H ? "MHA" : G == 1 ? "MQA" : "GQA"; }
+
+std::string fmt(double v, int d) { return fixed(v, d); }
+
+/// The Markdown paragraph for the report: MQA/GQA speed-up over MHA at each L, with the figures.
+std::string markdown(const std::vector<row>& rows, const decode_args& a, double triad, std::size_t l3) {
+    auto find = [&](const std::string& v, std::size_t B, std::size_t G, std::size_t L) -> const row* {
+        for (const auto& r : rows)
+            if (r.variant == v && r.batch == B && r.G == G && r.L == L && r.skipped.empty()) return &r;
+        return nullptr;
+    };
+    const std::string& v = a.variants.front();
+    const std::size_t H = a.heads;
+    std::string s = "## Decoding with a key/value cache: where MQA and GQA pay off\n\n";
+    s += "Measured by `attnbench decode` (variant `" + v + "`, " + std::to_string(rows.empty() ? 0 : rows.front().reps) +
+         " repetitions, medians; d_model " + std::to_string(a.d_model) + ", H " + std::to_string(H) + ", d_head " +
+         std::to_string(a.d_head) + ", fp32). Speed-up of a decode step over MHA (G = " + std::to_string(H) +
+         "): MHA's median time per token divided by the family's.\n\n";
+    std::vector<std::size_t> Ls, Gs;
+    for (const auto& r : rows) {
+        if (r.variant != v) continue;
+        if (std::find(Ls.begin(), Ls.end(), r.L) == Ls.end()) Ls.push_back(r.L);
+        if (std::find(Gs.begin(), Gs.end(), r.G) == Gs.end()) Gs.push_back(r.G);
+    }
+    std::sort(Ls.begin(), Ls.end());
+    std::sort(Gs.begin(), Gs.end());
+    for (std::size_t B : a.batch) {
+        s += "| batch " + std::to_string(B) + ": L |";
+        for (auto G : Gs) s += " " + family_of(H, G) + " G=" + std::to_string(G) + " |";
+        s += " MHA µs/token | MHA cache MiB |\n|---|";
+        for (std::size_t i = 0; i < Gs.size() + 2; ++i) s += "---|";
+        s += "\n";
+        for (auto L : Ls) {
+            const row* mha = find(v, B, H, L);
+            if (!mha) continue;
+            s += "| " + std::to_string(L) + " |";
+            for (auto G : Gs) {
+                const row* r = find(v, B, G, L);
+                s += r ? " " + fmt(mha->step_us / r->step_us, 2) + "× |" : " – |";
+            }
+            s += " " + fmt(mha->step_us, 0) + " | " + fmt(mha->cache_mib, 0) + " |\n";
+        }
+        s += "\n";
+    }
+    // The prose, with the figures at the smallest and largest L and where MHA's cache leaves L3.
+    const std::size_t B0 = a.batch.front(), Gmin = Gs.empty() ? 1 : Gs.front();
+    const std::size_t Lmin = Ls.empty() ? 0 : Ls.front(), Lmax = Ls.empty() ? 0 : Ls.back();
+    const row *lo_m = find(v, B0, H, Lmin), *lo_q = find(v, B0, Gmin, Lmin), *hi_m = find(v, B0, H, Lmax),
+              *hi_q = find(v, B0, Gmin, Lmax);
+    const double w_mib = rows.empty() ? 0 : double(rows.front().weight_bytes) / 1048576.0;
+    const double per_token_mha = 2.0 * double(H * a.d_head) * 4.0; // bytes per cached token per sequence, MHA
+    const double l3_mib = double(l3) / 1048576.0;
+    const std::size_t L_leave = l3 ? std::size_t(double(l3) / (per_token_mha * double(B0))) : 0;
+    if (lo_m && lo_q && hi_m && hi_q) {
+        s += "At batch " + std::to_string(B0) + ", " + family_of(H, Gmin) + " (G = " + std::to_string(Gmin) +
+             ") decodes a token " + fmt(lo_m->step_us / lo_q->step_us, 2) + "× as fast as MHA at L = " +
+             std::to_string(Lmin) + " (" + fmt(lo_q->step_us, 0) + " vs " + fmt(lo_m->step_us, 0) + " µs) and " +
+             fmt(hi_m->step_us / hi_q->step_us, 2) + "× at L = " + std::to_string(Lmax) + " (" +
+             fmt(hi_q->step_us, 0) + " vs " + fmt(hi_m->step_us, 0) + " µs). ";
+    }
+    s += "A step reads the layer's weights once (about " + fmt(w_mib, 1) +
+         " MiB, nearly the same for every G) and the whole cache once: 2·B·G·d_head·(L+1)·4 bytes, " +
+         "so G/H of MHA's. At short contexts the weights dominate and every family costs about the same; " +
+         "the ratio grows with L towards the byte ratio H/G as the cache takes over. ";
+    if (l3)
+        s += "It does not grow smoothly: MHA's cache leaves the " + fmt(l3_mib, 0) + " MiB last-level cache at L ≈ " +
+             std::to_string(L_leave) + " (batch " + std::to_string(B0) + "), while a G times smaller cache stays " +
+             "cached up to an H/G times longer context, so in between MHA streams from DRAM (at most the measured " +
+             fmt(triad, 1) + " GB/s triad) while MQA/GQA read from cache, and the speed-up overshoots the byte ratio; " +
+             "once every family's cache is in DRAM all of them are bound by the same bandwidth and the ratio settles " +
+             "back towards H/G -- or below it where MQA's 16 query heads per key/value head make the step " +
+             "compute-bound rather than memory-bound. ";
+    s += "The table above has every G and L; results/decode/decode.csv has the rest (bandwidth, % of triad, FLOP/s).\n";
+    return s;
+}
+
+void run_decode(decode_args a) {
+    if (a.context.empty()) {
+        if (a.quick) a.context = {256, 1024, 4096};
+        else
+            for (std::size_t L = 256; L <= 65536; L *= 2) a.context.push_back(L);
+    }
+    if (a.quick) {
+        a.kv_heads = {1, 4, 16};
+        a.batch = {1, 2};
+        a.repetitions = std::max(a.repetitions, 7);
+        a.min_rep_ms = std::min(a.min_rep_ms, 2.0);
+    }
+    require(a.repetitions >= 1, "--repetitions must be >= 1 (got " + std::to_string(a.repetitions) + ")");
+    const int threads = a.threads > 0 ? a.threads : omp_get_max_threads();
+    std::vector<const variant*> vars;
+    for (const auto& n : a.variants) {
+        vars.push_back(&find_variant(n));
+        require(vars.back()->supports<float>(), "variant '" + n + "' has no fp32 kernels");
+    }
+    for (auto G : a.kv_heads) {
+        problem p = gqa(a.d_model, a.heads, G, 1);
+        p.d_head = a.d_head;
+        p.validate();
+    }
+    std::sort(a.context.begin(), a.context.end());
+    const std::size_t max_memory =
+        a.max_memory_gib > 0 ? std::size_t(a.max_memory_gib * 1073741824.0) : machine().memory_bytes / 2;
+
+    // The ceiling: a stored peak.json, or a triad measured now on the same thread count.
+    double triad = 0;
+    std::string triad_source;
+    if (!a.peak_file.empty()) {
+        std::ifstream f(a.peak_file);
+        require(bool(f), a.peak_file + ": cannot read");
+        std::stringstream ss;
+        ss << f.rdbuf();
+        const auto c = peak::from_json(ss.str());
+        triad = threads == 1 ? c.triad_1t_gbs.median : c.triad_all_gbs.median;
+        triad_source = a.peak_file + (threads == 1 ? " (1-thread triad)" : " (all-thread triad, " + std::to_string(c.threads) + " threads)");
+    } else {
+        peak::options po;
+        po.repetitions = 5;
+        triad = peak::triad_gbs(threads, po).median;
+        triad_source = "measured now: triad a=b+s*c, " + std::to_string(threads) + " threads, median of 5, arrays of " +
+                       format_bytes(peak::triad_array_bytes(po));
+    }
+    std::fprintf(stderr, "decode: triad ceiling %.1f GB/s (%s)\n", triad, triad_source.c_str());
+
+    std::vector<row> rows;
+    run_options opt;
+    opt.threads = threads;
+    const bool rss_ok = reset_peak_rss();
+    for (const variant* var : vars)
+        for (std::size_t B : a.batch)
+            for (std::size_t G : a.kv_heads) {
+                problem layer = gqa(a.d_model, a.heads, G, 1);
+                layer.d_head = a.d_head;
+                layer.batch = B;
+                // Correct first: the same (batch, G) against the fp64 reference, at a short context.
+                const auto chk = check_decode<float>(*var, layer, 15, decode_fill::prefill, opt, a.seed);
+                std::vector<std::size_t> Ls;
+                for (auto L : a.context) {
+                    const std::size_t bytes = 2 * B * G * (L + 1) * layer.head_dim() * sizeof(float);
+                    if (bytes > max_memory || !chk.pass) {
+                        row r;
+                        r.variant = var->name;
+                        r.family = family_of(a.heads, G);
+                        r.batch = B;
+                        r.G = G;
+                        r.L = L;
+                        r.cache_mib = double(bytes) / 1048576.0;
+                        r.check_ratio = chk.ratio;
+                        r.skipped = !chk.pass ? "failed the decode check (err/bound " + fmt(chk.ratio, 2) + "): not timed"
+                                              : "cache of " + format_bytes(bytes) + " exceeds --max-memory " + format_bytes(max_memory);
+                        std::fprintf(stderr, "decode: %s B=%zu G=%zu L=%zu skipped: %s\n", var->name.c_str(), B, G, L,
+                                     r.skipped.c_str());
+                        rows.push_back(r);
+                    } else {
+                        Ls.push_back(L);
+                    }
+                }
+                if (Ls.empty()) continue;
+                const auto w = random_weights<float>(layer, a.seed);
+                kv_cache<float> cache(layer, Ls.back() + 1);
+                fill_cache(cache, Ls.back(), a.seed);
+                decode_workspace<float> ws(layer);
+                const auto x = random_values<float>(B * a.d_model, a.seed * 31 + 7);
+                std::vector<float> y(B * a.d_model), ctx(B * layer.q_width());
+                const auto q = random_values<float>(B * layer.q_width(), a.seed * 31 + 8);
+                for (auto L : Ls) {
+                    row r;
+                    r.variant = var->name;
+                    r.family = family_of(a.heads, G);
+                    r.batch = B;
+                    r.G = G;
+                    r.L = L;
+                    r.check_ratio = chk.ratio;
+                    const auto cost = decode_cost(layer, L, sizeof(float));
+                    r.kv_bytes = cost.kv_read_bytes;
+                    r.weight_bytes = cost.weight_bytes;
+                    r.flops = cost.matmul_flops;
+                    r.cache_mib = double(cost.kv_read_bytes) / 1048576.0;
+                    r.extra_bytes = decode_extra_bytes(*var, layer, L, opt, sizeof(float));
+                    auto step = [&] {
+                        cache.resize(L);
+                        decode_step<float>(*var, layer, w, x.data(), cache, y.data(), opt, ws);
+                    };
+                    const long long rss0 = status_kib("VmRSS");
+                    if (rss_ok) reset_peak_rss();
+                    step();
+                    step(); // warm-up
+                    r.inner = calibrate(step, a.min_rep_ms);
+                    r.reps = std::size_t(a.repetitions);
+                    time_calls(step, r.inner, a.repetitions, r.step_us, r.step_us_min, r.step_us_max);
+                    if (rss_ok && rss0 >= 0) r.extra_rss_kib = std::max(0LL, status_kib("VmHWM") - rss0);
+                    // The attention core alone over the cache's L+1 keys: the cache-reading part.
+                    cache.resize(L + 1);
+                    const problem sp = decode_problem(layer, L);
+                    const core_io<float> io{interleaved_heads<const float>(q.data(), B, 1, layer.heads, layer.head_dim()),
+                                            cache.keys(), cache.values(),
+                                            interleaved_heads<float>(ctx.data(), B, 1, layer.heads, layer.head_dim())};
+                    auto core = [&] { var->f32.core(sp, io, opt); };
+                    core();
+                    double lo = 0, hi = 0;
+                    time_calls(core, calibrate(core, a.min_rep_ms), a.repetitions, r.core_us, lo, hi);
+                    r.kv_gbs = double(r.kv_bytes) / (r.core_us * 1e3);
+                    r.kv_pct = 100.0 * r.kv_gbs / triad;
+                    r.step_gbs = double(r.kv_bytes + r.weight_bytes) / (r.step_us * 1e3);
+                    r.step_pct = 100.0 * r.step_gbs / triad;
+                    r.gflops = double(r.flops) / (r.step_us * 1e3);
+                    std::fprintf(stderr, "decode: %-8s B=%zu G=%2zu L=%6zu  %9.1f us/step  cache %8.1f MiB  core %6.1f GB/s (%5.1f%% triad)\n",
+                                 var->name.c_str(), B, G, L, r.step_us, r.cache_mib, r.kv_gbs, r.kv_pct);
+                    rows.push_back(r);
+                }
+            }
+
+    // Output: a table, then JSON + CSV (+ the Markdown paragraph) under --out.
+    text_table t;
+    t.header = {"variant", "B", "family", "G", "L", "cache MiB", "µs/token", "min", "max", "reps x inner", "core µs",
+                "core GB/s", "% triad", "step GB/s", "% triad", "GFLOP/s", "extra KiB", "peak RSS +KiB"};
+    for (const auto& r : rows) {
+        if (!r.skipped.empty()) {
+            t.rows.push_back({r.variant, std::to_string(r.batch), r.family, std::to_string(r.G), std::to_string(r.L),
+                              fmt(r.cache_mib, 1), "skipped: " + r.skipped});
+            continue;
+        }
+        t.rows.push_back({r.variant, std::to_string(r.batch), r.family, std::to_string(r.G), std::to_string(r.L),
+                          fmt(r.cache_mib, 1), fmt(r.step_us, 1), fmt(r.step_us_min, 1), fmt(r.step_us_max, 1),
+                          std::to_string(r.reps) + " x " + std::to_string(r.inner), fmt(r.core_us, 1), fmt(r.kv_gbs, 1),
+                          fmt(r.kv_pct, 1), fmt(r.step_gbs, 1), fmt(r.step_pct, 1), fmt(r.gflops, 1),
+                          fmt(double(r.extra_bytes) / 1024.0, 1),
+                          r.extra_rss_kib < 0 ? "?" : std::to_string(r.extra_rss_kib)});
+    }
+    t.print();
+    std::printf("\nµs/token: median decode step (every sequence of the batch gets one token), %d repetitions, each the "
+                "mean of `inner` steps; core: the attention core alone over the L+1 cached keys.\n"
+                "core GB/s: KV bytes read per token, 2·B·G·d_head·(L+1)·4, over the core's time; step GB/s: KV bytes plus "
+                "the weights (read once per step) over the step's time; %% triad of %.1f GB/s (%s).\n"
+                "GFLOP/s: matmul FLOPs (2 per multiply-add: projections of the B new tokens, QK^T, PV) over the step's time.\n"
+                "extra KiB: analytic memory beyond the cache and weights (workspace + core scratch); peak RSS +KiB: "
+                "measured rise of the peak resident set over the resident set during the case's steps.\n",
+                a.repetitions, triad, triad_source.c_str());
+
+    nlohmann::json j;
+    j["metadata"] = metadata("decode", a.seed, threads);
+    j["config"] = {{"d_model", a.d_model}, {"heads", a.heads}, {"d_head", a.d_head}, {"kv_heads", a.kv_heads},
+                   {"context", a.context}, {"batch", a.batch}, {"variants", a.variants}, {"threads", threads},
+                   {"repetitions", a.repetitions}, {"min_repetition_ms", a.min_rep_ms}, {"quick", a.quick},
+                   {"precision", "f32"}};
+    j["timing"] = "self-timed (steady_clock): 2 warm-up steps, then the median over `repetitions` of the mean of "
+                  "`inner` back-to-back steps; the cache is cut back to L tokens before every step. Issue 4's "
+                  "attnbench-bench had no --mode decode when this was written.";
+    j["conventions"] = {{"kv_bytes", "2*B*G*d_head*(L+1)*4: every cached key and value read once per step"},
+                        {"weight_bytes", "every parameter once per step"},
+                        {"flops", "matmul FLOPs, 2 per multiply-add: the four projections of B tokens, QK^T and PV"},
+                        {"GB/s", "10^9 byte/s"},
+                        {"extra_bytes", "decode workspace + the variant's core scratch (variant::scratch_bytes)"}};
+    j["triad_gbs"] = triad;
+    j["triad_source"] = triad_source;
+    j["l3_bytes"] = machine().l3_bytes;
+    for (const auto& r : rows) {
+        nlohmann::json x = {{"variant", r.variant}, {"batch", r.batch}, {"family", r.family}, {"kv_heads", r.G},
+                            {"context", r.L}, {"cache_mib", r.cache_mib}};
+        if (!r.skipped.empty()) {
+            x["skipped"] = r.skipped;
+        } else {
+            x.update({{"step_us_median", r.step_us}, {"step_us_min", r.step_us_min}, {"step_us_max", r.step_us_max},
+                      {"repetitions", r.reps}, {"inner", r.inner}, {"tokens_per_s", double(r.batch) * 1e6 / r.step_us},
+                      {"core_us_median", r.core_us}, {"kv_read_bytes", r.kv_bytes}, {"weight_bytes", r.weight_bytes},
+                      {"core_kv_gbs", r.kv_gbs}, {"core_pct_triad", r.kv_pct}, {"step_gbs", r.step_gbs},
+                      {"step_pct_triad", r.step_pct}, {"matmul_flops", r.flops}, {"gflops", r.gflops},
+                      {"extra_bytes", r.extra_bytes}, {"extra_peak_rss_kib", r.extra_rss_kib},
+                      {"check_err_over_bound", r.check_ratio}});
+        }
+        j["rows"].push_back(x);
+    }
+    const std::string md = markdown(rows, a, triad, machine().l3_bytes);
+    if (a.markdown) std::printf("\n%s", md.c_str());
+    if (!a.out.empty()) {
+        text_table csv;
+        csv.header = {"variant", "batch", "family", "kv_heads", "context", "cache_mib", "step_us_median", "step_us_min",
+                      "step_us_max", "repetitions", "inner", "core_us_median", "core_kv_gbs", "core_pct_triad",
+                      "step_gbs", "step_pct_triad", "gflops", "extra_bytes", "extra_peak_rss_kib", "skipped"};
+        for (const auto& r : rows)
+            csv.rows.push_back({r.variant, std::to_string(r.batch), r.family, std::to_string(r.G), std::to_string(r.L),
+                                fmt(r.cache_mib, 3), fmt(r.step_us, 3), fmt(r.step_us_min, 3), fmt(r.step_us_max, 3),
+                                std::to_string(r.reps), std::to_string(r.inner), fmt(r.core_us, 3), fmt(r.kv_gbs, 3),
+                                fmt(r.kv_pct, 2), fmt(r.step_gbs, 3), fmt(r.step_pct, 2), fmt(r.gflops, 3),
+                                std::to_string(r.extra_bytes), std::to_string(r.extra_rss_kib), r.skipped});
+        std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "decode.json", j.dump(2) + "\n").c_str());
+        std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "decode.csv", csv.csv()).c_str());
+        std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "decode.md", md).c_str());
+    }
+}
+
+} // namespace
+
+void add_decode(CLI::App& app) {
+    auto a = std::make_shared<decode_args>();
+    auto* cmd = app.add_subcommand("decode", "time per token of a decode step over a key/value cache (MHA, GQA, MQA)");
+    cmd->add_option("--variant", a->variants, "variants to time")->capture_default_str();
+    cmd->add_option("--d-model", a->d_model, "model width")->check(CLI::Range(1, 1 << 16))->capture_default_str();
+    cmd->add_option("--heads", a->heads, "query heads H")->check(CLI::Range(1, 1 << 12))->capture_default_str();
+    cmd->add_option("--d-head", a->d_head, "head width")->check(CLI::Range(1, 1 << 12))->capture_default_str();
+    cmd->add_option("--kv-heads", a->kv_heads, "key/value heads G (one line each)")->check(CLI::Range(1, 1 << 12))->capture_default_str();
+    cmd->add_option("--context", a->context, "cached tokens L (default 256, 512, ..., 65536)")->check(CLI::Range(0, 1 << 24));
+    cmd->add_option("--batch", a->batch, "sequences decoded together")->check(CLI::Range(1, 1 << 12))->capture_default_str();
+    cmd->add_option("--threads", a->threads, "threads (0: OpenMP's maximum)")->check(CLI::Range(0, 1024))->capture_default_str();
+    cmd->add_option("--repetitions", a->repetitions, "timed repetitions per case (the median is reported)")
+        ->check(CLI::Range(1, 10000))->capture_default_str();
+    cmd->add_option("--min-rep-ms", a->min_rep_ms, "shortest repetition; short steps are repeated back to back")
+        ->check(CLI::Range(0.0, 1e4))->capture_default_str();
+    cmd->add_option("--max-memory", a->max_memory_gib, "skip caches larger than this many GiB (default: half the RAM)")
+        ->check(CLI::Range(0.0, 1e6));
+    cmd->add_option("--peak", a->peak_file, "peak.json from `attnbench peak --out` (default: measure the triad now)");
+    cmd->add_option("--out", a->out, "directory for decode.json, decode.csv, decode.md ('' to skip)")->capture_default_str();
+    cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
+    cmd->add_flag("--quick", a->quick, "a grid of seconds for CI: G 1, 4, 16; L 256, 1024, 4096; batch 1, 2");
+    cmd->add_flag("--markdown", a->markdown, "also print the report paragraph (always written to decode.md)");
+    cmd->callback([a] { run_decode(*a); });
+}
+
+} // namespace attn::cli

@@ -1,0 +1,185 @@
+// Decoding with a key/value cache: every step's output is the matching row of the full causal
+// forward (fp64 reference), for every family and every variant, under attn.check's tolerance
+// policy; the cache's layout and errors; the decode core's thread-count independence; the
+// analytic per-token costs. Timings are measured by `attnbench decode`, never asserted here.
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+#include <catch2/catch.hpp>
+import attn.variants;
+import attn.decode;
+import attn.check;
+import attn.kernels;
+
+using attn::problem;
+
+namespace {
+
+std::string label(const attn::variant& v, const problem& p, std::size_t L, attn::decode_fill f, const char* prec) {
+    return v.name + " " + prec + " " + attn::decode_fill_name(f) + " L=" + std::to_string(L) + " on " + p.describe();
+}
+
+problem family(const std::string& name) {
+    if (name == "single-head") return attn::single_head(24, 1);
+    if (name == "MHA") return attn::mha(48, 4, 1);
+    if (name == "MQA") return attn::mqa(48, 4, 1);
+    if (name == "GQA") return attn::gqa(64, 8, 2, 1); // d_head 8
+    if (name == "MQA16") return attn::mqa(272, 16, 1);  // d_head 17, 16 query heads per kv head
+    return attn::wide(16, 2, 1);
+}
+
+} // namespace
+
+TEST_CASE("decode steps equal the rows of the full causal forward", "[decode]") {
+    const std::string fam = GENERATE("single-head", "MHA", "MQA", "MQA16", "GQA", "wide");
+    const std::size_t L = GENERATE(0, 1, 17, 130);
+    const std::size_t batch = GENERATE(1, 3);
+    problem p = family(fam);
+    p.batch = batch;
+    p.bias = L % 2 == 1;
+    attn::run_options opt;
+    opt.threads = 2;
+    for (const auto& v : attn::registry()) {
+        if (v.supports<float>()) {
+            INFO(label(v, p, L, attn::decode_fill::steps, "f32"));
+            const auto r = attn::check_decode<float>(v, p, L, attn::decode_fill::steps, opt, 7);
+            INFO("max_abs " << r.max_abs << ", err/bound " << r.ratio);
+            CHECK(r.pass);
+        }
+        if (v.supports<double>()) {
+            INFO(label(v, p, L, attn::decode_fill::steps, "f64"));
+            CHECK(attn::check_decode<double>(v, p, L, attn::decode_fill::steps, opt, 7).pass);
+        }
+    }
+}
+
+TEST_CASE("a step after prefill equals the last row, across the key split", "[decode]") {
+    // 257 keys: two chunks in the decode core; 4099: the maximum of 16.
+    const std::size_t L = GENERATE(256, 1023, 4098);
+    problem p = attn::gqa(64, 4, 2, 1);
+    p.batch = 2;
+    attn::run_options opt;
+    opt.threads = 2;
+    for (const auto& v : attn::registry()) {
+        if (!v.supports<float>()) continue;
+        INFO(label(v, p, L, attn::decode_fill::prefill, "f32"));
+        const auto r = attn::check_decode<float>(v, p, L, attn::decode_fill::prefill, opt, 11);
+        INFO("max_abs " << r.max_abs << ", err/bound " << r.ratio);
+        CHECK(r.pass);
+    }
+}
+
+TEST_CASE("the decode grid of attnbench check passes", "[decode][check]") {
+    attn::run_options opt;
+    opt.threads = 2;
+    for (const auto& c : attn::decode_grid()) {
+        for (const char* name : {"simd", "parallel"}) {
+            const auto& v = attn::find_variant(name);
+            INFO(label(v, c.layer, c.context, attn::decode_fill::prefill, "f32"));
+            CHECK(attn::check_decode<float>(v, c.layer, c.context, attn::decode_fill::prefill, opt, 3, c.magnitude).pass);
+        }
+    }
+}
+
+TEST_CASE("the checker rejects a decode step that drops the new token's key", "[decode][mutants]") {
+    // A step whose core sees only the L cached keys (the appended one ignored) must fail.
+    attn::variant cut = attn::find_variant("simd");
+    const auto core = cut.f32.core;
+    cut.f32.core = [core](const problem& p, const attn::core_io<float>& io, const attn::run_options& o) {
+        problem q = p;
+        q.n_kv = p.n_kv > 1 ? p.n_kv - 1 : 1;
+        core(q, io, o);
+    };
+    problem p = attn::gqa(64, 4, 2, 1);
+    CHECK_FALSE(attn::check_decode<float>(cut, p, 40, attn::decode_fill::prefill, {}, 5).pass);
+    CHECK(attn::check_decode<float>(attn::find_variant("simd"), p, 40, attn::decode_fill::prefill, {}, 5).pass);
+}
+
+TEST_CASE("the decode core gives identical bytes on 1 and 2 threads", "[decode][parallel]") {
+    const std::size_t L = GENERATE(5, 700, 5000);
+    problem p = attn::gqa(256, 8, 2, 1);
+    p.batch = 2;
+    const auto& par = attn::find_variant("parallel");
+    std::vector<std::vector<float>> outs;
+    for (int threads : {1, 2}) {
+        attn::run_options opt;
+        opt.threads = threads;
+        const auto in = attn::check::make_inputs(p, attn::check::mode::layer, 2);
+        std::vector<float> prompt(p.batch * L * p.d_model);
+        for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = float((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
+        attn::kv_cache<float> cache(p, L + 1);
+        attn::decode_workspace<float> ws(p);
+        attn::prefill<float>(par, p, in.w, prompt.data(), L, cache, opt);
+        std::vector<float> y(p.batch * p.d_model);
+        attn::decode_step<float>(par, p, in.w, in.x_q.data(), cache, y.data(), opt, ws);
+        outs.push_back(y);
+    }
+    CHECK(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("kv cache layout, growth and errors", "[decode][cache]") {
+    attn::kv_cache<float> c(2, 3, 4, 5); // B 2, G 3, d 4, capacity 5
+    CHECK(c.bytes() == 2 * 2 * 3 * 5 * 4 * sizeof(float));
+    std::vector<float> k(2 * 3 * 4), v(k.size());
+    for (int t = 0; t < 5; ++t) {
+        for (std::size_t i = 0; i < k.size(); ++i) {
+            k[i] = float(100 * t + int(i));
+            v[i] = -k[i];
+        }
+        c.append(k.data(), v.data());
+    }
+    CHECK(c.size() == 5);
+    CHECK(c.used_bytes() == c.bytes());
+    // token t of sequence b, head g, element e sits in row t of (b, g), rows contiguous per head
+    const auto keys = c.keys();
+    CHECK(keys.rows == 5);
+    CHECK(keys.row_stride == 4);
+    CHECK(keys.row(1, 2, 3)[1] == float(300 + (1 * 3 + 2) * 4 + 1));
+    CHECK(c.values().row(0, 1, 4)[0] == -float(400 + 4));
+    CHECK(keys.row(1, 0, 0) - keys.row(0, 0, 0) == 3 * 5 * 4);
+    try {
+        c.append(k.data(), v.data());
+        FAIL("expected an error");
+    } catch (const attn::error& e) {
+        CHECK(std::string(e.what()) == "kv cache is full (capacity 5 tokens)");
+    }
+    problem p = attn::gqa(64, 4, 2, 1);
+    attn::kv_cache<float> wrong(p.batch, 4, p.head_dim(), 8); // G 4 where the layer has 2
+    const auto w = attn::random_weights<float>(p, 1);
+    attn::decode_workspace<float> ws(p);
+    std::vector<float> x(p.d_model), y(p.d_model);
+    CHECK_THROWS_WITH(attn::decode_step<float>(attn::find_variant("simd"), p, w, x.data(), wrong, y.data(), {}, ws),
+                      Catch::Contains("does not fit GQA"));
+}
+
+TEST_CASE("decode costs: KV bytes and FLOPs per token", "[decode][count]") {
+    problem p = attn::gqa(1024, 16, 4, 1); // d_head 64
+    p.batch = 8;
+    const std::size_t L = 1000;
+    const auto c = attn::decode_cost(p, L, 4);
+    CHECK(c.kv_read_bytes == 2ull * 8 * 4 * 64 * 1001 * 4);
+    CHECK(c.kv_write_bytes == 2ull * 8 * 4 * 64 * 4);
+    CHECK(c.weight_bytes == (2ull * 1024 * 1024 + 2ull * 256 * 1024) * 4);
+    CHECK(c.attention_flops == 4ull * 8 * 16 * 64 * 1001);                      // QK^T and PV, 2 per MAC
+    CHECK(c.matmul_flops == c.attention_flops + 2ull * 8 * (2 * 1024 * 1024 + 2 * 256 * 1024));
+    CHECK(c.full_flops > c.matmul_flops);
+    // O(d_model) extra: the fastest variant's step needs the same extra at L = 65536 as at 2^20
+    attn::run_options opt;
+    opt.threads = 2;
+    problem mha = attn::mha(1024, 16, 1);
+    const auto& par = attn::find_variant("parallel");
+    CHECK(attn::decode_extra_bytes(par, mha, 65536, opt, 4) == attn::decode_extra_bytes(par, mha, 1 << 20, opt, 4));
+    CHECK(attn::decode_extra_bytes(par, mha, 65536, opt, 4) < 256 * 1024);
+}
+
+TEST_CASE("key split: a function of the key count alone, at most 16 chunks", "[decode][split]") {
+    for (std::size_t n : {1, 63, 64, 256, 257, 4096, 4097, 65537, 1000000}) {
+        const auto s = attn::kernels::split_keys(n);
+        INFO("n_kv " << n);
+        CHECK(s.chunks >= 1);
+        CHECK(s.chunks <= attn::kernels::decode_max_chunks);
+        CHECK(s.chunk * s.chunks >= n);
+        CHECK(s.chunk * (s.chunks - 1) < n); // no empty chunk
+    }
+}
