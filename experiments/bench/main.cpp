@@ -22,6 +22,7 @@ import attn.check;
 import attn.count;
 import attn.peak;
 import attn.results;
+import attn.decode;
 
 namespace {
 
@@ -33,6 +34,7 @@ struct sweep {
     std::vector<std::string> variants, modes{"core", "layer"};
     std::vector<std::size_t> d_model{512}, heads{8}, kv_heads{0}, seq{512, 1024}, batch{1};
     std::vector<int> threads{0}, causal{0};
+    std::vector<std::size_t> context{1024}; ///< decode mode: tokens already cached
     std::size_t tile_q = 0, tile_kv = 0, check_rows = 16;
     double max_memory_mib = 0; // 0: half the machine's memory
     std::string peak_file;
@@ -44,6 +46,9 @@ struct bench_case {
     const attn::variant* var = nullptr;
     problem p;
     mode m = mode::core;
+    bool decode = false;     ///< one decode step over a cache of `context` tokens (then m is unused)
+    std::size_t context = 0;
+    double peak_gbs = 0;     ///< measured triad bandwidth for the case's thread count
     attn::run_options opt;
     double peak_gflops = 0;
     std::uint64_t seed = 1;
@@ -56,10 +61,12 @@ struct bench_case {
 
 std::string label_of(const bench_case& c) {
     std::ostringstream s;
-    s << "variant=" << c.var->name << " mode=" << attn::check::mode_name(c.m) << " d_model=" << c.p.d_model
+    s << "variant=" << c.var->name << " mode=" << (c.decode ? "decode" : attn::check::mode_name(c.m))
+      << " d_model=" << c.p.d_model
       << " heads=" << c.p.heads << " kv_heads=" << c.p.kv_heads << " d_head=" << c.p.head_dim()
       << " n_q=" << c.p.n_q << " n_kv=" << c.p.n_kv << " batch=" << c.p.batch << " threads=" << c.opt.threads
       << " causal=" << (c.p.causal ? 1 : 0) << " family=" << c.p.family();
+    if (c.decode) s << " context=" << c.context;
     return s.str();
 }
 
@@ -102,7 +109,62 @@ double measured_extra_bytes(F&& fn) {
     return before < 0 || high < 0 ? -1 : std::max(0.0, high - before);
 }
 
+/// One decode step per iteration: project the new token of each sequence, append it to a cache
+/// holding `context` tokens, attend over context + 1 keys, project out. The cache is reset to
+/// `context` tokens before each step (untimed work is only that length reset).
+void run_decode(benchmark::State& state, bench_case& c) {
+    const std::size_t L = c.context;
+    const double cache_bytes = 2.0 * 4 * double(c.p.batch * c.p.kv_width() * (L + 1));
+    if (cache_bytes > c.max_memory_bytes) {
+        state.SkipWithError(("the cache would need " + mib(cache_bytes) + " > --max-memory " + mib(c.max_memory_bytes)).c_str());
+        return;
+    }
+    if (!c.checked) { // against the fp64 full causal forward's last row; long contexts checked at 4200
+        c.checked = true;
+        const auto met = attn::check_decode<float>(*c.var, c.p, std::min<std::size_t>(L, 4200), attn::decode_fill::prefill,
+                                                   c.opt, c.seed);
+        if (!met.pass) c.check_error = "decode output differs from the fp64 reference: " + std::to_string(met.ratio) + " x the bound";
+    }
+    if (!c.check_error.empty()) {
+        state.SkipWithError(c.check_error.c_str());
+        return;
+    }
+    const auto w = attn::random_weights<float>(c.p, c.seed);
+    attn::kv_cache<float> cache(c.p, L + 1);
+    const std::size_t kw = c.p.batch * c.p.kv_width();
+    std::vector<std::vector<float>> rows;
+    for (int r = 0; r < 4; ++r) rows.push_back(attn::random_values<float>(kw, c.seed * 31 + std::uint64_t(r)));
+    for (std::size_t t = 0; t < L; ++t) cache.append(rows[t % 4].data(), rows[(t + 1) % 4].data());
+    const auto x = attn::random_values<float>(c.p.batch * c.p.d_model, c.seed + 7);
+    std::vector<float> y(c.p.batch * c.p.d_model);
+    attn::decode_workspace<float> ws;
+    if (c.extra_bytes < -1.5)
+        c.extra_bytes = measured_extra_bytes([&] {
+            cache.resize(L);
+            attn::decode_step<float>(*c.var, c.p, w, x.data(), cache, y.data(), c.opt, ws);
+        });
+    for (auto _ : state) {
+        cache.resize(L);
+        attn::decode_step<float>(*c.var, c.p, w, x.data(), cache, y.data(), c.opt, ws);
+        benchmark::DoNotOptimize(y.data());
+        benchmark::ClobberMemory();
+    }
+    using benchmark::Counter;
+    const auto cost = attn::decode_cost(c.p, L, 4);
+    state.counters["gflops_matmul"] = Counter(double(cost.matmul_flops) * 1e-9, Counter::kIsIterationInvariantRate);
+    state.counters["gflops_full"] = Counter(double(cost.full_flops) * 1e-9, Counter::kIsIterationInvariantRate);
+    state.counters["kv_gbs"] = Counter(double(cost.kv_read_bytes) * 1e-9, Counter::kIsIterationInvariantRate);
+    state.counters["kv_bytes_per_token"] = Counter(double(cost.kv_read_bytes) / double(c.p.batch));
+    state.counters["tokens_per_s"] = Counter(double(c.p.batch), Counter::kIsIterationInvariantRate);
+    state.counters["cache_mib"] = Counter(cache_bytes / 1048576.0);
+    state.counters["extra_mib"] = Counter(std::max(0.0, c.extra_bytes) / 1048576.0);
+    state.counters["peak_gflops"] = Counter(c.peak_gflops);
+    state.counters["peak_gbs"] = Counter(c.peak_gbs);
+    state.SetLabel(label_of(c));
+}
+
 void run_case(benchmark::State& state, bench_case& c) {
+    if (c.decode) return run_decode(state, c);
     const std::size_t d = c.p.head_dim();
     // Memory guard: what the variant would allocate, on top of the inputs, must fit.
     const double scratch = double(c.var->scratch_bytes(c.p, c.opt));
@@ -190,6 +252,9 @@ public:
         benchmark::JSONReporter::ReportRuns(copy);
     }
     static void add_pct(Run& r) {
+        const auto kv = r.counters.find("kv_gbs"), bw = r.counters.find("peak_gbs");
+        if (kv != r.counters.end() && bw != r.counters.end() && bw->second.value > 0)
+            r.counters["pct_triad"] = benchmark::Counter(100.0 * kv->second.value / bw->second.value);
         const auto g = r.counters.find("gflops_matmul"), p = r.counters.find("peak_gflops");
         if (g == r.counters.end() || p == r.counters.end() || p->second.value <= 0) return;
         // counters reach reporters finished: a rate is already per second
@@ -239,12 +304,13 @@ std::vector<std::unique_ptr<bench_case>> build_cases(const sweep& sw, const attn
         for (auto dm : sw.d_model)
             for (auto h : sw.heads)
                 for (auto g : sw.kv_heads)
-                    for (auto n : sw.seq)
+                    for (auto n : (mname == "decode" ? sw.context : sw.seq))
                         for (auto b : sw.batch)
-                            for (int causal : sw.causal)
+                            for (int causal : (mname == "decode" ? std::vector<int>{1} : sw.causal))
                                 for (const auto* v : vars)
                                     for (int t : sw.threads) {
-                                        problem p = attn::gqa(dm, h, g ? g : h, n);
+                                        const bool dec = mname == "decode";
+                                        problem p = attn::gqa(dm, h, g ? g : h, dec ? 1 : n);
                                         p.batch = b;
                                         p.causal = causal != 0;
                                         try {
@@ -259,6 +325,9 @@ std::vector<std::unique_ptr<bench_case>> build_cases(const sweep& sw, const attn
                                         c->var = v;
                                         c->p = p;
                                         c->m = mname == "core" ? mode::core : mode::layer;
+                                        c->decode = dec;
+                                        c->context = dec ? n : 0;
+                                        c->peak_gbs = threads == 1 ? peak.triad_1t_gbs.median : peak.triad_all_gbs.median;
                                         c->opt.threads = threads;
                                         c->opt.tile_q = sw.tile_q;
                                         c->opt.tile_kv = sw.tile_kv;
@@ -275,8 +344,11 @@ std::vector<std::unique_ptr<bench_case>> build_cases(const sweep& sw, const attn
 
 std::string name_of(const bench_case& c) {
     std::ostringstream s;
-    s << c.var->name << "/" << attn::check::mode_name(c.m) << "/d" << c.p.d_model << "/H" << c.p.heads << "/G"
-      << c.p.kv_heads << "/N" << c.p.n_q << "/B" << c.p.batch << "/T" << c.opt.threads << (c.p.causal ? "/causal" : "");
+    s << c.var->name << "/" << (c.decode ? "decode" : attn::check::mode_name(c.m)) << "/d" << c.p.d_model << "/H"
+      << c.p.heads << "/G" << c.p.kv_heads;
+    if (c.decode) s << "/L" << c.context;
+    else s << "/N" << c.p.n_q;
+    s << "/B" << c.p.batch << "/T" << c.opt.threads << (c.p.causal && !c.decode ? "/causal" : "");
     return s.str();
 }
 
@@ -303,7 +375,9 @@ int main(int argc, char** argv) {
     std::string variants, modes = "core,layer", d_model = "512", heads = "8", kv_heads = "0", seq = "512,1024",
                 batch = "1", threads = "0", causal = "0";
     app.add_option("--variant", variants, "variants, comma-separated (default: all)");
-    app.add_option("--mode", modes, "core, layer (comma-separated)")->capture_default_str();
+    app.add_option("--mode", modes, "core, layer, decode (comma-separated)")->capture_default_str();
+    std::string context = "1024";
+    app.add_option("--context", context, "decode mode: tokens already in the cache, L (grid)")->capture_default_str();
     app.add_option("--d-model", d_model, "d_model grid")->capture_default_str();
     app.add_option("--heads", heads, "query heads H grid")->capture_default_str();
     app.add_option("--kv-heads", kv_heads, "key/value heads G grid (0: G = H)")->capture_default_str();
@@ -329,7 +403,7 @@ int main(int argc, char** argv) {
         sw.modes.clear();
         std::stringstream ms(modes);
         for (std::string m; std::getline(ms, m, ',');) {
-            attn::require(m == "core" || m == "layer", "--mode: '" + m + "' is not core or layer");
+            attn::require(m == "core" || m == "layer" || m == "decode", "--mode: '" + m + "' is not core, layer or decode");
             sw.modes.push_back(m);
         }
         sw.d_model = csv_list<std::size_t>(d_model);
@@ -339,6 +413,7 @@ int main(int argc, char** argv) {
         sw.batch = csv_list<std::size_t>(batch);
         sw.threads = csv_list<int>(threads);
         sw.causal = csv_list<int>(causal);
+        sw.context = csv_list<std::size_t>(context);
 
         attn::peak::ceilings peak;
         if (!sw.peak_file.empty()) {
@@ -374,7 +449,9 @@ int main(int argc, char** argv) {
                                     "(inputs once, outputs once); intensity: matmul FLOP per byte; scratch_mib: the "
                                     "variant's own account of its extra memory (MiB); extra_mib: measured peak resident "
                                     "memory one kernel call adds, inputs and output preallocated (MiB, VmHWM after a reset; "
-                                    "layer mode includes the projection buffers)");
+                                    "layer mode includes the projection buffers); decode: kv_gbs: cache bytes read per step / time "
+                                    "(GB/s, 2 B G d_head (L+1) 4 bytes); pct_triad: kv_gbs / measured triad (%); "
+                                    "tokens_per_s; kv_bytes_per_token; cache_mib");
         console con;
         reporter file, json_display;
         benchmark::BenchmarkReporter* display = &con;
