@@ -160,12 +160,12 @@ void check_all(const check_args& a) {
 void add_check(CLI::App& app) {
     auto a = std::make_shared<check_args>();
     auto* cmd = app.add_subcommand("check", "check every variant against the fp64 reference");
-    cmd->add_option("--variant", a->variants, "variants to check (default: all)");
-    cmd->add_option("--d-model", a->d_model, "grid of d_model values (default: the embedded grid)");
-    cmd->add_option("--heads", a->heads, "grid of query heads H")->check(CLI::Range(1, 1 << 16));
-    cmd->add_option("--kv-heads", a->kv_heads, "grid of key/value heads G (default H)")->check(CLI::Range(1, 1 << 16));
-    cmd->add_option("--seq", a->seq, "grid of sequence lengths N")->check(CLI::Range(1, 1 << 24));
-    cmd->add_option("--batch", a->batch, "grid of batch sizes")->check(CLI::Range(1, 1 << 16));
+    cmd->add_option("--variant", a->variants, "variants to check (default: all)")->delimiter(',');
+    cmd->add_option("--d-model", a->d_model, "grid of d_model values (default: the embedded grid)")->delimiter(',');
+    cmd->add_option("--heads", a->heads, "grid of query heads H")->delimiter(',')->check(CLI::Range(1, 1 << 16));
+    cmd->add_option("--kv-heads", a->kv_heads, "grid of key/value heads G (default H)")->delimiter(',')->check(CLI::Range(1, 1 << 16));
+    cmd->add_option("--seq", a->seq, "grid of sequence lengths N")->delimiter(',')->check(CLI::Range(1, 1 << 24));
+    cmd->add_option("--batch", a->batch, "grid of batch sizes")->delimiter(',')->check(CLI::Range(1, 1 << 16));
     cmd->add_option("--causal", a->causal, "on, off or both")->check(CLI::IsMember({"on", "off", "both"}))->capture_default_str();
     cmd->add_option("--mode", a->mode, "core, layer, decode (steps over a kv cache), both (core and layer) or all")
         ->check(CLI::IsMember({"core", "layer", "decode", "both", "all"}))
