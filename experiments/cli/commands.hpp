@@ -21,5 +21,6 @@ void add_flops(CLI::App& app);
 void add_toy(CLI::App& app);
 void add_hull(CLI::App& app);
 void add_claims(CLI::App& app);
+void add_report(CLI::App& app); // and `plot`
 
 } // namespace attn::cli
