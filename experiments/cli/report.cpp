@@ -112,17 +112,21 @@ struct run_context {
     }
 };
 
+/// How a stage ended: done (ok or failed: recorded, not run again by --resume) or undone
+/// (it could not run here, e.g. no harness: not recorded, --resume tries again).
+enum class outcome { ok, failed, undone };
+
 /// One stage of the report: a name the sweep file's `stages` uses, and what it does. A stage
-/// writes its JSON and CSV into the run directory and returns whether it succeeded.
+/// writes its JSON and CSV into the run directory.
 struct report_stage {
     std::string name;
     std::string description;
-    std::function<bool(run_context&)> run;
+    std::function<outcome(run_context&)> run;
 };
 
 /// A stage that runs subcommands of this binary with `--out DIR` (the {out} placeholder), e.g.
 /// {"decode", "--out", "{out}"}; it succeeds when every command exits 0.
-std::function<bool(run_context&)> subcommands(std::vector<std::vector<std::string>> commands) {
+std::function<outcome(run_context&)> subcommands(std::vector<std::vector<std::string>> commands) {
     return [commands](run_context& c) {
         bool ok = true;
         for (auto args : commands) {
@@ -130,7 +134,7 @@ std::function<bool(run_context&)> subcommands(std::vector<std::vector<std::strin
                 if (a == "{out}") a = c.dir.string();
             ok = c.self_run(args, args[0]).exit_code == 0 && ok;
         }
-        return ok;
+        return ok ? outcome::ok : outcome::failed;
     };
 }
 
@@ -152,11 +156,11 @@ text_table csv_of(const json& rows, const std::vector<std::string>& keys) {
 
 // --- the stages ------------------------------------------------------------------------------
 
-bool stage_peak(run_context& c) {
+outcome stage_peak(run_context& c) {
     const auto r = c.self_run({"peak", "--repetitions", std::to_string(c.spec.peak_repetitions), "--out",
                                (c.dir / "peak.json").string()},
                               "peak");
-    if (r.exit_code != 0) return false;
+    if (r.exit_code != 0) return outcome::failed;
     const json p = read_json(c.dir / "peak.json")["peak"];
     json rows = json::array();
     auto add = [&](const char* name, int threads, const json& s, const char* unit) {
@@ -171,7 +175,7 @@ bool stage_peak(run_context& c) {
     add("triad", all, p["triad_gbs_all_threads"], "GB/s");
     c.write("peak.csv", csv_of(rows, {"ceiling", "threads", "median", "best", "worst", "unit", "repetitions",
                                       "others_busy_cpus"}).csv());
-    return true;
+    return outcome::ok;
 }
 
 /// The variants the sweep times: check checks those.
@@ -183,7 +187,7 @@ std::vector<std::string> swept_variants(const sweep_spec& s) {
     return v;
 }
 
-bool stage_check(run_context& c) {
+outcome stage_check(run_context& c) {
     std::vector<std::string> args{"check", "--json", "--seed", std::to_string(c.spec.seed), "--threads",
                                   std::to_string(c.threads), "--mode", c.spec.check.mode};
     for (const auto& v : swept_variants(c.spec)) args.insert(args.end(), {"--variant", v});
@@ -197,7 +201,7 @@ bool stage_check(run_context& c) {
     grid("--batch", c.spec.check.batch);
     const auto r = c.self_run(args, "check");
     // 0: all pass; 1: something failed (recorded, the variants are left out of the sweep)
-    if (r.exit_code != 0 && r.exit_code != 1) return false;
+    if (r.exit_code != 0 && r.exit_code != 1) return outcome::failed;
     json j = read_json(c.logs() / "check.txt");
     j["metadata"] = json::parse(to_json(collect_metadata({c.spec.seed, c.threads, c.spec.name})));
     c.write("check.json", j.dump(2) + "\n");
@@ -206,7 +210,7 @@ bool stage_check(run_context& c) {
                              .csv());
     c.write("check_identities.csv",
             csv_of(j["identities"], {"identity", "problem", "max_abs_diff", "tolerance", "pass"}).csv());
-    return r.exit_code == 0;
+    return r.exit_code == 0 ? outcome::ok : outcome::failed;
 }
 
 /// Variants with at least one failed check case (check.json of this run; none if absent).
@@ -218,8 +222,8 @@ std::set<std::string> failed_check(const fs::path& dir) {
     return failed;
 }
 
-bool stage_claims(run_context& c) {
-    bool ok = subcommands({{"toy", "--out", "{out}"}, {"hull", "--out", "{out}"}, {"claims", "--out", "{out}"}})(c);
+outcome stage_claims(run_context& c) {
+    const outcome ok = subcommands({{"toy", "--out", "{out}"}, {"hull", "--out", "{out}"}, {"claims", "--out", "{out}"}})(c);
     if (fs::exists(c.dir / "claims.json"))
         c.write("claims.csv", csv_of(read_json(c.dir / "claims.json")["claims"],
                                      {"id", "source", "claim", "command", "measured", "verdict", "note"})
@@ -362,11 +366,14 @@ std::string case_text(const bench_case& k) {
     return s;
 }
 
-bool stage_perf(run_context& c) {
+outcome stage_perf(run_context& c) {
     const fs::path cases = c.dir / "cases";
     fs::create_directories(cases);
-    require(fs::exists(c.bench), "the harness " + c.bench +
-                                     " does not exist (build attnbench-bench, or pass --bench PATH)");
+    if (!fs::exists(c.bench)) {
+        std::fprintf(stderr, "perf: the harness %s does not exist (build attnbench-bench, or pass --bench PATH); "
+                             "stage left undone, --resume runs it\n", c.bench.c_str());
+        return outcome::undone;
+    }
     const auto failed = failed_check(c.dir);
     const std::size_t total = c.cases.size();
     std::size_t done = 0, ran = 0, failures = 0;
@@ -411,7 +418,7 @@ bool stage_perf(run_context& c) {
     }
     if (tty && ran) std::fprintf(stderr, "\n");
     std::fprintf(stderr, "perf: %zu cases, %zu not ok in this run\n", total, failures);
-    return true;
+    return outcome::ok;
 }
 
 /// cases/*.json -> perf.json and perf.csv, sorted by case (the order does not depend on the
@@ -594,7 +601,9 @@ void report(const report_args& a, const std::vector<std::string>& command) {
             }
             std::fprintf(stderr, "%-7s %s\n", st.name.c_str(), st.description.c_str());
             const auto t0 = std::chrono::steady_clock::now();
-            const bool ok = st.run(c);
+            const outcome result = st.run(c);
+            if (result == outcome::undone) continue;
+            const bool ok = result == outcome::ok;
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             const json m = {{"stage", st.name}, {"ok", ok}, {"seconds", secs},
                             {"finished_utc", utc_stamp("%Y-%m-%dT%H:%M:%SZ")}};

@@ -63,7 +63,9 @@ def plain_log_y(ax):
     ax.set_yscale("log")
     fmt = matplotlib.ticker.FuncFormatter(lambda v, _pos: f"{v:g}")
     ax.yaxis.set_major_formatter(fmt)
-    ax.yaxis.set_minor_formatter(fmt)
+    lo, hi = ax.get_ylim()
+    # label the minor ticks only when the axis spans less than a decade (else they crowd)
+    ax.yaxis.set_minor_formatter(fmt if hi / lo < 10 else matplotlib.ticker.NullFormatter())
 
 
 def pow2_axis(ax, values, label):
@@ -167,10 +169,12 @@ def plot_vs_n(d, figdir, perf, peak):
             if metric == "pct_peak":
                 ax.axhline(100, color="red", ls="--", lw=1.2, label="measured FMA peak")
                 ax.set_ylim(0, 110)
+            if metric == "time_ms":
+                plain_log_y(ax)  # again, now that the data set the limits
             ax.set_ylabel(ylabel)
             ax.set_title(config_text(cfg), fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
-            ax.legend(fontsize=8, title="variant", title_fontsize=8)
+            ax.legend(fontsize=8, title="variant", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
         fig.suptitle(f"{title} (fp32, attention {'/'.join(c[0] for c in configs)})", y=1.02)
         fig.tight_layout()
         figures.append((stem, save(fig, figdir, stem), [config_text(c) for c in configs]))
@@ -200,10 +204,11 @@ def plot_free_lunch(d, figdir, perf):
         ax.set_xticklabels([f"{h}\n({dm // h})" for h in hs])
         plain_log_y(ax)
         ax.set_ylabel("time per call [ms] (median, log scale)")
+        plain_log_y(ax)
         ax.set_title(f"{mode}, d_model={dm}, N={n}, batch {b}, {t} thread{'s' if t != 1 else ''}"
                      + (", causal" if causal else ""), fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, title="variant", title_fontsize=8)
+        ax.legend(fontsize=8, title="variant", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.suptitle("The 'free lunch': same parameters and matmul FLOPs for every H, not the same time", y=1.02)
     fig.tight_layout()
     return save(fig, figdir, "free_lunch"), configs, series
