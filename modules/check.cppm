@@ -276,6 +276,47 @@ metrics check_case(const variant& var, const problem& p, mode m, const run_optio
     return check_prepared<T>(var, p, m, in, expect(p, m, in), opt);
 }
 
+/// The last `rows` query rows of every sequence as a problem of their own. Under the
+/// bottom-right causal alignment, row r of the tail sees exactly the keys row n_q - rows + r of
+/// the whole problem sees, so checking a tail is checking those rows of the full output, at a
+/// fraction of the reference's cost: large sweeps check the tail before they time anything.
+inline problem tail_problem(const problem& p, std::size_t rows) {
+    problem t = p;
+    t.n_q = std::min(rows, p.n_q);
+    return t;
+}
+
+/// The inputs of tail_problem(p, rows): the last rows of the queries, keys and values whole.
+inline inputs tail_inputs(const problem& p, mode m, const inputs& in, std::size_t rows) {
+    const problem t = tail_problem(p, rows);
+    inputs out = in;
+    auto tail = [&](const std::vector<float>& x, std::size_t width) {
+        std::vector<float> r;
+        r.reserve(p.batch * t.n_q * width);
+        for (std::size_t b = 0; b < p.batch; ++b) {
+            const auto first = x.begin() + long((b * p.n_q + p.n_q - t.n_q) * width);
+            r.insert(r.end(), first, first + long(t.n_q * width));
+        }
+        return r;
+    };
+    if (m == mode::core) out.q = tail(in.q, p.q_width());
+    else out.x_q = tail(in.x_q, p.d_model);
+    return out;
+}
+
+/// The last `rows` rows of every sequence of an output [B, n_q, width].
+template <class T>
+std::vector<T> tail_rows(const std::vector<T>& out, const problem& p, std::size_t width, std::size_t rows) {
+    const std::size_t n = std::min(rows, p.n_q);
+    std::vector<T> r;
+    r.reserve(p.batch * n * width);
+    for (std::size_t b = 0; b < p.batch; ++b) {
+        const auto first = out.begin() + long((b * p.n_q + p.n_q - n) * width);
+        r.insert(r.end(), first, first + long(n * width));
+    }
+    return r;
+}
+
 /// A case of the grid: a problem and the magnitude of its inputs (large ones make scores of 1e4).
 struct grid_case {
     problem p;

@@ -247,8 +247,17 @@ double median(std::vector<double> v) {
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-const std::vector<std::string> counter_keys{"gflops_matmul", "gflops_full", "pct_peak", "bytes", "intensity",
-                                            "scratch_mib"};
+const std::vector<std::string> counter_keys{"gflops_matmul", "gflops_full", "pct_peak", "peak_gflops", "bytes",
+                                            "intensity", "scratch_mib", "extra_mib"};
+
+/// "variant=simd mode=core threads=1 ..." -> {variant: simd, mode: core, threads: 1, ...}
+json label_fields(const std::string& label) {
+    json j = json::object();
+    std::istringstream in(label);
+    for (std::string kv; in >> kv;)
+        if (const auto eq = kv.find('='); eq != std::string::npos) j[kv.substr(0, eq)] = kv.substr(eq + 1);
+    return j;
+}
 
 json case_json(const bench_case& k) {
     return {{"variant", k.variant}, {"mode", k.mode},     {"d_model", k.d_model}, {"heads", k.heads},
@@ -282,6 +291,7 @@ void summarise(json& rec, const json& gb) {
     }
     rec["repetitions"] = reps;
     rec["label"] = label;
+    rec["label_fields"] = label_fields(label);
     if (!err.empty()) {
         rec["status"] = "failed";
         rec["error"] = err;
@@ -369,6 +379,8 @@ std::string case_text(const bench_case& k) {
 outcome stage_perf(run_context& c) {
     const fs::path cases = c.dir / "cases";
     fs::create_directories(cases);
+    for (const auto& e : fs::directory_iterator(cases)) // what an interrupted case left behind
+        if (e.path().filename().string().rfind(".partial-", 0) == 0) fs::remove(e.path());
     if (!fs::exists(c.bench)) {
         std::fprintf(stderr, "perf: the harness %s does not exist (build attnbench-bench, or pass --bench PATH); "
                              "stage left undone, --resume runs it\n", c.bench.c_str());
@@ -451,6 +463,9 @@ void aggregate_perf(const fs::path& dir) {
         row.erase("grids");
         row["grids"] = r["case"].value("grids", json::array());
         row["id"] = r["id"];
+        // the thread count the harness ran (single-threaded variants run at 1 whatever was asked)
+        const json lf = r.value("label_fields", json::object());
+        row["threads_run"] = lf.contains("threads") ? json(std::stoi(lf["threads"].get<std::string>())) : row["threads"];
         row["status"] = r["status"];
         row["repetitions"] = r.value("repetitions", json::array()).size();
         const json s = r.value("summary", json::object());
@@ -469,7 +484,7 @@ void aggregate_perf(const fs::path& dir) {
               {"cases", rows}};
     attn::write_atomic((dir / "perf.json").string(), j.dump(2) + "\n");
     std::vector<std::string> cols{"id",    "variant", "mode",    "d_model", "heads",       "kv_heads",
-                                  "d_head", "n",      "context", "batch",   "threads",     "causal",
+                                  "d_head", "n",      "context", "batch",   "threads",     "threads_run", "causal",
                                   "status", "repetitions", "time_ms", "time_ms_min", "time_ms_max", "cpu_time_ms"};
     cols.insert(cols.end(), counter_keys.begin(), counter_keys.end());
     cols.push_back("error");

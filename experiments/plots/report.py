@@ -81,6 +81,12 @@ def pow2_axis(ax, values, label):
 CONFIG_KEYS = ("mode", "d_model", "heads", "kv_heads", "batch", "threads", "causal", "context")
 
 
+def variant_label(v, pts, threads):
+    """The variant's name, and the thread count it really ran at when the harness ran it at fewer."""
+    ran = {r.get("threads_run", threads) for _, r in pts}
+    return v if ran == {threads} else f"{v} ({'/'.join(map(str, sorted(ran)))} thread{'s' if max(ran) > 1 else ''})"
+
+
 def config_text(c):
     mode, d, h, g, b, t, causal, ctx = c
     s = f"{mode}, d_model={d}, H={h}"
@@ -152,7 +158,7 @@ def plot_vs_n(d, figdir, perf, peak):
             for v in sorted(series[cfg]):
                 pts = [(x, r[metric]) for x, r in series[cfg][v] if r.get(metric) is not None]
                 if pts:
-                    ax.plot(*zip(*pts), label=v, **style(v))
+                    ax.plot(*zip(*pts), label=variant_label(v, series[cfg][v], cfg[5]), **style(v))
             pow2_axis(ax, ns, "sequence length N = N_q = N_kv [tokens]")
             if metric == "time_ms":
                 plain_log_y(ax)
@@ -199,7 +205,8 @@ def plot_free_lunch(d, figdir, perf):
         mode, dm, n, b, t, causal, ctx = cfg
         hs = sorted({x for pts in series[cfg].values() for x, _ in pts})
         for v in sorted(series[cfg]):
-            ax.plot(*zip(*[(h, r["time_ms"]) for h, r in series[cfg][v]]), label=v, **style(v))
+            ax.plot(*zip(*[(h, r["time_ms"]) for h, r in series[cfg][v]]),
+                    label=variant_label(v, series[cfg][v], t), **style(v))
         pow2_axis(ax, hs, "query heads H (d_head = d_model / H)")
         ax.set_xticklabels([f"{h}\n({dm // h})" for h in hs])
         plain_log_y(ax)
@@ -282,7 +289,8 @@ def flops_section(flops):
 def perf_table(perf, peak):
     rows = []
     for r in perf["cases"]:
-        rows.append([r["variant"], r["mode"], r["d_model"], r["heads"], r["kv_heads"], r["n"], r["batch"], r["threads"],
+        rows.append([r["variant"], r["mode"], r["d_model"], r["heads"], r["kv_heads"], r["n"], r["batch"],
+                     r.get("threads_run", r["threads"]),
                      "yes" if r["causal"] else "no",
                      num(r.get("time_ms"), 4), num(r.get("gflops_matmul"), 3), num(r.get("pct_peak"), 3),
                      r["status"] if r["status"] == "ok" else f"**{r['status']}**: {r.get('error', '')}"])
