@@ -585,7 +585,10 @@ void report(const report_args& a, const std::vector<std::string>& command) {
         require(!fs::exists(c.dir / "run.json"),
                 c.dir.string() + " holds a run already; pass --resume to finish it, or another --out");
     }
-    c.cases = expand(c.spec, c.threads);
+    std::vector<std::string> single;
+    for (const auto& v : registry())
+        if (!v.threaded) single.push_back(v.name);
+    c.cases = expand(c.spec, c.threads, single);
     fs::create_directories(c.dir / "stages");
     if (!a.resume) {
         c.write("sweep.toml", c.spec.text);

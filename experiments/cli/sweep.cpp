@@ -301,7 +301,7 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source, const
     return s;
 }
 
-std::vector<bench_case> expand(const sweep_spec& s, int all_threads) {
+std::vector<bench_case> expand(const sweep_spec& s, int all_threads, const std::vector<std::string>& single_threaded) {
     std::vector<bench_case> out;
     std::map<std::string, std::size_t> index;
     for (const auto& g : s.grids)
@@ -325,6 +325,9 @@ std::vector<bench_case> expand(const sweep_spec& s, int all_threads) {
                                                 k.seq = n;
                                                 k.batch = b;
                                                 k.threads = t ? t : std::size_t(std::max(1, all_threads));
+                                                if (std::find(single_threaded.begin(), single_threaded.end(), v) !=
+                                                    single_threaded.end())
+                                                    k.threads = 1;
                                                 k.causal = c;
                                                 k.context = ctx;
                                                 const auto id = k.id();

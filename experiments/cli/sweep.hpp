@@ -57,7 +57,8 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source,
                        const std::vector<std::string>& known_variants);
 
 /// Every case of the sweep, grid by grid, without duplicates; threads 0 means all logical CPUs.
-std::vector<bench_case> expand(const sweep_spec& s, int all_threads);
+/// The `single_threaded` variants run at 1 thread whatever the grid asks (as the harness does).
+std::vector<bench_case> expand(const sweep_spec& s, int all_threads, const std::vector<std::string>& single_threaded = {});
 
 /// The embedded presets: names and texts (experiments/sweeps/NAME.toml at configure time).
 const std::vector<std::pair<std::string, std::string>>& sweep_presets();

@@ -78,21 +78,26 @@ def pow2_axis(ax, values, label):
 
 # --- performance -----------------------------------------------------------------------------
 
-CONFIG_KEYS = ("mode", "d_model", "heads", "kv_heads", "batch", "threads", "causal", "context")
+# A panel's fixed sizes; the thread count is not one of them: each variant is drawn at the most
+# threads it ran with (single-threaded variants at 1), and its legend entry says how many.
+CONFIG_KEYS = ("mode", "d_model", "heads", "kv_heads", "batch", "causal", "context")
 
 
-def variant_label(v, pts, threads):
-    """The variant's name, and the thread count it really ran at when the harness ran it at fewer."""
-    ran = {r.get("threads_run", threads) for _, r in pts}
-    return v if ran == {threads} else f"{v} ({'/'.join(map(str, sorted(ran)))} thread{'s' if max(ran) > 1 else ''})"
+def threads_of(r):
+    return r.get("threads_run", r["threads"])
+
+
+def variant_label(v, pts):
+    t = threads_of(pts[0][1])
+    return f"{v} ({t} thread{'s' if t != 1 else ''})"
 
 
 def config_text(c):
-    mode, d, h, g, b, t, causal, ctx = c
+    mode, d, h, g, b, causal, ctx = c
     s = f"{mode}, d_model={d}, H={h}"
     if g != h:
         s += f", G={g}"
-    s += f", batch {b}, {t} thread{'s' if t != 1 else ''}"
+    s += f", batch {b}"
     if causal:
         s += ", causal"
     if mode == "decode":
@@ -105,10 +110,15 @@ def ok_rows(perf):
 
 
 def series_over(rows, x_key, fixed_keys):
-    """{config: {variant: [(x, row)]}} for configs (the fixed_keys) with >= 2 distinct x values."""
+    """{config: {variant: [(x, row)]}} for configs (the fixed_keys) with >= 2 distinct x values;
+    each variant at the most threads it ran with in that config."""
     groups = defaultdict(lambda: defaultdict(list))
     for r in rows:
         groups[tuple(r[k] for k in fixed_keys)][r["variant"]].append((r[x_key], r))
+    for by_variant in groups.values():
+        for v, pts in by_variant.items():
+            most = max(threads_of(r) for _, r in pts)
+            by_variant[v] = [(x, r) for x, r in pts if threads_of(r) == most]
     out = {}
     for cfg, by_variant in groups.items():
         xs = {x for pts in by_variant.values() for x, _ in pts}
@@ -118,11 +128,11 @@ def series_over(rows, x_key, fixed_keys):
 
 
 def pick_configs(series):
-    """Per mode, the configuration with the most points (ties: more threads, then larger d_model)."""
+    """Per mode, the configuration with the most points (ties: larger d_model)."""
     best = {}
     for cfg, by_variant in series.items():
         npts = sum(len(p) for p in by_variant.values())
-        score = (npts, cfg[5], cfg[1])
+        score = (npts, cfg[1])
         if cfg[0] not in best or score > best[cfg[0]][0]:
             best[cfg[0]] = (score, cfg)
     return [best[m][1] for m in sorted(best)]
@@ -158,7 +168,7 @@ def plot_vs_n(d, figdir, perf, peak):
             for v in sorted(series[cfg]):
                 pts = [(x, r[metric]) for x, r in series[cfg][v] if r.get(metric) is not None]
                 if pts:
-                    ax.plot(*zip(*pts), label=variant_label(v, series[cfg][v], cfg[5]), **style(v))
+                    ax.plot(*zip(*pts), label=variant_label(v, series[cfg][v]), **style(v))
             pow2_axis(ax, ns, "sequence length N = N_q = N_kv [tokens]")
             if metric == "time_ms":
                 plain_log_y(ax)
@@ -168,12 +178,14 @@ def plot_vs_n(d, figdir, perf, peak):
                     y0 = min(firsts)
                     ax.plot(ns, [y0 * (n / ns[0]) ** 2 for n in ns], ls=":", color="black", lw=1, label="∝ N² (guide)")
             if metric == "gflops_matmul":
-                gf, which = peak_for(peak, cfg[5])
-                if gf:
-                    ax.axhline(gf, color="red", ls="--", lw=1.2, label=f"measured {which} FMA peak ({gf:.0f})")
+                threads = sorted({threads_of(pts[0][1]) for pts in series[cfg].values()}, reverse=True)
+                for t, ls in zip(threads, ("--", ":")):
+                    gf, which = peak_for(peak, t)
+                    if gf:
+                        ax.axhline(gf, color="red", ls=ls, lw=1.2, label=f"measured {which} FMA peak ({gf:.0f})")
                 ax.set_ylim(bottom=0)
             if metric == "pct_peak":
-                ax.axhline(100, color="red", ls="--", lw=1.2, label="measured FMA peak")
+                ax.axhline(100, color="red", ls="--", lw=1.2, label="measured FMA peak\n(at each variant's threads)")
                 ax.set_ylim(0, 110)
             if metric == "time_ms":
                 plain_log_y(ax)  # again, now that the data set the limits
@@ -189,7 +201,7 @@ def plot_vs_n(d, figdir, perf, peak):
 
 def plot_free_lunch(d, figdir, perf):
     """time against H at fixed d_model and N: the parameters and matmul FLOPs stay put."""
-    keys = ("mode", "d_model", "n", "batch", "threads", "causal", "context")
+    keys = ("mode", "d_model", "n", "batch", "causal", "context")
     rows = [r for r in ok_rows(perf) if r["kv_heads"] == r["heads"]]
     series = series_over(rows, "heads", keys)
     if not series:
@@ -197,23 +209,22 @@ def plot_free_lunch(d, figdir, perf):
     best = {}
     for cfg, by_v in series.items():
         npts = sum(len(p) for p in by_v.values())
-        if cfg[0] not in best or (npts, cfg[4]) > best[cfg[0]][0]:
-            best[cfg[0]] = ((npts, cfg[4]), cfg)
+        if cfg[0] not in best or (npts, cfg[1]) > best[cfg[0]][0]:
+            best[cfg[0]] = ((npts, cfg[1]), cfg)
     configs = [best[m][1] for m in sorted(best, key=lambda m: m != "layer")]
     fig, axes = plt.subplots(1, len(configs), figsize=(6.4 * len(configs), 4.8), squeeze=False)
     for ax, cfg in zip(axes[0], configs):
-        mode, dm, n, b, t, causal, ctx = cfg
+        mode, dm, n, b, causal, ctx = cfg
         hs = sorted({x for pts in series[cfg].values() for x, _ in pts})
         for v in sorted(series[cfg]):
             ax.plot(*zip(*[(h, r["time_ms"]) for h, r in series[cfg][v]]),
-                    label=variant_label(v, series[cfg][v], t), **style(v))
+                    label=variant_label(v, series[cfg][v]), **style(v))
         pow2_axis(ax, hs, "query heads H (d_head = d_model / H)")
         ax.set_xticklabels([f"{h}\n({dm // h})" for h in hs])
         plain_log_y(ax)
         ax.set_ylabel("time per call [ms] (median, log scale)")
         plain_log_y(ax)
-        ax.set_title(f"{mode}, d_model={dm}, N={n}, batch {b}, {t} thread{'s' if t != 1 else ''}"
-                     + (", causal" if causal else ""), fontsize=10)
+        ax.set_title(f"{mode}, d_model={dm}, N={n}, batch {b}" + (", causal" if causal else ""), fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8, title="variant", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.suptitle("The 'free lunch': same parameters and matmul FLOPs for every H, not the same time", y=1.02)
@@ -306,9 +317,10 @@ def free_lunch_table(configs, series):
         for v in sorted(series[cfg]):
             t = dict((h, r["time_ms"]) for h, r in series[cfg][v])
             base = t.get(hs[0])
-            rows.append([v] + [num(t.get(h), 4) for h in hs] +
+            rows.append([variant_label(v, series[cfg][v])] + [num(t.get(h), 4) for h in hs] +
                         [f"{t[hs[-1]] / base:.2f}×" if base and hs[-1] in t else "–"])
-        out.append(f"{cfg[0]}, d_model = {cfg[1]}, N = {cfg[2]}, {cfg[4]} threads: median time [ms] by H\n\n"
+        out.append(f"{cfg[0]}, d_model = {cfg[1]}, N = {cfg[2]}, batch {cfg[3]}: median time [ms] by H "
+                   "(each variant at the most threads it ran with)\n\n"
                    + md_table(["variant"] + [f"H={h}" for h in hs] + [f"H={hs[-1]} / H={hs[0]}"], rows))
     return "\n\n".join(out)
 
