@@ -4,6 +4,7 @@
 // atomically as it finishes, then renders the plots and report.md (experiments/plots/report.py).
 // attnbench plot DIR re-renders plots and report.md from what is stored.
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -311,6 +312,42 @@ void summarise(json& rec, const json& gb) {
     rec["summary"] = s;
 }
 
+/// Google Benchmark writes a NaN or infinite value (e.g. the cv of an all-zero counter) as a
+/// bare NaN / -nan / inf, which JSON does not have: those values become null.
+std::string json_without_nan(const std::string& text) {
+    std::string out;
+    out.reserve(text.size());
+    for (std::size_t i = 0; i < text.size();) {
+        out += text[i];
+        if (text[i++] != ':') continue;
+        std::size_t j = i;
+        while (j < text.size() && (text[j] == ' ' || text[j] == '\t')) ++j;
+        std::size_t k = j + (j < text.size() && (text[j] == '-' || text[j] == '+'));
+        std::size_t e = k;
+        while (e < text.size() && std::isalpha(static_cast<unsigned char>(text[e]))) ++e;
+        std::string word = text.substr(k, e - k);
+        for (auto& ch : word) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+        if (word == "nan" || word == "inf" || word == "infinity") {
+            out += " null";
+            i = e;
+        }
+    }
+    return out;
+}
+
+/// The last `n` lines of a file, joined with newlines.
+std::string tail(const fs::path& p, std::size_t n) {
+    std::ifstream f(p);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(f, line);) {
+        lines.push_back(line);
+        if (lines.size() > n) lines.erase(lines.begin());
+    }
+    std::string s;
+    for (const auto& l : lines) s += l + "\n";
+    return s;
+}
+
 /// Runs one case through the harness; the record to store (status ok, failed or interrupted).
 json run_case(const run_context& c, const bench_case& k) {
     const fs::path cases = c.dir / "cases";
@@ -330,6 +367,7 @@ json run_case(const run_context& c, const bench_case& k) {
     if (fs::exists(c.dir / "peak.json")) argv.insert(argv.end(), {"--peak", (c.dir / "peak.json").string()});
     argv.push_back("--benchmark_out=" + out.string());
     argv.push_back("--benchmark_out_format=json");
+    argv.push_back("--benchmark_color=false");
     argv.push_back("--benchmark_repetitions=" + std::to_string(c.spec.repetitions));
     argv.push_back("--benchmark_min_time=" + fixed(c.spec.min_time, 3));
     json rec = {{"id", id}, {"case", case_json(k)}};
@@ -344,10 +382,12 @@ json run_case(const run_context& c, const bench_case& k) {
     rec["command"] = shown;
     json gb;
     bool parsed = false;
+    std::string parse_error;
     if (fs::exists(out)) try {
-            gb = json::parse(read_text(out));
+            gb = json::parse(json_without_nan(read_text(out)));
             parsed = true;
-        } catch (const json::exception&) {
+        } catch (const json::exception& e) {
+            parse_error = std::string("the harness's JSON does not parse: ") + e.what();
         }
     if (parsed) {
         rec["harness_context"] = gb.value("context", json::object());
@@ -356,7 +396,8 @@ json run_case(const run_context& c, const bench_case& k) {
     }
     if (!parsed || (r.exit_code != 0 && rec.value("status", std::string()) != "failed")) {
         rec["status"] = "failed";
-        std::string why = last_line(log);
+        std::string why = !parse_error.empty() ? parse_error : last_line(log);
+        rec["log_tail"] = tail(log, 20);
         if (r.signal) why = "killed by signal " + std::to_string(r.signal) + (why.empty() ? "" : " (" + why + ")");
         else if (why.empty()) why = "exit status " + std::to_string(r.exit_code) + ", no output";
         rec["error"] = why;

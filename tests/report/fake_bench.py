@@ -19,6 +19,7 @@ p.add_argument("--benchmark_out")
 p.add_argument("--benchmark_out_format")
 p.add_argument("--benchmark_repetitions", type=int, default=1)
 p.add_argument("--benchmark_min_time")
+p.add_argument("--benchmark_color")
 a = p.parse_args()
 
 d, h, n, b, t = int(a.d_model), int(a.heads), int(a.seq), int(a.batch), int(a.threads)
