@@ -59,13 +59,16 @@ def save(fig, figdir, stem):
 
 
 def plain_log_y(ax):
-    """Log y axis with plain tick labels (0.04, not 4x10^-2)."""
+    """Log y axis with plain tick labels (0.04, not 4x10^-2); call after plotting. Within three
+    decades the ticks are 1, 2, 5 x 10^k, so every panel has several labelled ticks."""
     ax.set_yscale("log")
-    fmt = matplotlib.ticker.FuncFormatter(lambda v, _pos: f"{v:g}")
-    ax.yaxis.set_major_formatter(fmt)
     lo, hi = ax.get_ylim()
-    # label the minor ticks only when the axis spans less than a decade (else they crowd)
-    ax.yaxis.set_minor_formatter(fmt if hi / lo < 10 else matplotlib.ticker.NullFormatter())
+    fmt = matplotlib.ticker.FuncFormatter(lambda v, _pos: f"{v:g}")
+    if hi / lo < 1e3:
+        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(fmt)
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_ylim(lo, hi)
 
 
 def pow2_axis(ax, values, label):
@@ -171,7 +174,6 @@ def plot_vs_n(d, figdir, perf, peak):
                     ax.plot(*zip(*pts), label=variant_label(v, series[cfg][v]), **style(v))
             pow2_axis(ax, ns, "sequence length N = N_q = N_kv [tokens]")
             if metric == "time_ms":
-                plain_log_y(ax)
                 # N^2 guide through the fastest variant's first point
                 firsts = [pts[0][1]["time_ms"] for pts in series[cfg].values() if pts[0][0] == ns[0]]
                 if firsts and len(ns) > 2:
@@ -179,16 +181,18 @@ def plot_vs_n(d, figdir, perf, peak):
                     ax.plot(ns, [y0 * (n / ns[0]) ** 2 for n in ns], ls=":", color="black", lw=1, label="∝ N² (guide)")
             if metric == "gflops_matmul":
                 threads = sorted({threads_of(pts[0][1]) for pts in series[cfg].values()}, reverse=True)
+                top = ax.get_ylim()[1]
                 for t, ls in zip(threads, ("--", ":")):
                     gf, which = peak_for(peak, t)
                     if gf:
                         ax.axhline(gf, color="red", ls=ls, lw=1.2, label=f"measured {which} FMA peak ({gf:.0f})")
-                ax.set_ylim(bottom=0)
+                        top = max(top, gf)
+                ax.set_ylim(0, top * 1.08)
             if metric == "pct_peak":
                 ax.axhline(100, color="red", ls="--", lw=1.2, label="measured FMA peak\n(at each variant's threads)")
                 ax.set_ylim(0, 110)
             if metric == "time_ms":
-                plain_log_y(ax)  # again, now that the data set the limits
+                plain_log_y(ax)  # after plotting: the data set the limits
             ax.set_ylabel(ylabel)
             ax.set_title(config_text(cfg), fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
@@ -221,7 +225,6 @@ def plot_free_lunch(d, figdir, perf):
                     label=variant_label(v, series[cfg][v]), **style(v))
         pow2_axis(ax, hs, "query heads H (d_head = d_model / H)")
         ax.set_xticklabels([f"{h}\n({dm // h})" for h in hs])
-        plain_log_y(ax)
         ax.set_ylabel("time per call [ms] (median, log scale)")
         plain_log_y(ax)
         ax.set_title(f"{mode}, d_model={dm}, N={n}, batch {b}" + (", causal" if causal else ""), fontsize=10)
@@ -392,6 +395,11 @@ def main():
                   f"GFLOP/s on 1 thread, {p['fma_f32_gflops_all_threads']['median']:.1f} GFLOP/s on {p['threads']}; "
                   f"triad {p['triad_gbs_1_thread']['median']:.1f} / {p['triad_gbs_all_threads']['median']:.1f} GB/s. "
                   "Every % of peak below refers to the FMA figure at the case's thread count.\n")
+        busy = max(p[k].get("others_busy_cpus", 0) or 0 for k in ("fma_f32_gflops_1_thread", "fma_f32_gflops_all_threads"))
+        if busy > 0.1:
+            md.append(f"**Note:** other processes kept about {busy:.1f} CPUs busy while the peak was measured (load "
+                      f"average {meta.get('load_average', '?')} at the start): the ceilings, and the timings, are those "
+                      "of a shared machine. Rerun on a quiet machine for figures to quote.\n")
 
     md.append("## Correctness first\n")
     md.append(check_section(check))
