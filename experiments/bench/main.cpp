@@ -5,6 +5,7 @@
 // with SkipWithError, never timed. All --benchmark_* flags work. Results are Google
 // Benchmark's JSON, written atomically, with our metadata in the context block.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -180,7 +181,12 @@ class reporter : public benchmark::JSONReporter {
 public:
     void ReportRuns(const std::vector<Run>& runs) override {
         std::vector<Run> copy = runs;
-        for (auto& r : copy) add_pct(r);
+        for (auto& r : copy) {
+            add_pct(r);
+            // a constant counter's coefficient of variation is 0/0: JSON has no NaN, drop it
+            for (auto it = r.counters.begin(); it != r.counters.end();)
+                it = std::isfinite(it->second.value) ? std::next(it) : r.counters.erase(it);
+        }
         benchmark::JSONReporter::ReportRuns(copy);
     }
     static void add_pct(Run& r) {

@@ -22,5 +22,6 @@ void add_toy(CLI::App& app);
 void add_hull(CLI::App& app);
 void add_claims(CLI::App& app);
 void add_report(CLI::App& app); // and `plot`
+void add_compare(CLI::App& app);
 
 } // namespace attn::cli

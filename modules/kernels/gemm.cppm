@@ -57,14 +57,14 @@ inline void pack_b(const float* b, std::size_t ld_k, std::size_t ld_n, std::size
                 std::copy(src, src + cols, panel + k * nr);
                 std::fill(panel + k * nr + cols, panel + (k + 1) * nr, 0.0f);
             }
-        } else { // columns of B contiguous (B = W^T or K^T): walk each column once
-            for (std::size_t c = 0; c < nr; ++c) {
-                if (c < cols) {
-                    const float* src = b + (n0 + c) * ld_n;
-                    for (std::size_t k = 0; k < K; ++k) panel[k * nr + c] = src[k * ld_k];
-                } else {
-                    for (std::size_t k = 0; k < K; ++k) panel[k * nr + c] = 0.0f;
-                }
+        } else { // columns of B contiguous (B = W^T or K^T): a transpose
+            // k outer, c inner: each store is contiguous, and the compiler is kept from turning
+            // the strided side into scatters (vscatterqps made this the kernel's hottest line)
+            for (std::size_t k = 0; k < K; ++k) {
+                float* dst_row = panel + k * nr;
+#pragma clang loop vectorize(disable)
+                for (std::size_t c = 0; c < cols; ++c) dst_row[c] = b[(n0 + c) * ld_n + k * ld_k];
+                for (std::size_t c = cols; c < nr; ++c) dst_row[c] = 0.0f;
             }
         }
     }

@@ -19,7 +19,7 @@ export namespace attn::kernels {
 
 /// Tile sizes; 0 in run_options means these measured defaults.
 struct tiles {
-    std::size_t q = 96;   ///< query rows per tile (a multiple of mr)
+    std::size_t q = 384;  ///< query rows per tile (a multiple of mr); measured: see variants/simd.cpp
     std::size_t kv = 128; ///< keys per tile (a multiple of nr)
 };
 
@@ -115,9 +115,12 @@ inline void tile_core(const problem& p, const core_io<float>& io, std::size_t b,
     const std::size_t kv_end = p.visible(i0 + tq - 1); // visibility grows with the row index
     for (std::size_t j0 = 0; j0 < kv_end; j0 += t.kv) {
         const std::size_t tk = std::min(t.kv, kv_end - j0), tk_pad = round_up(tk, nr);
+        // rows before r0 see no key of this tile (causal): they take no part in its GEMMs
+        std::size_t r0 = 0;
+        while (r0 < tq && p.visible(i0 + r0) <= j0) ++r0;
         pack_b(io.k.row(b, g, j0), 1, io.k.row_stride, d, tk, w.kp.data()); // K^T
-        gemm_rows(0, tq, tk, d, w.qs.data(), d, w.kp.data(), w.s.data(), w.s_ld, false);
-        for (std::size_t r = 0; r < tq; ++r) {
+        gemm_rows(r0, tq, tk, d, w.qs.data(), d, w.kp.data(), w.s.data(), w.s_ld, false);
+        for (std::size_t r = r0; r < tq; ++r) {
             float* sr = w.s.data() + r * w.s_ld;
             const std::size_t vis = p.visible(i0 + r), n = vis > j0 ? std::min(tk, vis - j0) : 0;
             if (n == 0) { // this row sees nothing here: contributes zeros
@@ -132,7 +135,7 @@ inline void tile_core(const problem& p, const core_io<float>& io, std::size_t b,
             w.m[r] = m_new;
         }
         pack_b(io.v.row(b, g, j0), io.v.row_stride, 1, tk, d, w.vp.data()); // V
-        gemm_rows(0, tq, d, tk, w.s.data(), w.s_ld, w.vp.data(), w.acc.data(), w.acc_ld, true);
+        gemm_rows(r0, tq, d, tk, w.s.data(), w.s_ld, w.vp.data(), w.acc.data(), w.acc_ld, true);
     }
     for (std::size_t r = 0; r < tq; ++r) {
         float* o = io.out.row(b, h, i0 + r);
