@@ -65,7 +65,7 @@ for f in ("params.csv", "flops_vs_n.csv", "flops_stages.csv", "check.csv", "clai
 # report.md: the same lines once run names and dates are taken out
 def norm(d):
     text = open(os.path.join(d, "report.md")).read().replace(d, "RUN").replace(os.path.basename(d), "RUN")
-    return [l for l in text.splitlines() if not l.startswith(("Sweep **", "| date_utc", "| load_average", "| run_id",
+    return [l for l in text.splitlines() if l.strip() and not l.startswith(("Sweep **", "| date_utc", "| load_average", "| run_id",
                                                               "| peak |", "| check |", "| params |", "| flops |",
                                                               "| claims |", "| perf |", "Measured ceilings", "**Note:**"))]
 assert norm(a) == norm(b), [x for x in zip(norm(a), norm(b)) if x[0] != x[1]][:3]
