@@ -21,6 +21,7 @@ void add_flops(CLI::App& app);
 void add_toy(CLI::App& app);
 void add_hull(CLI::App& app);
 void add_claims(CLI::App& app);
+void add_report(CLI::App& app); // and `plot`
 void add_compare(CLI::App& app);
 void add_decode(CLI::App& app);
 

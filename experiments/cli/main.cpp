@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
     attn::cli::add_toy(app);
     attn::cli::add_hull(app);
     attn::cli::add_claims(app);
+    attn::cli::add_report(app);
     attn::cli::add_compare(app);
     attn::cli::add_decode(app);
     try {

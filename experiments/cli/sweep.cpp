@@ -1,0 +1,347 @@
+// Sweep files (see sweep.hpp): toml++ reads them, this file holds them to the schema and says
+// where they are wrong, one line each: "sweep.toml:12: key 'heads' value 3 does not divide ...".
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+#include <toml++/toml.h>
+#include "sweep.hpp"
+import attn.core;
+
+namespace attn::cli {
+namespace {
+
+const char* type_name(const toml::node& n) {
+    switch (n.type()) {
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    default: return "a date or time";
+    }
+}
+
+std::string join(const std::vector<std::string>& v) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+    return s;
+}
+
+/// Reads one sweep file; every error names the file, the line and the key.
+class reader {
+public:
+    explicit reader(std::string source) : source_(std::move(source)) {}
+
+    [[noreturn]] void fail(std::size_t line, const std::string& key, const std::string& what) const {
+        throw error(source_ + ":" + std::to_string(line) + ": key '" + key + "' " + what);
+    }
+    [[noreturn]] void fail(const toml::node& n, const std::string& key, const std::string& what) const {
+        fail(n.source().begin.line, key, what);
+    }
+
+    /// Refuses keys of `t` not in `known`; `where` names the table ("[perf]").
+    void only(const toml::table& t, const std::set<std::string>& known, const std::string& where) const {
+        for (auto&& [k, v] : t)
+            if (!known.count(std::string(k.str()))) {
+                std::vector<std::string> names(known.begin(), known.end());
+                fail(k.source().begin.line ? k.source().begin.line : v.source().begin.line, std::string(k.str()),
+                     "is unknown in " + where + " (known: " + join(names) + ")");
+            }
+    }
+
+    std::int64_t integer(const toml::node& n, const std::string& key, std::int64_t min) const {
+        if (!n.is_integer()) fail(n, key, std::string("must be an integer, not ") + type_name(n));
+        const std::int64_t v = n.as_integer()->get();
+        if (v < min) fail(n, key, "must be >= " + std::to_string(min) + " (got " + std::to_string(v) + ")");
+        return v;
+    }
+
+    double number(const toml::node& n, const std::string& key) const {
+        double v = 0;
+        if (n.is_integer()) v = double(n.as_integer()->get());
+        else if (n.is_floating_point()) v = n.as_floating_point()->get();
+        else fail(n, key, std::string("must be a number, not ") + type_name(n));
+        if (!(v > 0 && v < 1e6)) fail(n, key, "must be a positive number of seconds (got " + std::to_string(v) + ")");
+        return v;
+    }
+
+    std::string string(const toml::node& n, const std::string& key) const {
+        if (!n.is_string()) fail(n, key, std::string("must be a string, not ") + type_name(n));
+        return n.as_string()->get();
+    }
+
+    /// An integer or a non-empty array of integers, each >= min.
+    std::vector<std::size_t> sizes(const toml::node& n, const std::string& key, std::int64_t min) const {
+        std::vector<std::size_t> out;
+        if (n.is_integer()) out.push_back(std::size_t(integer(n, key, min)));
+        else if (const auto* a = n.as_array()) {
+            if (a->empty()) fail(n, key, "must not be an empty array");
+            for (const auto& e : *a) {
+                if (!e.is_integer())
+                    fail(e, key, std::string("must be an array of integers, but holds ") + type_name(e));
+                out.push_back(std::size_t(integer(e, key, min)));
+            }
+        } else fail(n, key, std::string("must be an integer or an array of integers, not ") + type_name(n));
+        return out;
+    }
+
+    /// A string or a non-empty array of strings, each one of `allowed`.
+    std::vector<std::string> names(const toml::node& n, const std::string& key, const std::vector<std::string>& allowed,
+                                   const std::string& what) const {
+        std::vector<const toml::node*> items;
+        if (n.is_string()) items.push_back(&n);
+        else if (const auto* a = n.as_array()) {
+            if (a->empty()) fail(n, key, "must not be an empty array");
+            for (const auto& e : *a) items.push_back(&e);
+        } else fail(n, key, std::string("must be a string or an array of strings, not ") + type_name(n));
+        std::vector<std::string> out;
+        for (const auto* e : items) {
+            if (!e->is_string()) fail(*e, key, std::string("must be an array of strings, but holds ") + type_name(*e));
+            const std::string s = e->as_string()->get();
+            if (std::find(allowed.begin(), allowed.end(), s) == allowed.end())
+                fail(*e, key, "names unknown " + what + " '" + s + "' (known: " + join(allowed) + ")");
+            if (std::find(out.begin(), out.end(), s) != out.end()) fail(*e, key, "names '" + s + "' twice");
+            out.push_back(s);
+        }
+        return out;
+    }
+
+    std::vector<bool> booleans(const toml::node& n, const std::string& key) const {
+        std::vector<bool> out;
+        if (n.is_boolean()) out.push_back(n.as_boolean()->get());
+        else if (const auto* a = n.as_array()) {
+            if (a->empty()) fail(n, key, "must not be an empty array");
+            for (const auto& e : *a) {
+                if (!e.is_boolean()) fail(e, key, std::string("must be an array of booleans, but holds ") + type_name(e));
+                out.push_back(e.as_boolean()->get());
+            }
+        } else fail(n, key, std::string("must be a boolean or an array of booleans, not ") + type_name(n));
+        return out;
+    }
+
+    const toml::table& table(const toml::node& n, const std::string& key) const {
+        if (!n.is_table()) fail(n, key, std::string("must be a table, not ") + type_name(n));
+        return *n.as_table();
+    }
+
+private:
+    std::string source_;
+};
+
+const std::vector<std::string> grid_keys{"variants", "modes", "d_model", "heads", "kv_heads", "seq",
+                                         "batch", "threads", "causal", "context"};
+const std::vector<std::string> known_modes{"core", "layer", "decode"};
+
+/// A grid and the line each of its keys was given on (0: a built-in default).
+struct located_grid {
+    sweep_grid g;
+    std::map<std::string, std::size_t> line;
+};
+
+void read_grid_keys(const reader& r, const toml::table& t, located_grid& lg, const std::vector<std::string>& variants) {
+    auto& g = lg.g;
+    for (auto&& [k, v] : t) {
+        const std::string key(k.str());
+        if (std::find(grid_keys.begin(), grid_keys.end(), key) == grid_keys.end()) continue;
+        lg.line[key] = v.source().begin.line;
+        if (key == "variants") g.variants = r.names(v, key, variants, "variant");
+        else if (key == "modes") g.modes = r.names(v, key, known_modes, "mode");
+        else if (key == "d_model") g.d_model = r.sizes(v, key, 1);
+        else if (key == "heads") g.heads = r.sizes(v, key, 1);
+        else if (key == "kv_heads") g.kv_heads = r.sizes(v, key, 0);
+        else if (key == "seq") g.seq = r.sizes(v, key, 1);
+        else if (key == "batch") g.batch = r.sizes(v, key, 1);
+        else if (key == "threads") g.threads = r.sizes(v, key, 0);
+        else if (key == "context") g.context = r.sizes(v, key, 0);
+        else if (key == "causal") g.causal = r.booleans(v, key);
+    }
+}
+
+/// heads divides d_model, kv_heads divides heads: checked for every pair the grid forms.
+void check_combinations(const reader& r, const located_grid& lg, const std::string& where) {
+    const auto& g = lg.g;
+    auto line = [&](const std::string& k) { return lg.line.count(k) ? lg.line.at(k) : std::size_t(0); };
+    for (auto d : g.d_model)
+        for (auto h : g.heads)
+            if (d % h)
+                r.fail(line("heads"), "heads", "value " + std::to_string(h) + " does not divide d_model " +
+                                                   std::to_string(d) + where);
+    for (auto h : g.heads)
+        for (auto kv : g.kv_heads)
+            if (kv && (kv > h || h % kv))
+                r.fail(line("kv_heads"), "kv_heads", "value " + std::to_string(kv) + " does not divide heads " +
+                                                         std::to_string(h) + where + " (0 means kv_heads = heads)");
+    const bool decode = std::find(g.modes.begin(), g.modes.end(), "decode") != g.modes.end();
+    if (!decode && line("context") && !(g.context.size() == 1 && g.context[0] == 0))
+        r.fail(line("context"), "context", "applies to mode 'decode' only, and modes does not include it" + where);
+}
+
+} // namespace
+
+std::string bench_case::id() const {
+    std::string s = mode + "-" + variant + "-d" + std::to_string(d_model) + "-h" + std::to_string(heads) + "-g" +
+                    std::to_string(kv_heads) + "-n" + std::to_string(seq) + "-b" + std::to_string(batch) + "-t" +
+                    std::to_string(threads);
+    if (causal) s += "-causal";
+    if (mode == "decode") s += "-ctx" + std::to_string(context);
+    return s;
+}
+
+sweep_spec parse_sweep(const std::string& text, const std::string& source, const std::vector<std::string>& known_stages,
+                       const std::vector<std::string>& known_variants) {
+    toml::table root;
+    try {
+        root = toml::parse(text, source);
+    } catch (const toml::parse_error& e) {
+        throw error(source + ":" + std::to_string(e.source().begin.line) + ": not valid TOML: " +
+                    std::string(e.description()));
+    }
+    const reader r(source);
+    sweep_spec s;
+    s.source = source;
+    s.text = text;
+    s.stages = known_stages;
+    r.only(root, {"name", "description", "seed", "stages", "peak", "check", "perf"}, "the top level");
+    if (const auto* n = root.get("name")) s.name = r.string(*n, "name");
+    if (const auto* n = root.get("description")) s.description = r.string(*n, "description");
+    if (const auto* n = root.get("seed")) s.seed = std::uint64_t(r.integer(*n, "seed", 0));
+    if (const auto* n = root.get("stages")) s.stages = r.names(*n, "stages", known_stages, "stage");
+    if (s.name.empty()) s.name = "sweep";
+    for (char c : s.name)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'))
+            r.fail(*root.get("name"), "name", "must be letters, digits, '-' or '_' (it names the run directory)");
+
+    if (const auto* n = root.get("peak")) {
+        const auto& t = r.table(*n, "peak");
+        r.only(t, {"repetitions"}, "[peak]");
+        if (const auto* v = t.get("repetitions")) s.peak_repetitions = int(r.integer(*v, "repetitions", 1));
+    }
+    if (const auto* n = root.get("check")) {
+        const auto& t = r.table(*n, "check");
+        r.only(t, {"d_model", "heads", "kv_heads", "seq", "batch", "mode"}, "[check]");
+        located_grid lg;
+        for (auto&& [k, v] : t) {
+            const std::string key(k.str());
+            lg.line[key] = v.source().begin.line;
+            if (key == "d_model") s.check.d_model = r.sizes(v, key, 1);
+            else if (key == "heads") s.check.heads = r.sizes(v, key, 1);
+            else if (key == "kv_heads") s.check.kv_heads = r.sizes(v, key, 1);
+            else if (key == "seq") s.check.seq = r.sizes(v, key, 1);
+            else if (key == "batch") s.check.batch = r.sizes(v, key, 1);
+            else if (key == "mode") {
+                s.check.mode = r.string(v, key);
+                if (s.check.mode != "core" && s.check.mode != "layer" && s.check.mode != "both")
+                    r.fail(v, key, "must be \"core\", \"layer\" or \"both\" (got \"" + s.check.mode + "\")");
+            }
+        }
+        // check's own defaults where the file leaves a size out (d_model 64, heads 4)
+        lg.g.d_model = s.check.d_model.empty() ? std::vector<std::size_t>{64} : s.check.d_model;
+        lg.g.heads = s.check.heads.empty() ? std::vector<std::size_t>{4} : s.check.heads;
+        lg.g.kv_heads = s.check.kv_heads;
+        lg.g.modes = {"core"};
+        check_combinations(r, lg, " in [check]");
+    }
+
+    // [perf]: defaults for every [[perf.grid]], and the grid itself when there is none.
+    located_grid defaults;
+    defaults.g.variants = known_variants;
+    defaults.g.modes = {"core"};
+    defaults.g.d_model = {512};
+    defaults.g.heads = {8};
+    defaults.g.kv_heads = {0};
+    defaults.g.seq = {1024};
+    defaults.g.batch = {1};
+    defaults.g.threads = {0};
+    defaults.g.context = {0};
+    defaults.g.causal = {false};
+    std::vector<located_grid> grids;
+    if (const auto* n = root.get("perf")) {
+        const auto& t = r.table(*n, "perf");
+        std::set<std::string> known{"repetitions", "min_time", "grid"};
+        known.insert(grid_keys.begin(), grid_keys.end());
+        r.only(t, known, "[perf]");
+        if (const auto* v = t.get("repetitions")) s.repetitions = int(r.integer(*v, "repetitions", 1));
+        if (const auto* v = t.get("min_time")) s.min_time = r.number(*v, "min_time");
+        read_grid_keys(r, t, defaults, known_variants);
+        if (const auto* v = t.get("grid")) {
+            const auto* a = v->as_array();
+            if (!a || !a->is_array_of_tables())
+                r.fail(*v, "grid", std::string("must be an array of tables ([[perf.grid]]), not ") + type_name(*v));
+            std::set<std::string> gknown{"name"};
+            gknown.insert(grid_keys.begin(), grid_keys.end());
+            std::set<std::string> names;
+            for (const auto& e : *a) {
+                const auto& gt = *e.as_table();
+                located_grid lg = defaults;
+                lg.g.name = "grid" + std::to_string(grids.size() + 1);
+                r.only(gt, gknown, "[[perf.grid]]");
+                if (const auto* nm = gt.get("name")) {
+                    lg.g.name = r.string(*nm, "name");
+                    if (!names.insert(lg.g.name).second) r.fail(*nm, "name", "'" + lg.g.name + "' names two grids");
+                }
+                read_grid_keys(r, gt, lg, known_variants);
+                grids.push_back(lg);
+            }
+        }
+    }
+    if (grids.empty()) {
+        defaults.g.name = "perf";
+        grids.push_back(defaults);
+    }
+    for (const auto& lg : grids) {
+        check_combinations(r, lg, " (grid '" + lg.g.name + "')");
+        s.grids.push_back(lg.g);
+    }
+    return s;
+}
+
+std::vector<bench_case> expand(const sweep_spec& s, int all_threads, const std::vector<std::string>& single_threaded) {
+    std::vector<bench_case> out;
+    std::map<std::string, std::size_t> index;
+    for (const auto& g : s.grids)
+        for (const auto& v : g.variants)
+            for (const auto& m : g.modes)
+                for (auto d : g.d_model)
+                    for (auto h : g.heads)
+                        for (auto kv : g.kv_heads)
+                            for (auto n : g.seq)
+                                for (auto b : g.batch)
+                                    for (auto t : g.threads)
+                                        for (bool c : g.causal)
+                                            for (auto ctx : m == "decode" ? g.context : std::vector<std::size_t>{0}) {
+                                                bench_case k;
+                                                k.variant = v;
+                                                k.mode = m;
+                                                k.d_model = d;
+                                                k.heads = h;
+                                                k.kv_heads = kv ? kv : h;
+                                                k.d_head = d / h;
+                                                k.seq = n;
+                                                k.batch = b;
+                                                k.threads = t ? t : std::size_t(std::max(1, all_threads));
+                                                if (std::find(single_threaded.begin(), single_threaded.end(), v) !=
+                                                    single_threaded.end())
+                                                    k.threads = 1;
+                                                k.causal = c;
+                                                k.context = ctx;
+                                                const auto id = k.id();
+                                                if (auto it = index.find(id); it != index.end()) {
+                                                    auto& gs = out[it->second].grids;
+                                                    if (std::find(gs.begin(), gs.end(), g.name) == gs.end())
+                                                        gs.push_back(g.name);
+                                                    continue;
+                                                }
+                                                k.grids = {g.name};
+                                                index[id] = out.size();
+                                                out.push_back(k);
+                                            }
+    return out;
+}
+
+} // namespace attn::cli

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# A report on a tiny sweep (tests/report/tiny.toml, under the fake harness fake_bench.py):
+# every stage runs, report.md and every plot (PNG and SVG) are written, the failing cases are
+# recorded as failed with their error and the run goes on; `attnbench plot` re-renders.
+# usage: tiny_report.sh ATTNBENCH PYTHON WORKDIR
+set -euo pipefail
+ab=$1 py=$2 work=$3
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work" && mkdir -p "$work"
+"$ab" report --sweep "$here/tiny.toml" --bench "$here/fake_bench.py" --out "$work/run" 2>"$work/stderr" || {
+    cat "$work/stderr"; echo "FAIL: report exited $?"; exit 1; }
+run=$work/run
+for f in report.md run.json sweep.toml metadata.json metadata.csv peak.json peak.csv check.json check.csv \
+         params.json params.csv flops.json flops_vs_n.csv claims.json claims.csv claims.md perf.json perf.csv; do
+    [ -s "$run/$f" ] || { echo "FAIL: $f missing"; exit 1; }
+done
+for p in perf_time_vs_n perf_gflops_vs_n perf_pct_peak_vs_n free_lunch params_vs_heads flops_vs_n flops_vs_heads hull; do
+    for ext in png svg; do [ -s "$run/figures/$p.$ext" ] || { echo "FAIL: figures/$p.$ext missing"; exit 1; }; done
+    grep -q "figures/$p.png" "$run/report.md" || { echo "FAIL: report.md does not embed $p.png"; exit 1; }
+done
+"$py" - "$run" <<'PY'
+import json, os, sys
+run = sys.argv[1]
+perf = json.load(open(os.path.join(run, "perf.json")))["cases"]
+assert len(perf) == 19, len(perf)
+by = {c["id"]: c for c in perf}
+bad = by["core-simd-d64-h4-g4-n63-b1-t1"]
+assert bad["status"] == "failed" and "differs from the reference" in bad["error"], bad
+crash = by["core-simd-d64-h4-g4-n65-b1-t1"]
+assert crash["status"] == "failed" and "simulated crash" in crash["error"], crash
+assert sum(c["status"] == "ok" for c in perf) == 17
+for s in json.load(open(os.path.join(run, "run.json")))["stages"]:
+    assert json.load(open(os.path.join(run, "stages", s + ".json")))["ok"], s
+md = open(os.path.join(run, "report.md")).read()
+for section in ("## How to reproduce", "## Correctness first", "## Performance", "### The free lunch",
+                "## Parameters", "## FLOPs", "## Claims ledger", "## Machine and build"):
+    assert section in md, section
+print("report ok:", len(perf), "cases")
+PY
+# plot re-renders from the stored results only
+rm -rf "$run/figures" "$run/report.md" "$run/perf.json"
+"$ab" plot "$run" 2>/dev/null
+[ -s "$run/report.md" ] && [ -s "$run/figures/free_lunch.png" ] && [ -s "$run/perf.json" ] || { echo "FAIL: plot"; exit 1; }
+echo ok
