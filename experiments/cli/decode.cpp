@@ -7,7 +7,7 @@
 //
 // Timing: issue 4's Google Benchmark harness has no decode mode yet, so the step is timed here:
 // steady_clock around `inner` back-to-back steps (inner chosen so one repetition lasts >= 5 ms),
-// after two warm-up steps; the figure is the median over --repetitions (default 11) of the mean
+// after warm-up steps for at least 50 ms; the figure is the median over --repetitions (default 11) of the mean
 // step time per repetition. Before each step the cache is cut back to L tokens, so every timed
 // step attends over exactly L+1 keys. The cache holds random values (filled once per batch and
 // G, at the largest L); timing does not depend on them.
@@ -298,8 +298,13 @@ void run_decode(decode_args a) {
                     };
                     const long long rss0 = status_kib("VmRSS");
                     if (rss_ok) reset_peak_rss();
-                    step();
-                    step(); // warm-up
+                    // warm-up: at least 2 steps and 50 ms (a first case of a grid measured up to 5x slow
+                    // after only two, e.g. MQA L=256: 439 us in the grid, 82 us alone)
+                    for (auto w0 = clock_type::now(); ;) {
+                        step();
+                        step();
+                        if (std::chrono::duration<double, std::milli>(clock_type::now() - w0).count() >= 50) break;
+                    }
                     r.inner = calibrate(step, a.min_rep_ms);
                     r.reps = std::size_t(a.repetitions);
                     time_calls(step, r.inner, a.repetitions, r.step_us, r.step_us_min, r.step_us_max);
@@ -311,7 +316,8 @@ void run_decode(decode_args a) {
                                             cache.keys(), cache.values(),
                                             interleaved_heads<float>(ctx.data(), B, 1, layer.heads, layer.head_dim())};
                     auto core = [&] { var->f32.core(sp, io, opt); };
-                    core();
+                    for (auto w0 = clock_type::now(); std::chrono::duration<double, std::milli>(clock_type::now() - w0).count() < 20;)
+                        core();
                     double lo = 0, hi = 0;
                     time_calls(core, calibrate(core, a.min_rep_ms), a.repetitions, r.core_us, lo, hi);
                     r.kv_gbs = double(r.kv_bytes) / (r.core_us * 1e3);
@@ -358,7 +364,7 @@ void run_decode(decode_args a) {
                    {"context", a.context}, {"batch", a.batch}, {"variants", a.variants}, {"threads", threads},
                    {"repetitions", a.repetitions}, {"min_repetition_ms", a.min_rep_ms}, {"quick", a.quick},
                    {"precision", "f32"}};
-    j["timing"] = "self-timed (steady_clock): 2 warm-up steps, then the median over `repetitions` of the mean of "
+    j["timing"] = "self-timed (steady_clock): warm-up steps for >= 50 ms, then the median over `repetitions` of the mean of "
                   "`inner` back-to-back steps; the cache is cut back to L tokens before every step. Issue 4's "
                   "attnbench-bench had no --mode decode when this was written.";
     j["conventions"] = {{"kv_bytes", "2*B*G*d_head*(L+1)*4: every cached key and value read once per step"},

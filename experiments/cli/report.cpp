@@ -545,6 +545,8 @@ const std::vector<report_stage>& report_stages() {
          subcommands({{"flops", "--out", "{out}"}})},
         {"claims", "the seed documents' claims, the toy and the hull experiment (attnbench claims)", stage_claims},
         {"perf", "the performance sweep through attnbench-bench", stage_perf},
+        {"decode", "incremental decoding with a KV cache, MHA vs GQA vs MQA (attnbench decode --quick)",
+         subcommands({{"decode", "--quick", "--out", "{out}/decode"}})},
     };
     return stages;
 }

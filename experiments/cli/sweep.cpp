@@ -236,8 +236,10 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source, const
             else if (key == "batch") s.check.batch = r.sizes(v, key, 1);
             else if (key == "mode") {
                 s.check.mode = r.string(v, key);
-                if (s.check.mode != "core" && s.check.mode != "layer" && s.check.mode != "both")
-                    r.fail(v, key, "must be \"core\", \"layer\" or \"both\" (got \"" + s.check.mode + "\")");
+                if (s.check.mode != "core" && s.check.mode != "layer" && s.check.mode != "decode" &&
+                    s.check.mode != "both" && s.check.mode != "all")
+                    r.fail(v, key, "must be \"core\", \"layer\", \"decode\", \"both\" or \"all\" (got \"" +
+                                       s.check.mode + "\")");
             }
         }
         // check's own defaults where the file leaves a size out (d_model 64, heads 4)

@@ -21,6 +21,7 @@ import matplotlib.ticker  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import claims  # noqa: E402  (the params / FLOPs / hull plots of issue 5)
+import decode as decode_plots  # noqa: E402  (the decode plots of issue 7)
 
 VARIANT_STYLE = {
     "naive": dict(color="tab:gray", marker="s"),
@@ -424,6 +425,23 @@ def main():
         md.append(perf_table(perf, peak) + "\n")
     else:
         md.append("Not run in this sweep.\n")
+
+    decode_dir = os.path.join(d, "decode")
+    if os.path.exists(os.path.join(decode_dir, "decode.json")):
+        md.append("## Incremental decoding: where MQA and GQA pay off\n")
+        decode_figs = {}
+
+        def save_decode(fig, _d, stem):
+            decode_figs[stem] = save(fig, figdir, stem)
+
+        decode_plots.save = save_decode
+        decode_plots.main(decode_dir)
+        for stem, path in decode_figs.items():
+            md.append(f"![{stem}]({path})\n")
+        summary = os.path.join(decode_dir, "decode.md")
+        if os.path.exists(summary):
+            with open(summary) as f:
+                md.append(f.read().replace("\n# ", "\n### ").replace("\n## ", "\n### ") + "\n")
 
     md.append("## Parameters\n")
     for stem, path in claim_figs.items():
