@@ -132,7 +132,7 @@ std::function<outcome(run_context&)> subcommands(std::vector<std::vector<std::st
         bool ok = true;
         for (auto args : commands) {
             for (auto& a : args)
-                if (a == "{out}") a = c.dir.string();
+                if (a.rfind("{out}", 0) == 0) a = c.dir.string() + a.substr(5); // "{out}" or "{out}/sub"
             ok = c.self_run(args, args[0]).exit_code == 0 && ok;
         }
         return ok ? outcome::ok : outcome::failed;

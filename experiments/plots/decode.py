@@ -101,7 +101,7 @@ def main(d):
     if l3:
         fig.text(0.5, -0.02, f"dotted lines: L at which that G's cache (2·B·G·d_head·L·4 bytes) outgrows the "
                  f"{l3 / 2**20:.0f} MiB last-level cache", ha="center", fontsize=8)
-    fig.suptitle("Decode step latency vs context length\n" + sub, fontsize=9)
+    fig.suptitle("Decode step latency vs context length\n" + sub, fontsize=9, y=1.05)
     save(fig, d, "decode_time_vs_context")
 
     # 2. achieved bandwidth vs L, with the measured triad ceiling
@@ -120,7 +120,7 @@ def main(d):
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8)
     fig.suptitle("Bandwidth a decode step achieves vs the measured triad ceiling\n"
-                 "(above the ceiling: the data still fits the last-level cache)\n" + sub, fontsize=9)
+                 "(above the ceiling: the data still fits the last-level cache)\n" + sub, fontsize=9, y=1.08)
     save(fig, d, "decode_bandwidth_vs_context")
 
     # 3. time per token vs G at fixed L (the GQA paper's time-vs-groups figure)
@@ -141,7 +141,7 @@ def main(d):
         ax.set_title(f"L = {lfix} cached tokens")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("Decode step time vs number of key/value heads\n" + sub, fontsize=9)
+    fig.suptitle("Decode step time vs number of key/value heads\n" + sub, fontsize=9, y=1.05)
     save(fig, d, "decode_time_vs_groups")
 
     # 4. KV-cache size vs L (analytic; what a step reads)

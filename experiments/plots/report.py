@@ -61,11 +61,13 @@ def save(fig, figdir, stem):
 
 def plain_log_y(ax):
     """Log y axis with plain tick labels (0.04, not 4x10^-2); call after plotting. Within three
-    decades the ticks are 1, 2, 5 x 10^k, so every panel has several labelled ticks."""
+    decades the ticks are 1, 2, (3,) 5 x 10^k, so every panel has several labelled ticks."""
     ax.set_yscale("log")
     lo, hi = ax.get_ylim()
     fmt = matplotlib.ticker.FuncFormatter(lambda v, _pos: f"{v:g}")
-    if hi / lo < 1e3:
+    if hi / lo < 30:  # little more than a decade: 1, 2, 3, 5 x 10^k so the bottom is labelled too
+        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
+    elif hi / lo < 1e3:
         ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
     ax.yaxis.set_major_formatter(fmt)
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
