@@ -15,6 +15,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+import plotting  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
 FAMILY_STYLE = {
@@ -47,13 +49,7 @@ def load(d, name):
 
 
 def save(fig, d, stem):
-    for ext in ("png", "svg"):
-        path = os.path.join(d, f"{stem}.{ext}")
-        tmp = os.path.join(d, f".{stem}.tmp.{ext}")
-        fig.savefig(tmp, dpi=150, bbox_inches="tight")
-        os.replace(tmp, path)
-        print("wrote", path)
-    plt.close(fig)
+    plotting.save(fig, d, stem)
 
 
 def plot_params(d):

@@ -15,6 +15,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+import plotting  # noqa: E402
+
 G_STYLE = {  # one colour and marker per G, fixed across every figure
     1: dict(color="tab:orange", marker="v"),
     2: dict(color="tab:purple", marker="s"),
@@ -37,13 +39,7 @@ def label(g, h):
 
 
 def save(fig, d, stem):
-    for ext in ("png", "svg"):
-        path = os.path.join(d, f"{stem}.{ext}")
-        tmp = os.path.join(d, f".{stem}.tmp.{ext}")
-        fig.savefig(tmp, dpi=150, bbox_inches="tight")
-        os.replace(tmp, path)
-        print("wrote", path)
-    plt.close(fig)
+    plotting.save(fig, d, stem)
 
 
 def log2_axis(ax, ls):

@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plotting  # noqa: E402
 import claims  # noqa: E402  (the params / FLOPs / hull plots of issue 5)
 import decode as decode_plots  # noqa: E402  (the decode plots of issue 7)
 
@@ -49,13 +50,7 @@ def load(d, name):
 
 
 def save(fig, figdir, stem):
-    os.makedirs(figdir, exist_ok=True)
-    for ext in ("png", "svg"):
-        path = os.path.join(figdir, f"{stem}.{ext}")
-        tmp = os.path.join(figdir, f".{stem}.tmp.{ext}")
-        fig.savefig(tmp, dpi=150, bbox_inches="tight")
-        os.replace(tmp, path)
-    plt.close(fig)
+    plotting.save(fig, figdir, stem, quiet=True)
     return f"figures/{stem}.png"
 
 
