@@ -114,6 +114,9 @@ void decode_scores(const float* q, std::size_t d, const float* k, std::size_t ks
     const std::size_t* slot = haddp_slots().slot;
     for (std::size_t j0 = 0; j0 < n; j0 += lanes) {
         const std::size_t m = std::min(lanes, n - j0);
+        // acc[jj] is key j0 + jj: static indices keep the 16 accumulators in registers (placing
+        // them by haddp's lane order at run time spilled them to the stack); the lane order is
+        // undone after the reduction instead, on the 16 sums
         batch acc[lanes];
         for (std::size_t jj = 0; jj < lanes; ++jj) {
             batch a(0.0f);
@@ -121,21 +124,20 @@ void decode_scores(const float* q, std::size_t d, const float* k, std::size_t ks
                 const float* kj = k + (j0 + jj) * ks;
                 for (std::size_t c = 0; c < DC; ++c) a = fma_fused(qb[c], batch::load_unaligned(kj + c * lanes), a);
             }
-            acc[slot[jj]] = a; // so that haddp's lane jj is key j0 + jj
+            acc[jj] = a;
         }
-        batch sc = xsimd::haddp(acc);
+        alignas(64) float t[lanes], u[lanes];
+        xsimd::haddp(acc).store_aligned(u); // lane i holds the sum of row slot[i]
+        for (std::size_t i = 0; i < lanes; ++i) t[slot[i]] = u[i];
         if (full < d) {
-            alignas(64) float t[lanes];
-            sc.store_aligned(t);
             for (std::size_t jj = 0; jj < m; ++jj) {
                 const float* kj = k + (j0 + jj) * ks;
                 float x = 0.0f;
                 for (std::size_t c = full; c < d; ++c) x += q[c] * kj[c];
                 t[jj] += x;
             }
-            sc = batch::load_aligned(t);
         }
-        sc.store_unaligned(s + j0); // s has room for a whole batch past n
+        std::copy(t, t + lanes, s + j0); // s has room for a whole batch past n
     }
 }
 
