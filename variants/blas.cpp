@@ -2,6 +2,8 @@
 // attention products; each head's full n_q x n_kv score matrix is materialised (masked entries
 // are computed and then zeroed, as with a dense mask), and the softmax is a scalar loop. The
 // in-suite baseline the hand-written kernels must beat. OpenBLAS uses run_options::threads.
+// Measured (core, H=8, d_head=64, N=2048): 256.6 ms on 1 thread, 258.6 ms on 2 (28% / 14% of
+// peak): H thin sgemms per layer and a scalar softmax over the materialised scores.
 module;
 #include <algorithm>
 #include <cmath>

@@ -4,6 +4,8 @@
 // never built: extra memory is one tile of scores plus one tile of output, whatever N is.
 // Plain scalar C++ (what the compiler vectorises on its own, it may); `simd` makes the inner
 // loops explicit. Projections are cache-blocked dot products.
+// Measured (core, H=8, d_head=64, N=1024): 458 ms, 4.7 GFLOP/s (naive: 1752 ms); its dot
+// products are serial reductions the compiler may not reorder. Tile sizes 32x64 are untuned.
 module;
 #include <algorithm>
 #include <cmath>

@@ -22,7 +22,7 @@ export namespace attn::kernels {
 
 /// Tile sizes; 0 in run_options means these measured defaults.
 struct tiles {
-    std::size_t q = 384;  ///< query rows per tile (a multiple of mr); measured: see variants/simd.cpp
+    std::size_t q = 384;  ///< query rows per tile (a multiple of mr); measured: see variants/simd.cpp's header
     std::size_t kv = 128; ///< keys per tile (a multiple of nr)
 };
 
