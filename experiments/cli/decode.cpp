@@ -249,18 +249,22 @@ void run_decode(decode_args a) {
                 layer.batch = B;
                 // Correct first: the same (batch, G) against the fp64 reference, at a short context.
                 const auto chk = check_decode<float>(*var, layer, 15, decode_fill::prefill, opt, a.seed);
+                auto base_row = [&](std::size_t L) { // what every row of this (batch, G) says
+                    row r;
+                    r.variant = var->name;
+                    r.family = family_of(a.heads, G);
+                    r.batch = B;
+                    r.G = G;
+                    r.L = L;
+                    r.check_ratio = chk.ratio;
+                    return r;
+                };
                 std::vector<std::size_t> Ls;
                 for (auto L : a.context) {
                     const std::size_t bytes = 2 * B * G * (L + 1) * layer.head_dim() * sizeof(float);
                     if (bytes > max_memory || !chk.pass) {
-                        row r;
-                        r.variant = var->name;
-                        r.family = family_of(a.heads, G);
-                        r.batch = B;
-                        r.G = G;
-                        r.L = L;
+                        row r = base_row(L);
                         r.cache_mib = double(bytes) / 1048576.0;
-                        r.check_ratio = chk.ratio;
                         r.skipped = !chk.pass ? "failed the decode check (err/bound " + fmt(chk.ratio, 2) + "): not timed"
                                               : "cache of " + format_bytes(bytes) + " exceeds --max-memory " + format_bytes(max_memory);
                         std::fprintf(stderr, "decode: %s B=%zu G=%zu L=%zu skipped: %s\n", var->name.c_str(), B, G, L,
@@ -279,13 +283,7 @@ void run_decode(decode_args a) {
                 std::vector<float> y(B * a.d_model), ctx(B * layer.q_width());
                 const auto q = random_values<float>(B * layer.q_width(), a.seed * 31 + 8);
                 for (auto L : Ls) {
-                    row r;
-                    r.variant = var->name;
-                    r.family = family_of(a.heads, G);
-                    r.batch = B;
-                    r.G = G;
-                    r.L = L;
-                    r.check_ratio = chk.ratio;
+                    row r = base_row(L);
                     const auto cost = decode_cost(layer, L, sizeof(float));
                     r.kv_bytes = cost.kv_read_bytes;
                     r.weight_bytes = cost.weight_bytes;
