@@ -67,10 +67,6 @@ inline std::size_t decode_scratch_bytes(const problem& p, int threads) {
 
 namespace detail {
 
-inline batch fma_fused(batch a, batch b, batch c) {
-    return fused(a, b, c); // attn.kernels.gemv: one vfmadd, not xsimd 8.1's mul + add
-}
-
 /// Grow-only buffers, one set per thread, reused by every call.
 struct decode_buffers {
     aligned_vector<float> qs, s, partials;
@@ -122,7 +118,7 @@ void decode_scores(const float* q, std::size_t d, const float* k, std::size_t ks
             batch a(0.0f);
             if (jj < m) {
                 const float* kj = k + (j0 + jj) * ks;
-                for (std::size_t c = 0; c < DC; ++c) a = fma_fused(qb[c], batch::load_unaligned(kj + c * lanes), a);
+                for (std::size_t c = 0; c < DC; ++c) a = fused(qb[c], batch::load_unaligned(kj + c * lanes), a);
             }
             acc[jj] = a;
         }
@@ -151,7 +147,7 @@ void decode_accumulate(float* acc, std::size_t d, float corr, const float* p, st
     for (std::size_t j = 0; j < n; ++j) {
         const batch pj(p[j * ps]);
         const float* vj = v + j * vs;
-        for (std::size_t c = 0; c < DC; ++c) a[c] = fma_fused(pj, batch::load_unaligned(vj + c * lanes), a[c]);
+        for (std::size_t c = 0; c < DC; ++c) a[c] = fused(pj, batch::load_unaligned(vj + c * lanes), a[c]);
     }
     for (std::size_t c = 0; c < DC; ++c) a[c].store_unaligned(acc + c * lanes);
     for (std::size_t c = DC * lanes; c < d; ++c) {
@@ -161,8 +157,8 @@ void decode_accumulate(float* acc, std::size_t d, float corr, const float* p, st
     }
 }
 
-/// max of x[0:n]
-inline float decode_max(const float* x, std::size_t n) {
+/// max of x[0:n] (also the tiled core's row maximum)
+inline float row_max(const float* x, std::size_t n) {
     batch mx(-std::numeric_limits<float>::infinity());
     std::size_t j = 0;
     for (; j + lanes <= n; j += lanes) mx = xsimd::max(mx, batch::load_unaligned(x + j));
@@ -175,7 +171,7 @@ inline float decode_max(const float* x, std::size_t n) {
 }
 
 /// x[j] = exp(x[j] - m) for j < n (x has room for a whole batch past n); returns the sum.
-inline float decode_exp(float* x, std::size_t n, float m) {
+inline float exp_row(float* x, std::size_t n, float m) {
     const batch mb(m);
     batch sum(0.0f);
     std::size_t j = 0;
@@ -223,9 +219,9 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
         for (std::size_t r = 0; r < R; ++r) {
             float* s = w.s.data() + r * (decode_tile + lanes);
             decode_scores<DC>(w.qs.data() + r * dp, d, k, ks, n, s);
-            const float m_new = std::max(m[r], decode_max(s, n));
+            const float m_new = std::max(m[r], row_max(s, n));
             const float corr = std::exp(m[r] - m_new); // 0 on the first tile
-            l[r] = l[r] * corr + decode_exp(s, n, m_new);
+            l[r] = l[r] * corr + exp_row(s, n, m_new);
             m[r] = m_new;
             decode_accumulate<DC>(acc + r * dp, d, corr, s, 1, v, vs, n);
         }
@@ -267,10 +263,10 @@ void decode_item_lanes(const problem& p, const core_io<float>& io, std::size_t b
                 batch a0(0.0f), a1(0.0f), a2(0.0f), a3(0.0f);
                 for (std::size_t c = 0; c < d; ++c) {
                     const batch q = batch::load_aligned(qt + c * lanes);
-                    a0 = fma_fused(batch(k0[c]), q, a0);
-                    a1 = fma_fused(batch(k1[c]), q, a1);
-                    a2 = fma_fused(batch(k2[c]), q, a2);
-                    a3 = fma_fused(batch(k3[c]), q, a3);
+                    a0 = fused(batch(k0[c]), q, a0);
+                    a1 = fused(batch(k1[c]), q, a1);
+                    a2 = fused(batch(k2[c]), q, a2);
+                    a3 = fused(batch(k3[c]), q, a3);
                 }
                 a0.store_aligned(st + j * lanes);
                 a1.store_aligned(st + (j + 1) * lanes);
@@ -280,7 +276,7 @@ void decode_item_lanes(const problem& p, const core_io<float>& io, std::size_t b
             for (; j < n; ++j) {
                 const float* kj = k + j * ks;
                 batch a(0.0f);
-                for (std::size_t c = 0; c < d; ++c) a = fma_fused(batch(kj[c]), batch::load_aligned(qt + c * lanes), a);
+                for (std::size_t c = 0; c < d; ++c) a = fused(batch(kj[c]), batch::load_aligned(qt + c * lanes), a);
                 a.store_aligned(st + j * lanes);
             }
             batch mx = m;

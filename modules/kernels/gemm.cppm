@@ -8,7 +8,6 @@
 module;
 #include <algorithm>
 #include <cstddef>
-#include <immintrin.h>
 #include <vector>
 #include <xsimd/xsimd.hpp>
 export module attn.kernels.gemm;
@@ -22,20 +21,6 @@ inline constexpr std::size_t nr = 2 * lanes;           ///< panel width (columns
 inline constexpr std::size_t mr = lanes >= 16 ? 8 : 6; ///< rows of C per micro-tile (AVX-512 has 32 registers)
 inline constexpr std::size_t kc = 256;                 ///< inner-dimension block (A strip and panel slice in L1)
 inline constexpr std::size_t nc_panels = 8;            ///< panels per L2 group
-
-/// a * b + c as one fused instruction. xsimd 8.1's fma() lowers to a separate multiply and add
-/// on its AVX2 and AVX-512 batches (seen in the machine code), which costs latency and, on
-/// cores with fewer adders than FMA units, throughput; the intrinsics fuse.
-/// (xsimd's default batch follows -march: AVX-512 when the compiler targets it, else AVX2.)
-inline batch fmadd(batch a, batch b, batch c) {
-#if defined(__AVX512F__)
-    return batch(_mm512_fmadd_ps(a, b, c));
-#elif defined(__FMA__) && defined(__AVX__)
-    return batch(_mm256_fmadd_ps(a, b, c));
-#else
-    return xsimd::fma(a, b, c);
-#endif
-}
 
 template <class T>
 using aligned_vector = std::vector<T, xsimd::aligned_allocator<T, 64>>;
@@ -84,8 +69,8 @@ inline void micro(std::size_t K, const float* a, std::size_t lda, const float* p
         const batch b1 = batch::load_aligned(panel + k * nr + lanes);
         for (std::size_t r = 0; r < MR; ++r) {
             const batch ar(a[r * lda + k]);
-            c0[r] = fmadd(ar, b0, c0[r]);
-            c1[r] = fmadd(ar, b1, c1[r]);
+            c0[r] = detail::fused(ar, b0, c0[r]); // one vfmadd (attn.kernels.gemv)
+            c1[r] = detail::fused(ar, b1, c1[r]);
         }
     }
     if (ncols == nr) {

@@ -59,43 +59,6 @@ namespace detail {
 
 inline constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 
-/// max of x[0:n]
-inline float row_max(const float* x, std::size_t n) {
-    batch mx(neg_inf);
-    std::size_t j = 0;
-    for (; j + lanes <= n; j += lanes) mx = xsimd::max(mx, batch::load_unaligned(x + j));
-    alignas(64) float t[lanes];
-    mx.store_aligned(t);
-    float r = neg_inf;
-    for (std::size_t k = 0; k < lanes; ++k) r = std::max(r, t[k]);
-    for (; j < n; ++j) r = std::max(r, x[j]);
-    return r;
-}
-
-/// x[j] = exp(x[j] - m) for j < n, 0 for n <= j < n_pad; returns the sum. The tail goes
-/// through the same vector exp (padded with -inf), so every element sees one exp.
-inline float exp_row(float* x, std::size_t n, std::size_t n_pad, float m) {
-    const batch mb(m);
-    batch sum(0.0f);
-    std::size_t j = 0;
-    for (; j + lanes <= n; j += lanes) {
-        const batch e = xsimd::exp(batch::load_unaligned(x + j) - mb);
-        e.store_unaligned(x + j);
-        sum += e;
-    }
-    if (j < n) {
-        alignas(64) float t[lanes];
-        for (std::size_t k = 0; k < lanes; ++k) t[k] = j + k < n ? x[j + k] : neg_inf;
-        const batch e = xsimd::exp(batch::load_aligned(t) - mb);
-        e.store_aligned(t);
-        sum += e;
-        for (std::size_t k = 0; j + k < n; ++k) x[j + k] = t[k];
-        j = n;
-    }
-    std::fill(x + n, x + n_pad, 0.0f);
-    return xsimd::hadd(sum);
-}
-
 inline void scale_row(float* x, std::size_t n, float f) { // n is a multiple of lanes
     const batch fb(f);
     for (std::size_t j = 0; j < n; j += lanes) (batch::load_aligned(x + j) * fb).store_aligned(x + j);
@@ -132,7 +95,8 @@ inline void tile_core(const problem& p, const core_io<float>& io, std::size_t b,
             }
             const float m_new = std::max(w.m[r], detail::row_max(sr, n));
             const float corr = std::exp(w.m[r] - m_new); // 0 on the first visible tile
-            const float sum = detail::exp_row(sr, n, tk_pad, m_new);
+            const float sum = detail::exp_row(sr, n, m_new); // one vector exp per element (attn.kernels.decode)
+            std::fill(sr + n, sr + tk_pad, 0.0f);            // masked and padding columns weigh nothing
             w.l[r] = w.l[r] * corr + sum;
             if (corr != 1.0f) detail::scale_row(w.acc.data() + r * w.acc_ld, w.acc_ld, corr);
             w.m[r] = m_new;
