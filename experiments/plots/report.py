@@ -235,6 +235,11 @@ def plot_free_lunch(d, figdir, perf):
 
 # --- markdown ----------------------------------------------------------------------------------
 
+def figures_md(figs, prefix=""):
+    """Markdown image lines for the figures (stem -> path) whose stem starts with prefix."""
+    return [f"![{stem}]({path})\n" for stem, path in figs.items() if stem.startswith(prefix)]
+
+
 def md_table(header, rows):
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for r in rows:
@@ -433,27 +438,20 @@ def main():
 
         decode_plots.save = save_decode
         decode_plots.main(decode_dir)
-        for stem, path in decode_figs.items():
-            md.append(f"![{stem}]({path})\n")
+        md += figures_md(decode_figs)
         summary = os.path.join(decode_dir, "decode.md")
         if os.path.exists(summary):
             with open(summary) as f:
                 md.append(f.read().replace("\n# ", "\n### ").replace("\n## ", "\n### ") + "\n")
 
     md.append("## Parameters\n")
-    for stem, path in claim_figs.items():
-        if stem.startswith("params"):
-            md.append(f"![{stem}]({path})\n")
+    md += figures_md(claim_figs, "params")
     md.append(params_section(params))
     md.append("## FLOPs\n")
-    for stem, path in claim_figs.items():
-        if stem.startswith("flops"):
-            md.append(f"![{stem}]({path})\n")
+    md += figures_md(claim_figs, "flops")
     md.append(flops_section(flops))
     md.append("## Claims ledger\n")
-    for stem, path in claim_figs.items():
-        if stem.startswith("hull"):
-            md.append(f"![{stem}]({path})\n")
+    md += figures_md(claim_figs, "hull")
     md.append(claims_section(cl))
     md.append("## Machine and build\n")
     md.append(md_table(["key", "value"], [[k, f"`{v}`" if k in ("flags", "cpu_simd_flags") else v]
