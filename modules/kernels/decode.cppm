@@ -1,14 +1,18 @@
 // attn.kernels.decode -- the attention core for one query row per sequence (n_q = 1: a decode
 // step over a key/value cache). The tiled core would pack every key tile into GEMM panels for a
-// single row of scores -- a transposed copy of the whole cache per query head; here the work is
-// what it is, two matrix-vector products over the cache, and the cache is streamed once:
+// single row of scores -- a transposed copy of the whole cache per query head; here the cache is
+// read in place and streamed once:
 //  - one work item is (sequence b, key/value head g, key chunk c). Its R = H/G query heads share
 //    g, so each K and V tile, read from memory once, serves all R heads from L1;
-//  - scores are dot products (d_head/lanes FMAs per key, 16 keys reduced together with haddp) or,
-//    when at least lanes/2 query heads share the key/value head (MQA), one FMA chain per key
-//    with the heads in the lanes (decode_item_lanes),
-//    folded into a running maximum and sum per head (streaming softmax), then V is accumulated
-//    with one broadcast and d_head/lanes FMAs per key;
+//  - the R heads fill the lanes: a batch holds RB heads x C dims (RB * C = lanes, RB = R rounded
+//    up to a power of two, at most lanes), so a score costs d_head/C FMAs on full batches whether
+//    R is 1 (dot products, C = lanes), 4 (GQA) or 16 (MQA, C = 1): the step stays a matter of
+//    bandwidth, not of wasted lanes (decode_item has the details);
+//  - while a tile is computed, the next tile's rows are prefetched into L2. Without it the
+//    hardware prefetcher stays only a little ahead of the loads, so memory and arithmetic
+//    took turns: for G <= 4, where each cache byte carries 2-8 FLOPs, the time was the sum of the
+//    two (MQA, batch 8, L = 64k: 8.4 ms of memory + 12.6 ms of arithmetic = the 21 ms measured);
+//    into L1 instead, the next tile evicts the current one (slower than no prefetch);
 //  - keys are split into chunks (a function of n_kv only, never of the thread count), each chunk
 //    leaves (max m, sum l, unnormalised output acc) per head, and a final pass combines them in
 //    chunk order: out = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c. The split is what lets
@@ -16,14 +20,18 @@
 //    not depend on the thread count, any thread count gives the same bytes.
 // Rounding: the combine rescales each chunk's partial output once more than a single pass would
 // (one multiply by exp(m_c - M) per chunk of >= 256 keys), well inside attn.check's budget of
-// 2u per key tile. Extra memory: per thread a few rows of d_head and R x 64 scores, plus the
-// partials, B x H x chunks x (d_head + 2) floats with chunks <= 16: O(batch x d_model), whatever
-// the context length. The buffers are thread_local and grow only, so steady-state decode steps
-// allocate nothing.
+// 2u per key tile. Extra memory: per thread the rearranged queries (about R x d_head floats) and a
+// tile of scores, plus the partials, B x G x chunks x R x (d_head + 2) floats with chunks <= 16:
+// O(batch x d_model), whatever the context length. The buffers are thread_local and grow only,
+// so steady-state decode steps allocate nothing.
 module;
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <immintrin.h>
 #include <limits>
 #include <xsimd/xsimd.hpp>
 export module attn.kernels.decode;
@@ -51,17 +59,31 @@ inline key_split split_keys(std::size_t n_kv) {
     return s;
 }
 
-/// Floats of partial results one item leaves: R rows of round_up(d, lanes), then R maxima, R sums.
-inline std::size_t decode_partial_floats(const problem& p) {
-    const std::size_t r = p.heads / p.kv_heads;
-    return r * (round_up(p.head_dim(), lanes) + 2);
-}
+/// The decode core's shapes for a problem: its R = H/G query heads per key/value head go RB to a
+/// batch, in blocks of RB (R rounded up to a power of two, at most lanes), C = lanes / RB lanes each.
+struct decode_shape {
+    std::size_t rb = 1, c = lanes, blocks = 1, rows = 1, d = 0, dp = 0;
+    explicit decode_shape(const problem& p) {
+        const std::size_t r = p.heads / p.kv_heads;
+        rb = r >= lanes ? lanes : std::bit_ceil(r);
+        c = lanes / rb;
+        blocks = (r + rb - 1) / rb;
+        rows = blocks * rb;
+        d = p.head_dim();
+        dp = round_up(d, lanes);
+    }
+    std::size_t qs_floats() const { return std::max(blocks * (d / c) * lanes, lanes); } ///< rearranged queries
+    std::size_t s_floats() const { return decode_tile / c * lanes; }                    ///< one tile's scores
+    std::size_t ml_floats() const { return 2 * blocks * lanes; }                       ///< running max and sum
+    /// partial results of one item: `rows` outputs of dp, then `rows` maxima and sums (aligned)
+    std::size_t partial_floats() const { return round_up(rows * (dp + 2), lanes); }
+};
 
 /// Extra memory of decode_core on `threads` threads, in bytes.
 inline std::size_t decode_scratch_bytes(const problem& p, int threads) {
-    const std::size_t r = p.heads / p.kv_heads, dp = round_up(p.head_dim(), lanes);
-    const std::size_t per_thread = r * dp + r * (decode_tile + lanes);
-    const std::size_t partials = p.batch * p.kv_heads * split_keys(p.n_kv).chunks * decode_partial_floats(p);
+    const decode_shape sh(p);
+    const std::size_t per_thread = sh.qs_floats() + sh.s_floats() + sh.ml_floats();
+    const std::size_t partials = p.batch * p.kv_heads * split_keys(p.n_kv).chunks * sh.partial_floats();
     return sizeof(float) * (per_thread * std::size_t(std::max(threads, 1)) + partials);
 }
 
@@ -69,7 +91,7 @@ namespace detail {
 
 /// Grow-only buffers, one set per thread, reused by every call.
 struct decode_buffers {
-    aligned_vector<float> qs, s, partials;
+    aligned_vector<float> qs, s, ml, partials;
     static void grow(aligned_vector<float>& v, std::size_t n) {
         if (v.size() < n) v.resize(n);
     }
@@ -80,80 +102,83 @@ inline decode_buffers& decode_local() {
     return b;
 }
 
-/// Where row i must go for xsimd::haddp to return its sum in lane i. xsimd 8.1's AVX-512 haddp
-/// returns the sums in a permuted order (lanes 2,3 <-> 4,5 and 10,11 <-> 12,13, seen on this
-/// machine; its AVX2 version is in order), so the order is learnt once, from haddp itself, and
-/// the rows are placed accordingly: right for a fixed or a different haddp too.
-struct haddp_order {
-    std::size_t slot[lanes];
-    haddp_order() {
-        batch rows[lanes];
-        for (std::size_t i = 0; i < lanes; ++i) rows[i] = batch(float(i));
-        alignas(64) float out[lanes];
-        xsimd::haddp(rows).store_aligned(out); // lane k holds lanes x (the row whose sum landed in k)
-        for (std::size_t k = 0; k < lanes; ++k) slot[k] = std::size_t(out[k]) / lanes;
-    }
+/// Lane permutation i -> i ^ H, and the lanes with bit H set, as xsimd compile-time constants.
+template <std::size_t H>
+struct xor_lane {
+    static constexpr std::uint32_t get(std::size_t i, std::size_t) { return std::uint32_t(i ^ H); }
+};
+template <std::size_t H>
+struct lane_bit {
+    static constexpr bool get(std::size_t i, std::size_t) { return (i & H) != 0; }
 };
 
-inline const haddp_order& haddp_slots() {
-    static const haddp_order o;
-    return o;
+template <std::size_t H>
+batch swap_lanes(batch x) {
+    return xsimd::swizzle(x, xsimd::make_batch_constant<xsimd::batch<std::uint32_t>, xor_lane<H>>());
 }
 
-/// s[j] = q . k_j for j < n (n <= decode_tile), q zero-padded to DC*lanes + tail, k rows `ks` apart.
-/// DC full batches per row (a compile-time count, so q stays in registers); the d % lanes tail is scalar.
-template <std::size_t DC>
-void decode_scores(const float* q, std::size_t d, const float* k, std::size_t ks, std::size_t n, float* s) {
-    batch qb[DC > 0 ? DC : 1];
-    for (std::size_t c = 0; c < DC; ++c) qb[c] = batch::load_aligned(q + c * lanes);
-    const std::size_t full = DC * lanes;
-    const std::size_t* slot = haddp_slots().slot;
-    for (std::size_t j0 = 0; j0 < n; j0 += lanes) {
-        const std::size_t m = std::min(lanes, n - j0);
-        // acc[jj] is key j0 + jj: static indices keep the 16 accumulators in registers (placing
-        // them by haddp's lane order at run time spilled them to the stack); the lane order is
-        // undone after the reduction instead, on the 16 sums
-        batch acc[lanes];
-        for (std::size_t jj = 0; jj < lanes; ++jj) {
-            batch a(0.0f);
-            if (jj < m) {
-                const float* kj = k + (j0 + jj) * ks;
-                for (std::size_t c = 0; c < DC; ++c) a = fused(qb[c], batch::load_unaligned(kj + c * lanes), a);
-            }
-            acc[jj] = a;
-        }
-        alignas(64) float t[lanes], u[lanes];
-        xsimd::haddp(acc).store_aligned(u); // lane i holds the sum of row slot[i]
-        for (std::size_t i = 0; i < lanes; ++i) t[slot[i]] = u[i];
-        if (full < d) {
-            for (std::size_t jj = 0; jj < m; ++jj) {
-                const float* kj = k + (j0 + jj) * ks;
-                float x = 0.0f;
-                for (std::size_t c = full; c < d; ++c) x += q[c] * kj[c];
-                t[jj] += x;
-            }
-        }
-        std::copy(t, t + lanes, s + j0); // s has room for a whole batch past n
+/// Every lane of each group of C lanes gets the group's sum (max): log2(C) swaps.
+template <std::size_t C>
+batch group_sum(batch x) {
+    if constexpr (C > 1) x = group_sum<C / 2>(x + swap_lanes<C / 2>(x));
+    return x;
+}
+template <std::size_t C>
+batch group_max(batch x) {
+    if constexpr (C > 1) x = group_max<C / 2>(xsimd::max(x, swap_lanes<C / 2>(x)));
+    return x;
+}
+
+/// v[0..2H) hold per-key partial sums, lane r*2H + c of v[k] a part of key k's score for head r.
+/// Leaves in v[0] lane r*2H + k the sum over c of v[k]'s group r: a transpose-and-add within
+/// each group, log2(2H) rounds of (blend, blend, swap, add) -- LLVM folds each round into two
+/// shuffles and an add.
+template <std::size_t H>
+void transpose_sum(batch* v) {
+    if constexpr (H >= 1) {
+        constexpr auto hi = xsimd::make_batch_bool_constant<batch, lane_bit<H>>();
+        for (std::size_t k = 0; k < H; ++k)
+            v[k] = xsimd::select(hi, v[k + H], v[k]) + swap_lanes<H>(xsimd::select(hi, v[k], v[k + H]));
+        transpose_sum<H / 2>(v);
     }
 }
 
-/// acc[0:d] = acc * corr (acc need not be aligned) + sum_{j<n} p[j*ps] v_j, v rows `vs` apart.
-template <std::size_t DC>
-void decode_accumulate(float* acc, std::size_t d, float corr, const float* p, std::size_t ps, const float* v,
-                       std::size_t vs, std::size_t n) {
-    batch a[DC > 0 ? DC : 1];
-    const batch cb(corr);
-    for (std::size_t c = 0; c < DC; ++c) a[c] = batch::load_unaligned(acc + c * lanes) * cb;
-    for (std::size_t j = 0; j < n; ++j) {
-        const batch pj(p[j * ps]);
-        const float* vj = v + j * vs;
-        for (std::size_t c = 0; c < DC; ++c) a[c] = fused(pj, batch::load_unaligned(vj + c * lanes), a[c]);
-    }
-    for (std::size_t c = 0; c < DC; ++c) a[c].store_unaligned(acc + c * lanes);
-    for (std::size_t c = DC * lanes; c < d; ++c) {
-        float x = acc[c] * corr;
-        for (std::size_t j = 0; j < n; ++j) x += p[j * ps] * v[j * vs + c];
-        acc[c] = x;
+/// Asks for the cache lines of a row of d floats (the next tile's, while this one is computed).
+inline void prefetch_row(const float* p, std::size_t d) {
+    const char* c = reinterpret_cast<const char*>(p);
+    for (std::size_t off = 0; off < d * sizeof(float); off += 64) _mm_prefetch(c + off, _MM_HINT_T1);
+}
+
+/// C consecutive floats at p repeated across the batch (one broadcasting load).
+template <std::size_t C>
+batch broadcast_chunk(const float* p) {
+    if constexpr (C == 1) {
+        return batch(*p);
+    } else if constexpr (C == lanes) {
+        return batch::load_unaligned(p);
+    } else {
+#if XSIMD_WITH_AVX512F
+        if constexpr (lanes == 16 && C == 2) {
+            double x;
+            std::memcpy(&x, p, sizeof x);
+            return batch(_mm512_castpd_ps(_mm512_set1_pd(x)));
+        } else if constexpr (lanes == 16 && C == 4) {
+            return batch(_mm512_broadcast_f32x4(_mm_loadu_ps(p)));
+        } else if constexpr (lanes == 16 && C == 8) {
+            return batch(_mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(p)))));
+        }
+#elif XSIMD_WITH_AVX
+        if constexpr (lanes == 8 && C == 2) {
+            double x;
+            std::memcpy(&x, p, sizeof x);
+            return batch(_mm256_castpd_ps(_mm256_set1_pd(x)));
+        } else if constexpr (lanes == 8 && C == 4) {
+            return batch(_mm256_broadcast_ps(reinterpret_cast<const __m128*>(p)));
+        }
+#endif
+        alignas(64) float t[lanes];
+        for (std::size_t i = 0; i < lanes; ++i) t[i] = p[i % C];
+        return batch::load_aligned(t);
     }
 }
 
@@ -190,128 +215,178 @@ inline float exp_row(float* x, std::size_t n, float m) {
     return xsimd::hadd(sum);
 }
 
-/// One work item: keys [j0, j1) of key/value head g in sequence b, for its R query heads.
-template <std::size_t DC>
-void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std::size_t g, std::size_t j0,
-                 std::size_t j1, float* part) {
-    const std::size_t R = p.heads / p.kv_heads, d = p.head_dim(), dp = round_up(d, lanes);
-    const float scale = float(p.softmax_scale()), neg_inf = -std::numeric_limits<float>::infinity();
-    auto& w = decode_local();
-    decode_buffers::grow(w.qs, R * dp);
-    decode_buffers::grow(w.s, R * (decode_tile + lanes));
-    for (std::size_t r = 0; r < R; ++r) { // scaled queries, zero-padded rows of dp
-        const float* q = io.q.row(b, g * R + r, 0);
-        float* qs = w.qs.data() + r * dp;
-        for (std::size_t c = 0; c < d; ++c) qs[c] = q[c] * scale;
-        std::fill(qs + d, qs + dp, 0.0f);
-    }
-    float* acc = part;
-    float* m = part + R * dp;
-    float* l = m + R;
-    std::fill(acc, acc + R * dp, 0.0f);
-    std::fill(m, m + R, neg_inf);
-    std::fill(l, l + R, 0.0f);
-    const std::size_t ks = io.k.row_stride, vs = io.v.row_stride;
-    for (std::size_t t0 = j0; t0 < j1; t0 += decode_tile) {
-        const std::size_t n = std::min(decode_tile, j1 - t0);
-        const float* k = io.k.row(b, g, t0);
-        const float* v = io.v.row(b, g, t0);
-        for (std::size_t r = 0; r < R; ++r) {
-            float* s = w.s.data() + r * (decode_tile + lanes);
-            decode_scores<DC>(w.qs.data() + r * dp, d, k, ks, n, s);
-            const float m_new = std::max(m[r], row_max(s, n));
-            const float corr = std::exp(m[r] - m_new); // 0 on the first tile
-            l[r] = l[r] * corr + exp_row(s, n, m_new);
-            m[r] = m_new;
-            decode_accumulate<DC>(acc + r * dp, d, corr, s, 1, v, vs, n);
+/// out rows [0, RB) (each dp apart) = out * corr[r*C] + sum_{j<n} P[r, j] v_j, where P[r, j] is
+/// lane r*C + j%C of score group j/C: RV heads x DC batches of the output in registers per pass,
+/// so each V row loaded serves RV heads with one broadcast per head.
+template <std::size_t C, std::size_t DC>
+void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const float* v,
+               std::size_t vs, std::size_t n, const float* v_next, std::size_t n_next) {
+    constexpr std::size_t RB = lanes / C, RV = std::min<std::size_t>(RB, DC <= 2 ? 8 : DC <= 4 ? 4 : 2);
+    constexpr std::size_t D = DC > 0 ? DC : 1;
+    for (std::size_t r0 = 0; r0 < RB; r0 += RV) {
+        batch a[RV][D];
+        for (std::size_t r = 0; r < RV; ++r) {
+            const batch cb(corr[(r0 + r) * C]);
+            for (std::size_t c = 0; c < DC; ++c) a[r][c] = batch::load_aligned(out + (r0 + r) * dp + c * lanes) * cb;
+        }
+        for (std::size_t j = 0; j < n; ++j) {
+            const float* vj = v + j * vs;
+            if (r0 == 0 && j < n_next) prefetch_row(v_next + j * vs, d);
+            const float* pj = s + j / C * lanes + j % C + r0 * C;
+            batch vb[D];
+            for (std::size_t c = 0; c < DC; ++c) vb[c] = batch::load_unaligned(vj + c * lanes);
+            for (std::size_t r = 0; r < RV; ++r) {
+                const batch pr(pj[r * C]);
+                for (std::size_t c = 0; c < DC; ++c) a[r][c] = fused(pr, vb[c], a[r][c]);
+            }
+        }
+        for (std::size_t r = 0; r < RV; ++r) {
+            float* o = out + (r0 + r) * dp;
+            for (std::size_t c = 0; c < DC; ++c) a[r][c].store_aligned(o + c * lanes);
+            for (std::size_t t = DC * lanes; t < d; ++t) { // the d % lanes tail (and d beyond 8 batches)
+                float x = o[t] * corr[(r0 + r) * C];
+                for (std::size_t j = 0; j < n; ++j) x += s[j / C * lanes + j % C + (r0 + r) * C] * v[j * vs + t];
+                o[t] = x;
+            }
         }
     }
 }
 
-/// One work item when many query heads share the key/value head (R >= lanes/2, e.g. MQA): the
-/// heads go in the lanes of a batch instead of the keys. The scores of one key for up to `lanes`
-/// heads are one chain of d_head FMAs (a broadcast key element times a column of the transposed
-/// queries), the running maximum, exp and sum are one vector operation per key for all of them,
-/// and no horizontal reduction is left: about half the instructions per (head, key) of
-/// decode_item, which matters because at R = 16 the step is compute- rather than memory-bound.
-template <std::size_t DC>
-void decode_item_lanes(const problem& p, const core_io<float>& io, std::size_t b, std::size_t g, std::size_t j0,
-                       std::size_t j1, float* part) {
-    const std::size_t R = p.heads / p.kv_heads, d = p.head_dim(), dp = round_up(d, lanes);
+/// One work item: keys [j0, j1) of key/value head g in sequence b, for its R query heads, with
+/// RB = lanes / C heads per batch. Per tile of keys and block of RB heads:
+///  - scores: lane r*C + c of key j's accumulator sums q_r[i] k_j[i] over i = c (mod C): one
+///    broadcasting load of C key elements and one FMA per C dims serve all RB heads, and MK keys
+///    share each load of the (scaled, rearranged) queries; transpose_sum then turns C keys'
+///    accumulators into one batch of scores, lane r*C + c = (head r, key c), stored per group;
+///  - streaming softmax on whole batches: running max and sum per head live replicated in its C
+///    lanes (group_max, group_sum), one vector exp per RB x C scores;
+///  - P V with decode_pv.
+/// All lanes do useful work whatever R is (up to padding R to RB); R = 1 is the plain dot
+/// product (C = lanes) and R >= lanes puts the heads in the lanes (C = 1).
+template <std::size_t C, std::size_t DC>
+void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std::size_t g, std::size_t j0,
+                 std::size_t j1, float* part) {
+    constexpr std::size_t RB = lanes / C, MK = C >= 8 ? C : 8;
+    const decode_shape sh(p);
+    const std::size_t R = p.heads / p.kv_heads, d = p.head_dim(), dp = sh.dp, nch = d / C, tail = nch * C;
     const float scale = float(p.softmax_scale());
     auto& w = decode_local();
-    decode_buffers::grow(w.qs, d * lanes);
-    decode_buffers::grow(w.s, decode_tile * lanes + lanes);
-    float* m_out = part + R * dp;
-    float* l_out = m_out + R;
-    std::fill(part, part + R * dp, 0.0f);
+    decode_buffers::grow(w.qs, sh.qs_floats());
+    decode_buffers::grow(w.s, sh.s_floats());
+    decode_buffers::grow(w.ml, sh.ml_floats());
+    alignas(64) float kk[lanes];
+    for (std::size_t i = 0; i < lanes; ++i) kk[i] = float(i % C);
+    const batch key_in_group = batch::load_aligned(kk), neg_inf(-std::numeric_limits<float>::infinity());
+    // qa[(blk*nch + ch)*lanes + r*C + c] = scale * q_{blk*RB + r}[ch*C + c]; zero for padding heads
+    for (std::size_t blk = 0; blk < sh.blocks; ++blk)
+        for (std::size_t ch = 0; ch < nch; ++ch)
+            for (std::size_t r = 0; r < RB; ++r) {
+                const std::size_t h = blk * RB + r;
+                float* dst = w.qs.data() + (blk * nch + ch) * lanes + r * C;
+                for (std::size_t c = 0; c < C; ++c) dst[c] = h < R ? io.q.row(b, g * R + h, 0)[ch * C + c] * scale : 0.0f;
+            }
+    std::fill(part, part + sh.rows * dp, 0.0f);
+    for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
+        neg_inf.store_aligned(w.ml.data() + 2 * blk * lanes);
+        batch(0.0f).store_aligned(w.ml.data() + (2 * blk + 1) * lanes);
+    }
     const std::size_t ks = io.k.row_stride, vs = io.v.row_stride;
-    for (std::size_t r0 = 0; r0 < R; r0 += lanes) {
-        const std::size_t rn = std::min(lanes, R - r0);
-        float* qt = w.qs.data(); // qt[c*lanes + r] = scale * q_{r0+r}[c], zero in lanes >= rn
-        for (std::size_t c = 0; c < d; ++c)
-            for (std::size_t r = 0; r < lanes; ++r) qt[c * lanes + r] = r < rn ? io.q.row(b, g * R + r0 + r, 0)[c] * scale : 0.0f;
-        batch m(-std::numeric_limits<float>::infinity()), l(0.0f);
-        float* st = w.s.data(); // st[j*lanes + r]: score, then weight, of key j for head r0 + r
-        for (std::size_t t0 = j0; t0 < j1; t0 += decode_tile) {
-            const std::size_t n = std::min(decode_tile, j1 - t0);
-            const float* k = io.k.row(b, g, t0);
-            const float* v = io.v.row(b, g, t0);
-            std::size_t j = 0;
-            for (; j + 4 <= n; j += 4) { // four keys: four independent FMA chains
-                const float *k0 = k + j * ks, *k1 = k0 + ks, *k2 = k1 + ks, *k3 = k2 + ks;
-                batch a0(0.0f), a1(0.0f), a2(0.0f), a3(0.0f);
-                for (std::size_t c = 0; c < d; ++c) {
-                    const batch q = batch::load_aligned(qt + c * lanes);
-                    a0 = fused(batch(k0[c]), q, a0);
-                    a1 = fused(batch(k1[c]), q, a1);
-                    a2 = fused(batch(k2[c]), q, a2);
-                    a3 = fused(batch(k3[c]), q, a3);
+    float* s = w.s.data();
+    for (std::size_t t0 = j0; t0 < j1; t0 += decode_tile) {
+        const std::size_t n = std::min(decode_tile, j1 - t0), groups = (n + C - 1) / C;
+        const float* k = io.k.row(b, g, t0);
+        const float* v = io.v.row(b, g, t0);
+        const std::size_t n_next = t0 + n < j1 ? std::min(decode_tile, j1 - t0 - n) : 0;
+        const float* k_next = n_next ? io.k.row(b, g, t0 + n) : k;
+        const float* v_next = n_next ? io.v.row(b, g, t0 + n) : v;
+        for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
+            const float* qa = w.qs.data() + blk * nch * lanes;
+            for (std::size_t kb = 0; kb < n; kb += MK) {
+                if (blk == 0)
+                    for (std::size_t i = kb; i < std::min(kb + MK, n_next); ++i) prefetch_row(k_next + i * ks, d);
+                const float* kr[MK];
+                for (std::size_t i = 0; i < MK; ++i) kr[i] = k + std::min(kb + i, n - 1) * ks; // past n: a real key, masked below
+                batch acc[MK];
+                for (std::size_t i = 0; i < MK; ++i) acc[i] = batch(0.0f);
+                if (C == lanes && nch == DC) { // one head: key by key, rows read in order, q in registers
+                    batch qb[DC > 0 ? DC : 1];
+                    for (std::size_t ch = 0; ch < DC; ++ch) qb[ch] = batch::load_aligned(qa + ch * lanes);
+                    for (std::size_t i = 0; i < MK; ++i) {
+                        if (kb + i >= n) break;
+                        for (std::size_t ch = 0; ch < DC; ++ch) acc[i] = fused(batch::load_unaligned(kr[i] + ch * C), qb[ch], acc[i]);
+                    }
+                } else {
+                    for (std::size_t ch = 0; ch < nch; ++ch) {
+                        const batch qv = batch::load_aligned(qa + ch * lanes);
+                        for (std::size_t i = 0; i < MK; ++i) acc[i] = fused(broadcast_chunk<C>(kr[i] + ch * C), qv, acc[i]);
+                    }
                 }
-                a0.store_aligned(st + j * lanes);
-                a1.store_aligned(st + (j + 1) * lanes);
-                a2.store_aligned(st + (j + 2) * lanes);
-                a3.store_aligned(st + (j + 3) * lanes);
+                for (std::size_t gi = 0; gi < MK / C; ++gi) {
+                    transpose_sum<C / 2>(acc + gi * C);
+                    const std::size_t key0 = kb + gi * C;
+                    batch sc = acc[gi * C];
+                    if (key0 + C > n) sc = xsimd::select(key_in_group < batch(float(n > key0 ? n - key0 : 0)), sc, neg_inf);
+                    sc.store_aligned(s + key0 / C * lanes);
+                }
             }
-            for (; j < n; ++j) {
-                const float* kj = k + j * ks;
-                batch a(0.0f);
-                for (std::size_t c = 0; c < d; ++c) a = fused(batch(kj[c]), batch::load_aligned(qt + c * lanes), a);
-                a.store_aligned(st + j * lanes);
-            }
+            if (tail < d) // the d % C dims, in scalar
+                for (std::size_t j = 0; j < n; ++j)
+                    for (std::size_t r = 0; r < RB && blk * RB + r < R; ++r) {
+                        const float* q = io.q.row(b, g * R + blk * RB + r, 0);
+                        const float* kj = k + j * ks;
+                        float x = 0.0f;
+                        for (std::size_t i = tail; i < d; ++i) x += q[i] * kj[i];
+                        s[j / C * lanes + r * C + j % C] += x * scale;
+                    }
+            float* mp = w.ml.data() + 2 * blk * lanes;
+            const batch m = batch::load_aligned(mp), l = batch::load_aligned(mp + lanes);
             batch mx = m;
-            for (j = 0; j < n; ++j) mx = xsimd::max(mx, batch::load_aligned(st + j * lanes));
+            for (std::size_t gi = 0; gi < groups; ++gi) mx = xsimd::max(mx, batch::load_aligned(s + gi * lanes));
+            mx = group_max<C>(mx);
             const batch corr = xsimd::exp(m - mx); // 0 on the first tile
             batch sum(0.0f);
-            for (j = 0; j < n; ++j) {
-                const batch e = xsimd::exp(batch::load_aligned(st + j * lanes) - mx);
-                e.store_aligned(st + j * lanes);
+            for (std::size_t gi = 0; gi < groups; ++gi) {
+                const batch e = xsimd::exp(batch::load_aligned(s + gi * lanes) - mx);
+                e.store_aligned(s + gi * lanes);
                 sum += e;
             }
-            l = l * corr + sum;
-            m = mx;
+            mx.store_aligned(mp);
+            (l * corr + group_sum<C>(sum)).store_aligned(mp + lanes);
             alignas(64) float cr[lanes];
             corr.store_aligned(cr);
-            for (std::size_t r = 0; r < rn; ++r)
-                decode_accumulate<DC>(part + (r0 + r) * dp, d, cr[r], st + r, lanes, v, vs, n);
+            decode_pv<C, DC>(part + blk * RB * dp, dp, d, cr, s, v, vs, n, v_next, blk == 0 ? n_next : 0);
         }
-        alignas(64) float mt[lanes], lt[lanes];
-        m.store_aligned(mt);
-        l.store_aligned(lt);
-        for (std::size_t r = 0; r < rn; ++r) {
-            m_out[r0 + r] = mt[r];
-            l_out[r0 + r] = lt[r];
-        }
+    }
+    float* m_out = part + sh.rows * dp;
+    float* l_out = m_out + sh.rows;
+    for (std::size_t h = 0; h < sh.rows; ++h) {
+        m_out[h] = w.ml[2 * (h / RB) * lanes + h % RB * C];
+        l_out[h] = w.ml[(2 * (h / RB) + 1) * lanes + h % RB * C];
+    }
+}
+
+/// decode_item for the C that R needs.
+template <std::size_t DC, std::size_t C = lanes>
+void decode_item_for(std::size_t c_needed, const problem& p, const core_io<float>& io, std::size_t b, std::size_t g,
+                     std::size_t j0, std::size_t j1, float* part) {
+    if constexpr (C == 1) {
+        (void)c_needed;
+        decode_item<1, DC>(p, io, b, g, j0, j1, part);
+    } else if (c_needed == C) {
+        decode_item<C, DC>(p, io, b, g, j0, j1, part);
+    } else {
+        decode_item_for<DC, C / 2>(c_needed, p, io, b, g, j0, j1, part);
     }
 }
 
 /// Combines the chunks of (b, g) for query head g*R + r and writes its output row.
 inline void decode_combine(const problem& p, const core_io<float>& io, std::size_t b, std::size_t g, std::size_t r,
                            const float* parts, std::size_t chunks) {
-    const std::size_t R = p.heads / p.kv_heads, d = p.head_dim(), dp = round_up(d, lanes);
-    const std::size_t stride = decode_partial_floats(p);
-    auto m_of = [&](std::size_t c) { return parts[c * stride + R * dp + r]; };
-    auto l_of = [&](std::size_t c) { return parts[c * stride + R * dp + R + r]; };
+    const decode_shape sh(p);
+    const std::size_t R = p.heads / p.kv_heads, d = sh.d, dp = sh.dp, rows = sh.rows;
+    const std::size_t stride = sh.partial_floats();
+    auto m_of = [&](std::size_t c) { return parts[c * stride + rows * dp + r]; };
+    auto l_of = [&](std::size_t c) { return parts[c * stride + rows * dp + rows + r]; };
     float mx = m_of(0);
     for (std::size_t c = 1; c < chunks; ++c) mx = std::max(mx, m_of(c));
     float* o = io.out.row(b, g * R + r, 0);
@@ -330,7 +405,8 @@ inline void decode_combine(const problem& p, const core_io<float>& io, std::size
 template <std::size_t DC>
 void decode_core_dc(const problem& p, const core_io<float>& io, int threads) {
     const key_split ks = split_keys(p.n_kv);
-    const std::size_t items = p.batch * p.kv_heads * ks.chunks, stride = decode_partial_floats(p);
+    const decode_shape sh(p);
+    const std::size_t items = p.batch * p.kv_heads * ks.chunks, stride = sh.partial_floats();
     auto& own = decode_local();
     decode_buffers::grow(own.partials, items * stride);
     float* parts = own.partials.data();
@@ -341,10 +417,7 @@ void decode_core_dc(const problem& p, const core_io<float>& io, int threads) {
         for (std::size_t it = 0; it < items; ++it) {
             const std::size_t c = it % ks.chunks, bg = it / ks.chunks;
             const std::size_t j0 = c * ks.chunk, j1 = std::min(p.n_kv, j0 + ks.chunk);
-            if (R >= lanes / 2)
-                decode_item_lanes<DC>(p, io, bg / p.kv_heads, bg % p.kv_heads, j0, j1, parts + it * stride);
-            else
-                decode_item<DC>(p, io, bg / p.kv_heads, bg % p.kv_heads, j0, j1, parts + it * stride);
+            decode_item_for<DC>(sh.c, p, io, bg / p.kv_heads, bg % p.kv_heads, j0, j1, parts + it * stride);
         }
 #pragma omp for schedule(static)
         for (std::size_t row = 0; row < rows; ++row) {
