@@ -8,11 +8,13 @@
 //    up to a power of two, at most lanes), so a score costs d_head/C FMAs on full batches whether
 //    R is 1 (dot products, C = lanes), 4 (GQA) or 16 (MQA, C = 1): the step stays a matter of
 //    bandwidth, not of wasted lanes (decode_item has the details);
-//  - while a tile is computed, the next tile's rows are prefetched into L2. Without it the
-//    hardware prefetcher stays only a little ahead of the loads, so memory and arithmetic
-//    took turns: for G <= 4, where each cache byte carries 2-8 FLOPs, the time was the sum of the
-//    two (MQA, batch 8, L = 64k: 8.4 ms of memory + 12.6 ms of arithmetic = the 21 ms measured);
-//    into L1 instead, the next tile evicts the current one (slower than no prefetch);
+//  - while a tile is computed, the rows decode_prefetch keys ahead are prefetched into L2.
+//    Without it the hardware prefetcher stays only a little ahead of the loads, so memory and
+//    arithmetic took turns: for G <= 4, where each cache byte carries 2-8 FLOPs, the time was the
+//    sum of the two (MQA, batch 8, L = 64k: about 8 ms of memory + 13 ms of arithmetic, 21 ms
+//    measured; 14 ms with the prefetch). Prefetching into L1 instead measured slower than none
+//    (the current and the next K and V tiles together exceed its 32 KiB); 64, 128 and 256 keys
+//    ahead measured alike within this VM's noise, 512 worse;
 //  - keys are split into chunks (a function of n_kv only, never of the thread count), each chunk
 //    leaves (max m, sum l, unnormalised output acc) per head, and a final pass combines them in
 //    chunk order: out = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c. The split is what lets
@@ -48,6 +50,7 @@ struct key_split {
 };
 
 inline constexpr std::size_t decode_tile = 64;        ///< keys scored at a time (K and V tiles stay in L1)
+inline constexpr std::size_t decode_prefetch = 128;   ///< keys ahead of the tile whose rows are prefetched into L2
 inline constexpr std::size_t decode_min_chunk = 256;  ///< no chunk shorter than this (unless n_kv is)
 inline constexpr std::size_t decode_max_chunks = 16;  ///< bounds the partials at O(d_model)
 
@@ -296,9 +299,9 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
         const std::size_t n = std::min(decode_tile, j1 - t0), groups = (n + C - 1) / C;
         const float* k = io.k.row(b, g, t0);
         const float* v = io.v.row(b, g, t0);
-        const std::size_t n_next = t0 + n < j1 ? std::min(decode_tile, j1 - t0 - n) : 0;
-        const float* k_next = n_next ? io.k.row(b, g, t0 + n) : k;
-        const float* v_next = n_next ? io.v.row(b, g, t0 + n) : v;
+        const std::size_t n_next = t0 + decode_prefetch < j1 ? std::min(n, j1 - t0 - decode_prefetch) : 0;
+        const float* k_next = n_next ? io.k.row(b, g, t0 + decode_prefetch) : k;
+        const float* v_next = n_next ? io.v.row(b, g, t0 + decode_prefetch) : v;
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
             const float* qa = w.qs.data() + blk * nch * lanes;
             for (std::size_t kb = 0; kb < n; kb += MK) {
