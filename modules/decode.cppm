@@ -86,7 +86,7 @@ private:
         return {data, batch_, heads_, length_, dim_, heads_ * capacity_ * dim_, capacity_ * dim_, dim_};
     }
     std::size_t batch_, heads_, dim_, capacity_, length_ = 0;
-    std::vector<T> k_, v_;
+    big_vector<T> k_, v_;
 };
 
 /// The buffers of a decode step, allocated once: q [B, H*d], the new k and v [B, G*d], the

@@ -209,14 +209,16 @@ stats fma_impl(const fma_kernel& k, int threads, const options& opt, int& grante
 }
 
 /// 64-byte aligned float arrays, freed with the matching deallocation.
+/// n floats on big_allocator: 2 MiB-aligned, huge pages where THP allows -- the same memory the
+/// key/value cache gets, so the decode's "% of triad" compares like with like.
 struct aligned_floats {
-    struct del {
-        void operator()(float* p) const { ::operator delete[](p, std::align_val_t(64)); }
-    };
-    std::unique_ptr<float[], del> p;
-    explicit aligned_floats(std::size_t n)
-        : p(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t(64)))) {}
-    float* get() const { return p.get(); }
+    std::size_t n;
+    float* p;
+    explicit aligned_floats(std::size_t count) : n(count), p(big_allocator<float>().allocate(count)) {}
+    aligned_floats(const aligned_floats&) = delete;
+    aligned_floats& operator=(const aligned_floats&) = delete;
+    ~aligned_floats() { big_allocator<float>().deallocate(p, n); }
+    float* get() const { return p; }
 };
 
 struct triad_arrays {

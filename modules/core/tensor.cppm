@@ -5,11 +5,48 @@ module;
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <new>
 #include <vector>
+#include <sys/mman.h>
 export module attn.core:tensor;
 import :problem;
 
 export namespace attn {
+
+/// An allocator for big streamed buffers (the key/value cache, the triad's arrays): blocks of
+/// 2 MiB or more are 2 MiB-aligned and marked for transparent huge pages (madvise; Debian's
+/// default THP mode is "madvise", so without the call they get 4 KiB pages). Streaming a
+/// 512 MiB cache through 4 KiB pages touches a new page every 4 KiB; with huge pages the TLB
+/// covers it. Advice only: where THP is off the memory is ordinary and the result the same.
+template <class T>
+struct big_allocator {
+    using value_type = T;
+    static constexpr std::size_t huge = std::size_t(2) << 20;
+    big_allocator() = default;
+    template <class U>
+    big_allocator(const big_allocator<U>&) noexcept {}
+    T* allocate(std::size_t n) {
+        const std::size_t bytes = n * sizeof(T);
+        if (bytes < huge) return static_cast<T*>(::operator new(bytes, std::align_val_t(64)));
+        const std::size_t rounded = (bytes + huge - 1) / huge * huge;
+        void* p = ::operator new(rounded, std::align_val_t(huge));
+        ::madvise(p, rounded, MADV_HUGEPAGE);
+        return static_cast<T*>(p);
+    }
+    void deallocate(T* p, std::size_t n) noexcept {
+        const std::size_t bytes = n * sizeof(T);
+        if (bytes < huge)
+            ::operator delete(p, std::align_val_t(64));
+        else
+            ::operator delete(p, std::align_val_t(huge));
+    }
+    template <class U>
+    bool operator==(const big_allocator<U>&) const noexcept { return true; }
+};
+
+/// A vector on big_allocator.
+template <class T>
+using big_vector = std::vector<T, big_allocator<T>>;
 
 /// A 4-D view [batch, heads, rows, dim] with `dim` contiguous; other strides are free, so one
 /// view type serves packed per-head buffers and the interleaved [batch, rows, heads*dim]
