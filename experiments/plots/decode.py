@@ -104,18 +104,23 @@ def main(d):
     fig, axes = plt.subplots(1, len(batches), figsize=(6.2 * len(batches), 4.6), squeeze=False, sharey=True)
     for ax, b in zip(axes[0], batches):
         for g in gs:
-            x, y = series(b, g, "step_gbs")
+            x, y = series(b, g, "core_kv_gbs")
             ax.plot(x, y, label=label(g, h), **style(g))
+        adj = sorted((r["context"], r["triad_now_gbs"]) for r in rows
+                     if r["batch"] == b and r.get("triad_now_gbs", 0) > 0)
+        if adj:
+            ax.plot([p[0] for p in adj], [p[1] for p in adj], ls="none", marker="x", color="gray", ms=5,
+                    label="triad measured alongside")
         ax.axhline(triad, color="black", lw=1.5, ls="--", label=f"triad ceiling {triad:.1f} GB/s")
         ax.axhline(0.7 * triad, color="gray", lw=1, ls=":", label="70% of triad")
         log2_axis(ax, ls)
         ax.set_xlabel("cached tokens L (context length)")
-        ax.set_ylabel("achieved GB/s (KV cache + weights per step / step time)")
+        ax.set_ylabel("cache read rate, GB/s (KV bytes / attention core time)")
         ax.set_title(f"batch {b}")
         ax.grid(True, alpha=0.3)
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=8)
-    fig.suptitle("Bandwidth a decode step achieves vs the measured triad ceiling\n"
+    fig.suptitle("Rate at which the attention core reads the key/value cache vs the measured triad ceiling\n"
                  "(above the ceiling: the data still fits the last-level cache)\n" + sub, fontsize=9, y=1.08)
     save(fig, d, "decode_bandwidth_vs_context")
 
