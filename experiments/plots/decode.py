@@ -111,7 +111,7 @@ def main(d):
         if adj:
             ax.plot([p[0] for p in adj], [p[1] for p in adj], ls="none", marker="x", color="gray", ms=5,
                     label="triad measured alongside")
-        ax.axhline(triad, color="black", lw=1.5, ls="--", label=f"triad ceiling {triad:.1f} GB/s")
+        ax.axhline(triad, color="black", lw=1.5, ls="--", label=f"triad ceiling (attnbench peak) {triad:.1f} GB/s")
         ax.axhline(0.7 * triad, color="gray", lw=1, ls=":", label="70% of triad")
         log2_axis(ax, ls)
         ax.set_xlabel("cached tokens L (context length)")
@@ -119,7 +119,8 @@ def main(d):
         ax.set_title(f"batch {b}")
         ax.grid(True, alpha=0.3)
         ax.set_ylim(bottom=0)
-        ax.legend(fontsize=8)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, bbox_to_anchor=(0.5, -0.12))
     fig.suptitle("Rate at which the attention core reads the key/value cache vs the measured triad ceiling\n"
                  "(above the ceiling: the data still fits the last-level cache)\n" + sub, fontsize=9, y=1.08)
     save(fig, d, "decode_bandwidth_vs_context")
