@@ -336,6 +336,11 @@ text_table::text_table(std::vector<column> columns) : columns_(std::move(columns
     require(!columns_.empty(), "a text table needs at least one column");
 }
 
+text_table::text_table(const std::vector<std::string>& headers) {
+    require(!headers.empty(), "a text table needs at least one column");
+    for (std::size_t c = 0; c < headers.size(); ++c) columns_.push_back({headers[c], "", c > 0});
+}
+
 void text_table::add_row(std::vector<std::string> cells) {
     require(cells.size() == columns_.size(), "text table row has " + std::to_string(cells.size()) +
                                                  " cells, expected " + std::to_string(columns_.size()));
@@ -365,6 +370,29 @@ std::string text_table::render() const {
     std::size_t total = 0;
     for (std::size_t c = 0; c < n; ++c) total += width[c] + (c ? 2 : 0);
     out += std::string(total, '-') + "\n";
+    for (const auto& row : rows_) out += line(row);
+    return out;
+}
+
+void text_table::print(std::FILE* f) const { std::fputs(render().c_str(), f); }
+
+std::string text_table::csv() const {
+    auto quote = [](std::string c) {
+        if (!c.empty() && c.find_first_not_of("0123456789,") == std::string::npos) // a grouped integer
+            c.erase(std::remove(c.begin(), c.end(), ','), c.end());
+        if (c.find_first_of(",\"\n") == std::string::npos) return c;
+        std::string q = "\"";
+        for (char ch : c) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+        return q + "\"";
+    };
+    auto line = [&](const std::vector<std::string>& cells) {
+        std::string r;
+        for (std::size_t c = 0; c < cells.size(); ++c) r += (c ? "," : "") + quote(cells[c]);
+        return r + "\n";
+    };
+    std::vector<std::string> heads;
+    for (const auto& c : columns_) heads.push_back(c.header + (c.unit.empty() ? "" : " [" + c.unit + "]"));
+    std::string out = line(heads);
     for (const auto& row : rows_) out += line(row);
     return out;
 }

@@ -3,6 +3,8 @@
 // and a small text-table printer for readable output.
 module;
 #include <cstddef>
+#include <cstdio>
+#include <initializer_list>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -74,13 +76,20 @@ struct column {
 };
 
 /// A plain-text table for terminals and logs: a header line with units in brackets, a rule,
-/// then rows; numeric columns right-aligned.
+/// then rows; numeric columns right-aligned. The same rows also render as CSV.
 class text_table {
 public:
     explicit text_table(std::vector<column> columns);
+    /// Plain headers: the first column text (left-aligned), the others numbers, no units.
+    explicit text_table(const std::vector<std::string>& headers);
+    text_table(std::initializer_list<std::string> headers) : text_table(std::vector<std::string>(headers)) {}
     /// Adds one row; throws attn::error when it does not have one cell per column.
     void add_row(std::vector<std::string> cells);
     std::string render() const;
+    void print(std::FILE* f = stdout) const;
+    /// The same table as CSV: headers (units in brackets), then rows; a cell is quoted when it
+    /// holds a comma, quote or newline, and grouped integers ("1,048,576") are written plain.
+    std::string csv() const;
 
 private:
     std::vector<column> columns_;

@@ -138,6 +138,12 @@ TEST_CASE("text_table aligns numbers right, text left, and shows units", "[resul
     CHECK(r1.size() == r2.size()); // right-aligned last column ends at the same place
     CHECK(r1.substr(r1.size() - 3) == "1.5");
     CHECK_THROWS_AS(t.add_row({"only one"}), attn::error);
+    // the same rows as CSV: units in the header, grouped integers plain, quoting as RFC 4180
+    attn::text_table c({"name", "count"});
+    c.add_row({"plain", "1,048,576"});
+    c.add_row({"a, b", "say \"hi\""});
+    CHECK(c.csv() == "name,count\nplain,1048576\n\"a, b\",\"say \"\"hi\"\"\"\n");
+    CHECK(t.csv() == "name,rate [GFLOP/s]\na,1.5\nlonger,123.25\n");
     CHECK(attn::format_bytes(32 * 1024) == "32 KiB");
     CHECK(attn::format_bytes(1536) == "1.50 KiB");
     CHECK(attn::format_number(2.0 / 3.0, 3) == "0.667");

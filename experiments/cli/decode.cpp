@@ -116,7 +116,7 @@ void fill_cache(kv_cache<float>& c, std::size_t n, std::uint64_t seed) {
 
 std::string family_of(std::size_t H, std::size_t G) { return G == H ? "MHA" : G == 1 ? "MQA" : "GQA"; }
 
-std::string fmt(double v, int d) { return fixed(v, d); }
+std::string fmt(double v, int d) { return format_number(v, d); }
 
 /// The Markdown paragraph for the report: MQA/GQA speed-up over MHA at each L, with the figures.
 std::string markdown(const std::vector<row>& rows, const decode_args& a, double triad, std::size_t l3) {
@@ -395,17 +395,20 @@ void run_decode(decode_args a) {
             }
 
     // Output: a table, then JSON + CSV (+ the Markdown paragraph) under --out.
-    text_table t;
-    t.header = {"variant", "B", "family", "G", "L", "cache MiB", "µs/token", "min", "max", "reps x inner", "core µs",
-                "core GB/s", "% triad", "triad now", "% now", "step GB/s", "% triad", "GFLOP/s", "extra KiB",
-                "peak RSS +KiB"};
+    const std::vector<std::string> t_header{"variant", "B", "family", "G", "L", "cache MiB", "µs/token", "min", "max",
+                                            "reps x inner", "core µs", "core GB/s", "% triad", "triad now", "% now",
+                                            "step GB/s", "% triad", "GFLOP/s", "extra KiB", "peak RSS +KiB"};
+    const std::size_t t_columns = t_header.size();
+    text_table t(t_header);
     for (const auto& r : rows) {
         if (!r.skipped.empty()) {
-            t.rows.push_back({r.variant, std::to_string(r.batch), r.family, std::to_string(r.G), std::to_string(r.L),
-                              fmt(r.cache_mib, 1), "skipped: " + r.skipped});
+            std::vector<std::string> cells{r.variant, std::to_string(r.batch), r.family, std::to_string(r.G),
+                                           std::to_string(r.L), fmt(r.cache_mib, 1), "skipped: " + r.skipped};
+            cells.resize(t_columns);
+            t.add_row(cells);
             continue;
         }
-        t.rows.push_back({r.variant, std::to_string(r.batch), r.family, std::to_string(r.G), std::to_string(r.L),
+        t.add_row({r.variant, std::to_string(r.batch), r.family, std::to_string(r.G), std::to_string(r.L),
                           fmt(r.cache_mib, 1), fmt(r.step_us, 1), fmt(r.step_us_min, 1), fmt(r.step_us_max, 1),
                           std::to_string(r.reps) + " x " + std::to_string(r.inner), fmt(r.core_us, 1), fmt(r.kv_gbs, 1),
                           fmt(r.kv_pct, 1), r.triad_adj > 0 ? fmt(r.triad_adj, 1) : "-",
@@ -462,13 +465,12 @@ void run_decode(decode_args a) {
     const std::string md = markdown(rows, a, triad, l3);
     if (a.markdown) std::printf("\n%s", md.c_str());
     if (!a.out.empty()) {
-        text_table csv;
-        csv.header = {"variant", "batch", "family", "kv_heads", "context", "cache_mib", "step_us_median", "step_us_min",
+        text_table csv({"variant", "batch", "family", "kv_heads", "context", "cache_mib", "step_us_median", "step_us_min",
                       "step_us_max", "repetitions", "inner", "core_us_median", "core_kv_gbs", "core_pct_triad",
                       "triad_now_gbs", "core_pct_triad_now", "step_gbs", "step_pct_triad", "gflops", "extra_bytes",
-                      "extra_peak_rss_kib", "skipped"};
+                      "extra_peak_rss_kib", "skipped"});
         for (const auto& r : rows)
-            csv.rows.push_back({r.variant, std::to_string(r.batch), r.family, std::to_string(r.G), std::to_string(r.L),
+            csv.add_row({r.variant, std::to_string(r.batch), r.family, std::to_string(r.G), std::to_string(r.L),
                                 fmt(r.cache_mib, 3), fmt(r.step_us, 3), fmt(r.step_us_min, 3), fmt(r.step_us_max, 3),
                                 std::to_string(r.reps), std::to_string(r.inner), fmt(r.core_us, 3), fmt(r.kv_gbs, 3),
                                 fmt(r.kv_pct, 2), fmt(r.triad_adj, 3), fmt(r.kv_pct_adj, 2), fmt(r.step_gbs, 3),

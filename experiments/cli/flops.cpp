@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "output.hpp"
 import attn.count;
+import attn.results;
 
 namespace attn::cli {
 namespace {
@@ -63,9 +64,8 @@ void flops(flops_args a) {
     if (measure) measured = measured_flops(p, a.seed);
 
     // 1. the stage table
-    text_table st;
-    st.header = {"stage", "add", "mul", "div", "exp", "cmp", "full [FLOPs]", "MACs [mult-adds]",
-                 "matmul-only [FLOPs]", "measured [FLOPs]"};
+    text_table st({"stage", "add", "mul", "div", "exp", "cmp", "full [FLOPs]", "MACs [mult-adds]",
+                 "matmul-only [FLOPs]", "measured [FLOPs]"});
     for (std::size_t s = 0; s < n_stages; ++s) {
         std::vector<std::string> r{std::string(stage_name(stage(s)))};
         for (std::size_t o = 0; o < n_ops; ++o) r.push_back(grouped(c.full.n[s][o]));
@@ -73,7 +73,7 @@ void flops(flops_args a) {
         r.push_back(grouped(c.macs[s]));
         r.push_back(grouped(2 * c.macs[s]));
         r.push_back(measure ? grouped(measured.stage_total(stage(s))) : "-");
-        st.rows.push_back(r);
+        st.add_row(r);
     }
     std::vector<std::string> tot{"total"};
     for (std::size_t o = 0; o < n_ops; ++o) tot.push_back(grouped(c.full.op_total(op(o))));
@@ -81,7 +81,7 @@ void flops(flops_args a) {
     tot.push_back(grouped(c.total_macs()));
     tot.push_back(grouped(c.matmul_flops()));
     tot.push_back(measure ? grouped(measured.total()) : "-");
-    st.rows.push_back(tot);
+    st.add_row(tot);
     const bool exact = measure && measured == c.full;
 
     // 2. the default grid: analytic == measured, operation kind by operation kind
@@ -90,8 +90,7 @@ void flops(flops_args a) {
     for (const auto& g : grid) grid_equal += analytic_flops(g).full == measured_flops(g, a.seed);
 
     // 3. how the count moves with H at this d_model and N (MHA, d_head = d_model/H)
-    text_table ht;
-    ht.header = {"H", "d_head", "matmul-only [FLOPs]", "full [FLOPs]", "scale+softmax [FLOPs]", "full/matmul [x]"};
+    text_table ht({"H", "d_head", "matmul-only [FLOPs]", "full [FLOPs]", "scale+softmax [FLOPs]", "full/matmul [x]"});
     nlohmann::json jh = nlohmann::json::array();
     for (std::size_t h = 1; h <= p.d_model && h <= 256; h *= 2) {
         if (p.d_model % h) continue;
@@ -104,18 +103,17 @@ void flops(flops_args a) {
         std::uint64_t soft = 0;
         for (stage s : {stage::scale, stage::softmax_max, stage::softmax_exp, stage::softmax_sum, stage::softmax_div})
             soft += f.full.stage_total(s);
-        ht.rows.push_back({std::to_string(h), std::to_string(q.head_dim()), grouped(f.matmul_flops()),
+        ht.add_row({std::to_string(h), std::to_string(q.head_dim()), grouped(f.matmul_flops()),
                            grouped(f.full_flops()), grouped(soft),
-                           fixed(double(f.full_flops()) / double(f.matmul_flops()), 4)});
+                           format_number(double(f.full_flops()) / double(f.matmul_flops()), 4)});
         jh.push_back({{"heads", h}, {"d_head", q.head_dim()}, {"matmul_only", f.matmul_flops()},
                       {"macs", f.total_macs()}, {"full", f.full_flops()}, {"scale_softmax", soft},
                       {"attention_full", f.attention_full()}, {"projection_full", f.projection_full()}});
     }
 
     // 4. crossover: the self-attention length where the attention stages overtake the projections
-    text_table xt;
-    xt.header = {"family", "causal", "matmul-only closed form [tokens]", "first N [tokens]",
-                 "full closed form [tokens]", "first N [tokens]"};
+    text_table xt({"family", "causal", "matmul-only closed form [tokens]", "first N [tokens]",
+                 "full closed form [tokens]", "first N [tokens]"});
     nlohmann::json jx = nlohmann::json::array();
     std::vector<problem> fams{single_head(p.d_model, 1)};
     if (p.heads > 1) {
@@ -130,8 +128,8 @@ void flops(flops_args a) {
             f.bias = p.bias;
             const auto m = attention_crossover(f, convention::matmul);
             const auto u = attention_crossover(f, convention::full);
-            xt.rows.push_back({family_label(f), causal ? "yes" : "no", fixed(m.closed_form, 2), grouped(m.first_n),
-                               fixed(u.closed_form, 2), grouped(u.first_n)});
+            xt.add_row({family_label(f), causal ? "yes" : "no", format_number(m.closed_form, 2), grouped(m.first_n),
+                               format_number(u.closed_form, 2), grouped(u.first_n)});
             jx.push_back({{"family", family_label(f)}, {"heads", f.heads}, {"kv_heads", f.kv_heads},
                           {"d_head", f.head_dim()}, {"causal", f.causal}, {"bias", f.bias},
                           {"matmul_closed_form", m.closed_form}, {"matmul_first_n", m.first_n},
@@ -139,39 +137,37 @@ void flops(flops_args a) {
         }
 
     // 5. FLOPs vs sequence length by stage (self-attention, this problem's family)
-    text_table nt;
-    nt.header = {"N [tokens]", "projections full [FLOPs]", "attention full [FLOPs]", "attention matmul-only [FLOPs]",
-                 "attention/projections (full) [x]"};
+    text_table nt({"N [tokens]", "projections full [FLOPs]", "attention full [FLOPs]", "attention matmul-only [FLOPs]",
+                 "attention/projections (full) [x]"});
     nlohmann::json jn = nlohmann::json::array();
-    text_table ncsv;
-    ncsv.header = {"n_tokens"};
-    for (std::size_t s = 0; s < n_stages; ++s) ncsv.header.push_back(std::string(stage_name(stage(s))) + "_flops");
+    std::vector<std::string> ncsv_header{"n_tokens"};
+    for (std::size_t s = 0; s < n_stages; ++s) ncsv_header.push_back(std::string(stage_name(stage(s))) + "_flops");
+    text_table ncsv(ncsv_header);
     for (std::size_t n = 16; n <= 16384; n *= 2) {
         problem q = p;
         q.n_q = q.n_kv = n;
         const auto f = analytic_flops(q);
-        nt.rows.push_back({grouped(n), grouped(f.projection_full()), grouped(f.attention_full()),
+        nt.add_row({grouped(n), grouped(f.projection_full()), grouped(f.attention_full()),
                            grouped(f.attention_matmul()),
-                           fixed(double(f.attention_full()) / double(f.projection_full()), 3)});
+                           format_number(double(f.attention_full()) / double(f.projection_full()), 3)});
         std::vector<std::string> r{std::to_string(n)};
         for (std::size_t s = 0; s < n_stages; ++s) r.push_back(std::to_string(f.full.stage_total(stage(s))));
-        ncsv.rows.push_back(r);
+        ncsv.add_row(r);
         jn.push_back({{"n", n}, {"stages", table_json(f)}, {"projection_full", f.projection_full()},
                       {"attention_full", f.attention_full()}, {"projection_matmul", f.projection_matmul()},
                       {"attention_matmul", f.attention_matmul()}});
     }
 
     // 6. key/value cache per token per layer
-    text_table kt;
-    kt.header = {"family", "G", "d_head", "K+V elements/token/layer", "fp16 [bytes/token/layer]",
-                 "fp32 [bytes/token/layer]", "vs MHA [x]"};
+    text_table kt({"family", "G", "d_head", "K+V elements/token/layer", "fp16 [bytes/token/layer]",
+                 "fp32 [bytes/token/layer]", "vs MHA [x]"});
     nlohmann::json jk = nlohmann::json::array();
     const std::uint64_t mha_kv = kv_cache_elements_per_token(mha(p.d_model, p.heads, 1));
     for (const auto& f : fams) {
         const auto e = kv_cache_elements_per_token(f);
-        kt.rows.push_back({family_label(f), std::to_string(f.kv_heads), std::to_string(f.head_dim()), grouped(e),
+        kt.add_row({family_label(f), std::to_string(f.kv_heads), std::to_string(f.head_dim()), grouped(e),
                            grouped(kv_cache_bytes_per_token(f, 2)), grouped(kv_cache_bytes_per_token(f, 4)),
-                           fixed(double(e) / double(mha_kv), 4)});
+                           format_number(double(e) / double(mha_kv), 4)});
         jk.push_back({{"family", family_label(f)}, {"kv_heads", f.kv_heads}, {"d_head", f.head_dim()},
                       {"elements_per_token", e}, {"fp16_bytes_per_token", kv_cache_bytes_per_token(f, 2)},
                       {"fp32_bytes_per_token", kv_cache_bytes_per_token(f, 4)}});

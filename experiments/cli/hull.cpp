@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "output.hpp"
 import attn.seeds;
+import attn.results;
 
 namespace attn::cli {
 namespace {
@@ -58,9 +59,8 @@ void hull(const hull_args& a) {
                 "weights them softmax(q . k_i) (|q| acts as inverse temperature; weights are probabilities).\n\n");
     std::printf("Dense search: %zu directions x %zu magnitudes |q| in [%g, %g] (geometric).\n", h.n_theta, h.n_r,
                 h.r_min, h.r_max);
-    text_table s;
-    s.header = {"quantity", "value"};
-    s.rows = {{"max |s3 - (s1 + s2)/2| over the grid [score units]", seeds::rounded(h.max_mean_residual, 15)},
+    text_table s({"quantity", "value"});
+    for (auto& r : std::vector<std::vector<std::string>>{{"max |s3 - (s1 + s2)/2| over the grid [score units]", seeds::rounded(h.max_mean_residual, 15)},
               {"max of s3 - max(s1, s2) over the grid [score units]", seeds::rounded(h.max_margin, 15)},
               {"grid points where w3 > w1 and w3 > w2 [count]", std::to_string(h.k3_strictly_first)},
               {"largest w3 found [probability]", seeds::rounded(h.best_w3, 12)},
@@ -68,7 +68,8 @@ void hull(const hull_args& a) {
               {"  at |q| [dimensionless]", seeds::rounded(h.best_r, 4)},
               {"closed-form bound at |q| = r_max [probability]", seeds::rounded(seeds::hull_bound(h.r_max), 12)},
               {"max over |q| of |search - bound| [probability]", seeds::rounded(h.max_abs_search_minus_bound, 15)},
-              {"supremum over all q (never attained) [probability]", seeds::rounded(1.0 / 3.0, 12)}};
+              {"supremum over all q (never attained) [probability]", seeds::rounded(1.0 / 3.0, 12)}})
+        s.add_row(r);
     s.print();
     std::printf("\nBound: s3 = (s1 + s2)/2, so e^s1 + e^s2 >= 2 e^s3 and w3 <= 1/(3 + e^(s4 - s3)); s4 - s3 =\n"
                 "-3 (q_x + q_y) >= -3 sqrt(2) |q|. Hence w3 <= 1/(3 + exp(-3 sqrt(2) |q|)) < 1/3, equal only for q\n"
@@ -84,17 +85,15 @@ void hull(const hull_args& a) {
             std::printf("  from %7.2f deg: k%d\n", h.thetas[i] * deg, last + 1);
         }
     std::printf("\nTwo heads, q1 = (1, %g), q2 = (%g, 1), read out by min over heads of the scores:\n", a.eps, a.eps);
-    text_table two;
-    two.header = {"key", "head 1 score", "head 2 score", "head 1 weight [prob]", "head 2 weight [prob]", "min score"};
+    text_table two({"key", "head 1 score", "head 2 score", "head 1 weight [prob]", "head 2 weight [prob]", "min score"});
     for (int i = 0; i < 4; ++i)
-        two.rows.push_back({"k" + std::to_string(i + 1), seeds::rounded(t.s1[i], 3), seeds::rounded(t.s2[i], 3),
+        two.add_row({"k" + std::to_string(i + 1), seeds::rounded(t.s1[i], 3), seeds::rounded(t.s2[i], 3),
                             seeds::rounded(t.w1[i], 6), seeds::rounded(t.w2[i], 6), seeds::rounded(t.readout[i], 3)});
     two.print();
     std::printf("\nThe readout selects k%d. Its softmax(beta * min score) weight on k3 [probability]:\n", t.winner + 1);
-    text_table sel;
-    sel.header = {"beta", "w(k1)", "w(k2)", "w(k3)", "w(k4)"};
+    text_table sel({"beta", "w(k1)", "w(k2)", "w(k3)", "w(k4)"});
     for (std::size_t b = 0; b < t.betas.size(); ++b)
-        sel.rows.push_back({seeds::rounded(t.betas[b], 2), seeds::rounded(t.selection[b][0], 6),
+        sel.add_row({seeds::rounded(t.betas[b], 2), seeds::rounded(t.selection[b][0], 6),
                             seeds::rounded(t.selection[b][1], 6), seeds::rounded(t.selection[b][2], 6),
                             seeds::rounded(t.selection[b][3], 6)});
     sel.print();

@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "output.hpp"
 import attn.count;
+import attn.results;
 
 namespace attn::cli {
 namespace {
@@ -72,19 +73,18 @@ void params(const params_args& a) {
         rows.push_back(r);
     }
 
-    text_table t;
-    t.header = {"family", "d_model", "H", "G", "d_head", "bias", "W_q [params]", "W_k [params]", "W_v [params]",
+    text_table t({"family", "d_model", "H", "G", "d_head", "bias", "W_q [params]", "W_k [params]", "W_v [params]",
                 "W_o [params]", "biases [params]", "closed form [params]", "measured [params]", "agree",
-                "vs MHA [x]"};
+                "vs MHA [x]"});
     nlohmann::json jrows = nlohmann::json::array();
     for (const auto& r : rows) {
         const auto& c = r.closed;
         const bool agree = r.measured == c.total();
-        t.rows.push_back({family_label(r.p), std::to_string(r.p.d_model), std::to_string(r.p.heads),
+        t.add_row({family_label(r.p), std::to_string(r.p.d_model), std::to_string(r.p.heads),
                           std::to_string(r.p.kv_heads), std::to_string(r.p.head_dim()), r.p.bias ? "yes" : "no",
                           grouped(c.wq), grouped(c.wk), grouped(c.wv), grouped(c.wo), grouped(c.biases()),
                           grouped(c.total()), grouped(r.measured), agree ? "yes" : "NO",
-                          fixed(double(c.total()) / double(r.mha_total), 3)});
+                          format_number(double(c.total()) / double(r.mha_total), 3)});
         jrows.push_back({{"family", r.p.family()}, {"label", family_label(r.p)}, {"d_model", r.p.d_model},
                          {"heads", r.p.heads}, {"kv_heads", r.p.kv_heads}, {"d_head", r.p.head_dim()},
                          {"bias", r.p.bias},

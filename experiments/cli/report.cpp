@@ -140,8 +140,7 @@ std::function<outcome(run_context&)> subcommands(std::vector<std::vector<std::st
 }
 
 text_table csv_of(const json& rows, const std::vector<std::string>& keys) {
-    text_table t;
-    t.header = keys;
+    text_table t(keys);
     for (const auto& r : rows) {
         std::vector<std::string> cells;
         for (const auto& k : keys) {
@@ -150,7 +149,7 @@ text_table csv_of(const json& rows, const std::vector<std::string>& keys) {
             else if (it->is_string()) cells.push_back(it->get<std::string>());
             else cells.push_back(it->dump());
         }
-        t.rows.push_back(cells);
+        t.add_row(cells);
     }
     return t;
 }
@@ -369,7 +368,7 @@ json run_case(const run_context& c, const bench_case& k) {
     argv.push_back("--benchmark_out_format=json");
     argv.push_back("--benchmark_color=false");
     argv.push_back("--benchmark_repetitions=" + std::to_string(c.spec.repetitions));
-    argv.push_back("--benchmark_min_time=" + fixed(c.spec.min_time, 3));
+    argv.push_back("--benchmark_min_time=" + format_number(c.spec.min_time, 3));
     json rec = {{"id", id}, {"case", case_json(k)}};
     fs::remove(out);
     const auto r = run_process(argv, log.string(), log.string());
@@ -453,7 +452,7 @@ outcome stage_perf(run_context& c) {
         failures += status != "ok";
         const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         const double eta = elapsed / double(ran) * double(todo - ran);
-        std::string result = status == "ok" ? fixed(rec["summary"]["time_ms"].get<double>(), 3) + " ms"
+        std::string result = status == "ok" ? format_number(rec["summary"]["time_ms"].get<double>(), 3) + " ms"
                                             : status + ": " + rec.value("error", std::string());
         if (tty)
             std::fprintf(stderr, "\r\033[K[%zu/%zu] %3.0f%% elapsed %s ETA %s  %s: %s", done, total,
@@ -644,9 +643,8 @@ void report(const report_args& a, const std::vector<std::string>& command) {
         m["sweep"] = c.spec.source;
         m["run_id"] = c.dir.filename().string();
         c.write("metadata.json", m.dump(2) + "\n");
-        text_table t;
-        t.header = {"key", "value"};
-        for (const auto& [k, v] : m.items()) t.rows.push_back({k, v.get<std::string>()});
+        text_table t({"key", "value"});
+        for (const auto& [k, v] : m.items()) t.add_row({k, v.get<std::string>()});
         c.write("metadata.csv", t.csv());
     }
     std::fprintf(stderr, "attnbench report: %s (%s), %zu performance cases -> %s\n", c.spec.name.c_str(),

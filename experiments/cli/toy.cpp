@@ -6,6 +6,7 @@
 #include "commands.hpp"
 #include "output.hpp"
 import attn.seeds;
+import attn.results;
 
 namespace attn::cli {
 namespace {
@@ -31,12 +32,11 @@ void toy(const toy_args& a) {
     nlohmann::json steps = nlohmann::json::array(), cmp = nlohmann::json::array();
     for (const auto& m : r.steps)
         steps.push_back({{"name", m.name}, {"rows", m.rows}, {"cols", m.cols}, {"values", m.v}});
-    text_table t;
-    t.header = {"printed number", "document", "ours (document's rounding)", "ours (full)", "verdict"};
+    text_table t({"printed number", "document", "ours (document's rounding)", "ours (full)", "verdict"});
     for (const auto& c : r.compared) {
         cmp.push_back({{"what", c.what}, {"document", c.document}, {"decimals", c.decimals}, {"ours", c.ours},
                        {"ours_rounded", c.ours_rounded}, {"agree", c.agree}});
-        t.rows.push_back({c.what, c.document, c.ours_rounded, seeds::rounded(c.ours, 6), c.agree ? "agree" : "DISAGREE"});
+        t.add_row({c.what, c.document, c.ours_rounded, seeds::rounded(c.ours, 6), c.agree ? "agree" : "DISAGREE"});
     }
     const std::size_t n = r.compared.size(), ok = r.agree();
     nlohmann::json j = {{"metadata", metadata("toy")},
