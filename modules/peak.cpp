@@ -354,7 +354,8 @@ std::string to_json(const ceilings& c, int indent) {
     j["triad_elements"] = c.triad_elements;
     j["triad_bytes_per_element"] = 12;
     j["units"] = {{"fma", "GFLOP/s, 10^9 FLOP/s, one FMA = 2 FLOP"},
-                  {"triad", "GB/s, 10^9 byte/s, 12 byte per element (read b, c; write a; write-allocate not counted)"}};
+                  {"triad", "GB/s, 10^9 byte/s, 12 byte per element (read b, c; write a; write-allocate not counted); arrays "
+                            "2 MiB-aligned with MADV_HUGEPAGE, like the key/value cache (attn::big_allocator)"}};
     return j.dump(indent > 0 ? indent : -1);
 }
 

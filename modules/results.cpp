@@ -165,6 +165,17 @@ std::string compiled_simd() {
     return s;
 }
 
+/// The kernel's transparent huge page mode, the bracketed word of
+/// /sys/kernel/mm/transparent_hugepage/enabled ("always", "madvise", "never"): whether the big
+/// buffers (big_allocator: caches, triad arrays) get 2 MiB pages.
+std::string thp_mode() {
+    std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+    std::string line;
+    std::getline(f, line);
+    const auto a = line.find('['), b = line.find(']');
+    return a != std::string::npos && b != std::string::npos && b > a + 1 ? line.substr(a + 1, b - a - 1) : "unknown";
+}
+
 std::string os_name() {
     std::ifstream in("/etc/os-release");
     std::string line;
@@ -203,6 +214,7 @@ const metadata& static_metadata() {
         r.emplace_back("l2_cache", mach.l2_bytes ? format_bytes(mach.l2_bytes) : "unknown");
         r.emplace_back("l3_cache", mach.l3_bytes ? format_bytes(mach.l3_bytes) : "unknown");
         r.emplace_back("memory_total", mach.memory_bytes ? format_bytes(mach.memory_bytes) : "unknown");
+        r.emplace_back("transparent_hugepages", thp_mode());
         r.emplace_back("os", os_name());
         r.emplace_back("kernel", have_uname ? std::string(u.sysname) + " " + u.release + " " + u.machine : "unknown");
         r.emplace_back("hostname", or_unknown(host));
@@ -250,7 +262,7 @@ const machine_info& machine() {
 const std::vector<std::string>& metadata_keys() {
     static const std::vector<std::string> keys = {
         "cpu_model", "cpu_simd_flags", "logical_cores", "simd", "l1d_cache", "l2_cache", "l3_cache",
-        "memory_total", "os", "kernel", "hostname", "compiler", "flags", "build_type", "blas",
+        "memory_total", "transparent_hugepages", "os", "kernel", "hostname", "compiler", "flags", "build_type", "blas",
         "openmp_max_threads", "commit", "date_utc", "load_average", "seed", "threads", "preset"};
     return keys;
 }

@@ -46,7 +46,7 @@ using metadata = std::vector<std::pair<std::string, std::string>>;
 const std::vector<std::string>& metadata_keys();
 
 /// Machine, build and run metadata: cpu_model, cpu_simd_flags, logical_cores, simd, l1d_cache,
-/// l2_cache, l3_cache, memory_total, os, kernel, hostname, compiler, flags, build_type, blas,
+/// l2_cache, l3_cache, memory_total, transparent_hugepages, os, kernel, hostname, compiler, flags, build_type, blas,
 /// openmp_max_threads, commit, date_utc, load_average, seed, threads, preset. Machine and build
 /// facts are collected once per process; date_utc and load_average (1, 5, 15 minutes: how busy
 /// the shared machine was) are read at the call.

@@ -41,7 +41,7 @@ std::string render_ceilings(const peak::ceilings& c, int repetitions) {
     s += "FMA: " + c.fma_instruction + ", xsimd " + c.simd_arch + " batches of " + std::to_string(c.simd_lanes) + " f32, " +
          std::to_string(c.accumulators) + " independent chains per thread; 1 FMA = 2 FLOP; GFLOP/s = 10^9 FLOP/s\n";
     s += "triad: 3 arrays of " + format_bytes(c.triad_array_bytes) + " (" + std::to_string(c.triad_elements) +
-         " f32 each), 12 byte per element counted (write-allocate not counted); GB/s = 10^9 byte/s\n";
+         " f32 each, 2 MiB-aligned, huge pages requested), 12 byte per element counted (write-allocate not counted); GB/s = 10^9 byte/s\n";
     if (c.fma_1t_gflops.median > 0)
         s += "scaling 1 -> " + std::to_string(c.threads) + " threads: FMA " +
              format_number(c.fma_all_gflops.median / c.fma_1t_gflops.median, 2) + "x, triad " +
