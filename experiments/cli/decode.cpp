@@ -195,8 +195,11 @@ std::string markdown(const std::vector<row>& rows, const decode_args& a, double 
         if (best == 0) continue;
         const double bytes = double(H) / double(G);
         const std::string name = family_of(H, G) + " G=" + std::to_string(G);
-        listing += (listing.empty() ? "" : "; ") + name + ": up to " + fmt(best, 2) + "× (L = " + std::to_string(L_best) +
-                   "), " + fmt(last, 2) + "× at L = " + std::to_string(Lmax) + ", byte ratio " + fmt(bytes, 0);
+        listing += (listing.empty() ? "" : "; ") + name + ": " +
+                   (L_best == Lmax ? fmt(last, 2) + "× at L = " + std::to_string(Lmax) + " (its largest)"
+                                   : "up to " + fmt(best, 2) + "× (L = " + std::to_string(L_best) + "), " + fmt(last, 2) +
+                                         "× at L = " + std::to_string(Lmax)) +
+                   ", byte ratio " + fmt(bytes, 0);
         if (best > 1.05 * bytes) {
             overshoot += (overshoot.empty() ? "" : ", ") + name;
             settles = settles && last < 0.95 * best;
@@ -241,7 +244,8 @@ std::string markdown(const std::vector<row>& rows, const decode_args& a, double 
     if (!bw.empty())
         s += "\n\nBandwidth for caches larger than 64 MiB (KV bytes over the attention core's time, every batch and L): " +
              bw + ".\n\n";
-    s += "The table above has every G and L; results/decode/decode.csv has the rest (bandwidth, % of triad, FLOP/s).\n";
+    s += "The tables above have every G and L; decode.csv, written next to decode.md, has the rest (bandwidth, % of "
+         "triad, FLOP/s).\n";
     return s;
 }
 
