@@ -14,7 +14,9 @@
 //    sum of the two (MQA, batch 8, L = 64k: about 8 ms of memory + 13 ms of arithmetic, 21 ms
 //    measured; 14 ms with the prefetch). Prefetching into L1 instead measured slower than none
 //    (the current and the next K and V tiles together exceed its 32 KiB); 64, 128 and 256 keys
-//    ahead measured alike within this VM's noise, 512 worse;
+//    ahead measured alike within this VM's noise, 512 worse. Not for R = 1 (MHA), whose step
+//    does 0.5 FLOP per byte: with the hardware prefetcher alone it measured faster (batch 8,
+//    L = 16k, alternating runs: 24.5-26.4 ms without, 27.5-40 ms with);
 //  - keys are split into chunks (a function of n_kv only, never of the thread count), each chunk
 //    leaves (max m, sum l, unnormalised output acc) per head, and a final pass combines them in
 //    chunk order: out = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c. The split is what lets
@@ -299,7 +301,8 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
         const std::size_t n = std::min(decode_tile, j1 - t0), groups = (n + C - 1) / C;
         const float* k = io.k.row(b, g, t0);
         const float* v = io.v.row(b, g, t0);
-        const std::size_t n_next = t0 + decode_prefetch < j1 ? std::min(n, j1 - t0 - decode_prefetch) : 0;
+        // the rows decode_prefetch keys ahead, prefetched while this tile is computed (R > 1 only)
+        const std::size_t n_next = C < lanes && t0 + decode_prefetch < j1 ? std::min(n, j1 - t0 - decode_prefetch) : 0;
         const float* k_next = n_next ? io.k.row(b, g, t0 + decode_prefetch) : k;
         const float* v_next = n_next ? io.v.row(b, g, t0 + decode_prefetch) : v;
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
