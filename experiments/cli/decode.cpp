@@ -118,6 +118,14 @@ std::string family_of(std::size_t H, std::size_t G) { return G == H ? "MHA" : G 
 
 std::string fmt(double v, int d) { return format_number(v, d); }
 
+/// Appends `item` to a `sep`-separated list.
+void append(std::string& list, const std::string& item, const char* sep = ", ") {
+    list += (list.empty() ? "" : sep) + item;
+}
+
+/// "a-b" with d decimals, or just "a" when both print the same.
+std::string range(double a, double b, int d) { return fmt(a, d) == fmt(b, d) ? fmt(a, d) : fmt(a, d) + "-" + fmt(b, d); }
+
 /// The Markdown paragraph for the report: MQA/GQA speed-up over MHA at each L, with the figures.
 std::string markdown(const std::vector<row>& rows, const decode_args& a, double triad, std::size_t l3) {
     auto find = [&](const std::string& v, std::size_t B, std::size_t G, std::size_t L) -> const row* {
@@ -195,19 +203,20 @@ std::string markdown(const std::vector<row>& rows, const decode_args& a, double 
         if (best == 0) continue;
         const double bytes = double(H) / double(G);
         const std::string name = family_of(H, G) + " G=" + std::to_string(G);
-        listing += (listing.empty() ? "" : "; ") + name + ": " +
+        append(listing,
+               name + ": " +
                    (L_best == Lmax ? fmt(last, 2) + "× at L = " + std::to_string(Lmax) + " (its largest)"
                                    : "up to " + fmt(best, 2) + "× (L = " + std::to_string(L_best) + "), " + fmt(last, 2) +
                                          "× at L = " + std::to_string(Lmax)) +
-                   ", byte ratio " + fmt(bytes, 0);
+                   ", byte ratio " + fmt(bytes, 0),
+               "; ");
         if (best > 1.05 * bytes) {
-            overshoot += (overshoot.empty() ? "" : ", ") + name;
+            append(overshoot, name);
             settles = settles && last < 0.95 * best;
         }
         if (last < 0.9 * bytes) {
             const row* q = find(v, B0, G, Lmax);
-            std::string& list = q && q->cache_mib < 2 * w_mib ? below_w : below_c;
-            list += (list.empty() ? "" : ", ") + name;
+            append(q && q->cache_mib < 2 * w_mib ? below_w : below_c, name);
         }
     }
     if (!listing.empty()) s += "At batch " + std::to_string(B0) + ", per family: " + listing + ". ";
@@ -236,10 +245,10 @@ std::string markdown(const std::vector<row>& rows, const decode_args& a, double 
             if (r.triad_adj > 0) alo = std::min(alo, r.kv_pct_adj), ahi = std::max(ahi, r.kv_pct_adj);
         }
         if (hi == 0) continue;
-        auto range = [](double a, double b, int d) { return fmt(a, d) == fmt(b, d) ? fmt(a, d) : fmt(a, d) + "-" + fmt(b, d); };
-        bw += (bw.empty() ? "" : "; ") + family_of(H, G) + " G=" + std::to_string(G) + " " + range(lo, hi, 1) +
-              " GB/s, " + range(plo, phi, 0) + "% of the run's triad" +
-              (ahi > 0 ? " (" + range(alo, ahi, 0) + "% of the triad measured alongside)" : "");
+        append(bw, family_of(H, G) + " G=" + std::to_string(G) + " " + range(lo, hi, 1) +
+                   " GB/s, " + range(plo, phi, 0) + "% of the run's triad" +
+                   (ahi > 0 ? " (" + range(alo, ahi, 0) + "% of the triad measured alongside)" : ""),
+               "; ");
     }
     if (!bw.empty())
         s += "\n\nBandwidth for caches larger than 64 MiB (KV bytes over the attention core's time, every batch and L): " +

@@ -273,7 +273,7 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
                  std::size_t j1, float* part) {
     constexpr std::size_t RB = lanes / C, MK = C >= 8 ? C : 8;
     const decode_shape sh(p);
-    const std::size_t R = p.heads / p.kv_heads, d = p.head_dim(), dp = sh.dp, nch = d / C, tail = nch * C;
+    const std::size_t R = p.heads / p.kv_heads, d = sh.d, dp = sh.dp, nch = d / C, tail = nch * C;
     const float scale = float(p.softmax_scale());
     auto& w = decode_local();
     decode_buffers::grow(w.qs, sh.qs_floats());
