@@ -2,8 +2,10 @@
 // forward (fp64 reference), for every family and every variant, under attn.check's tolerance
 // policy; the cache's layout and errors; the decode core's thread-count independence; the
 // analytic per-token costs. Timings are measured by `attnbench decode`, never asserted here.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 #include <catch2/catch.hpp>
@@ -181,5 +183,44 @@ TEST_CASE("key split: a function of the key count alone, at most 16 chunks", "[d
         CHECK(s.chunks <= attn::kernels::decode_max_chunks);
         CHECK(s.chunk * s.chunks >= n);
         CHECK(s.chunk * (s.chunks - 1) < n); // no empty chunk
+    }
+}
+
+TEST_CASE("the softmax's vector exp: within 2 ulp of std::exp, exactly 0 for -inf and deep underflow", "[decode][exp]") {
+    // exp_row (decode and tiled cores) on x - m <= 0 over the whole fp32 range that matters: normal
+    // results, the subnormal ones (x in (-103.3, -87.3)), and arguments whose exp is below half the
+    // smallest subnormal. Expected values: std::exp in double, rounded once to float.
+    std::vector<float> x;
+    for (double t = -110.0; t <= 0.0; t += 0.0137) x.push_back(float(t));
+    for (float t : {0.0f, -0.0f, -1e-30f, -1e-7f, -0.34657359f, -0.34657360f, -87.33654f, -103.97208f, -200.0f, -1e30f})
+        x.push_back(t);
+    x.push_back(-std::numeric_limits<float>::infinity());
+    x.push_back(-1.0f); // an odd count: the last batch goes through the padded tail
+    const float smallest = std::numeric_limits<float>::denorm_min(), tiny = std::numeric_limits<float>::min();
+    for (float m : {0.0f, 3.5f}) {
+        std::vector<float> y(x.size() + 16);
+        for (std::size_t i = 0; i < x.size(); ++i) y[i] = x[i] + m;
+        const std::vector<float> in = y;
+        const float sum = attn::kernels::detail::exp_row(y.data(), x.size(), m);
+        double expected_sum = 0.0;
+        int worst_ulp = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            const float arg = in[i] - m; // the argument the kernel exponentiates
+            const float ref = float(std::exp(double(arg)));
+            expected_sum += double(ref);
+            INFO("x - m " << arg << " got " << y[i] << " want " << ref);
+            if (ref >= tiny) {
+                const float ulp = std::nextafter(ref, std::numeric_limits<float>::infinity()) - ref;
+                const int u = int(std::lround(std::fabs(double(y[i]) - double(ref)) / double(ulp)));
+                worst_ulp = std::max(worst_ulp, u);
+                CHECK(u <= 2);
+            } else {
+                CHECK(std::fabs(double(y[i]) - double(ref)) <= 2.0 * double(smallest)); // subnormal: absolute
+            }
+            if (arg <= -104.0f) CHECK(y[i] == 0.0f);
+        }
+        CHECK(double(sum) == Approx(expected_sum).epsilon(1e-6));
+        INFO("worst ulp " << worst_ulp);
+        CHECK(worst_ulp <= 2);
     }
 }

@@ -187,6 +187,27 @@ batch broadcast_chunk(const float* p) {
     }
 }
 
+/// exp(x) for x <= 0, -inf included (softmax arguments: score minus running maximum). With
+/// AVX-512: x clamped at -104 (e^-104 is below the smallest fp32 subnormal), n = round(x log2 e),
+/// f = x - n ln2 in two FMAs (Cody-Waite: ln2 split in a head exact in 9 bits and a tail), e^f
+/// by its degree-7 Taylor polynomial (|f| <= 0.35: truncation below 1e-9 relative) and 2^n by
+/// vscalefps, which rounds to subnormals and underflows to exactly 0: 13 vector operations, about
+/// half of the general xsimd::exp's range checks and reconstruction. Elsewhere xsimd::exp.
+inline batch exp_nonpos(batch x) {
+#if XSIMD_WITH_AVX512F
+    if constexpr (lanes == 16) {
+        x = xsimd::max(x, batch(-104.0f));
+        const batch n(_mm512_roundscale_ps((x * batch(1.44269504088896341f)).data, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        batch f = fused(n, batch(-0.693359375f), x);
+        f = fused(n, batch(2.12194440e-4f), f);
+        batch p(1.0f / 5040.0f);
+        for (const float c : {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f}) p = fused(p, f, batch(c));
+        return batch(_mm512_scalef_ps(p.data, n.data));
+    }
+#endif
+    return xsimd::exp(x);
+}
+
 /// max of x[0:n] (also the tiled core's row maximum)
 inline float row_max(const float* x, std::size_t n) {
     batch mx(-std::numeric_limits<float>::infinity());
@@ -206,14 +227,14 @@ inline float exp_row(float* x, std::size_t n, float m) {
     batch sum(0.0f);
     std::size_t j = 0;
     for (; j + lanes <= n; j += lanes) {
-        const batch e = xsimd::exp(batch::load_unaligned(x + j) - mb);
+        const batch e = exp_nonpos(batch::load_unaligned(x + j) - mb);
         e.store_unaligned(x + j);
         sum += e;
     }
     if (j < n) { // the tail through the same vector exp, padded with -inf (exp = 0)
         alignas(64) float t[lanes];
         for (std::size_t k = 0; k < lanes; ++k) t[k] = j + k < n ? x[j + k] : -std::numeric_limits<float>::infinity();
-        const batch e = xsimd::exp(batch::load_aligned(t) - mb);
+        const batch e = exp_nonpos(batch::load_aligned(t) - mb);
         e.store_unaligned(x + j);
         sum += e;
     }
@@ -349,10 +370,10 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
             batch mx = m;
             for (std::size_t gi = 0; gi < groups; ++gi) mx = xsimd::max(mx, batch::load_aligned(s + gi * lanes));
             mx = group_max<C>(mx);
-            const batch corr = xsimd::exp(m - mx); // 0 on the first tile
+            const batch corr = exp_nonpos(m - mx); // 0 on the first tile
             batch sum(0.0f);
             for (std::size_t gi = 0; gi < groups; ++gi) {
-                const batch e = xsimd::exp(batch::load_aligned(s + gi * lanes) - mx);
+                const batch e = exp_nonpos(batch::load_aligned(s + gi * lanes) - mx);
                 e.store_aligned(s + gi * lanes);
                 sum += e;
             }
