@@ -266,7 +266,87 @@ stats triad_impl(triad_arrays& arr, int threads, int repetitions) {
     return st;
 }
 
+/// Reads x[0, n) once (n a multiple of the batch size), each batch feeding Fmas FMAs into as
+/// many accumulators. The accumulators start apart and the multiplier is not 1, so no two chains
+/// are the same computation and none folds into an add; values grow by at most 8 per batch read.
+template <int Fmas>
+float stream_chains(const float* x, std::size_t n) {
+    batch acc[Fmas];
+    for (int i = 0; i < Fmas; ++i) acc[i] = batch(float(i));
+    const batch a(0.5f);
+    for (std::size_t i = 0; i < n; i += batch::size) {
+        const batch v = batch::load_aligned(x + i);
+#pragma unroll
+        for (int k = 0; k < Fmas; ++k) acc[k] = fused(v, a, acc[k]);
+    }
+    batch s = acc[0];
+    for (int i = 1; i < Fmas; ++i) s += acc[i];
+    return xsimd::hadd(s);
+}
+
+using stream_kernel = float (*)(const float*, std::size_t);
+
+stream_kernel stream_kernel_for(int fmas) {
+    switch (fmas) {
+    case 1: return &stream_chains<1>;
+    case 2: return &stream_chains<2>;
+    case 4: return &stream_chains<4>;
+    case 8: return &stream_chains<8>;
+    case 12: return &stream_chains<12>;
+    case 16: return &stream_chains<16>;
+    case 24: return &stream_chains<24>;
+    default: throw error("peak: streaming FMAs per batch must be 1, 2, 4, 8, 12, 16 or 24 (got " + std::to_string(fmas) + ")");
+    }
+}
+
+/// Each thread reads its static share of b, then of c (the triad's arrays, read only).
+stats stream_impl(triad_arrays& arr, int threads, int fmas, int repetitions) {
+    const stream_kernel k = stream_kernel_for(fmas);
+    const std::size_t n = arr.n / batch::size * batch::size;
+    const float *b = arr.b.get(), *c = arr.c.get();
+    std::vector<double> rates;
+    cpu_ticks before;
+    auto start = steady::now();
+    for (int r = -1; r < repetitions; ++r) { // r = -1: untimed warm-up
+        if (r == 0) {
+            before = cpu_ticks::now();
+            start = steady::now();
+        }
+        std::vector<float> sink(std::size_t(std::max(threads, 1)), 0.0f);
+        const auto t0 = steady::now();
+#pragma omp parallel num_threads(threads)
+        {
+            const std::size_t t = std::size_t(omp_get_thread_num()), nt = std::size_t(omp_get_num_threads());
+            const std::size_t per = (n / batch::size + nt - 1) / nt * batch::size;
+            const std::size_t i0 = std::min(n, t * per), i1 = std::min(n, i0 + per);
+            float s = 0.0f;
+            for (const float* x : {b, c}) s += k(x + i0, i1 - i0);
+            sink[t] = s;
+        }
+        const double sec = std::max(seconds_since(t0), 1e-9);
+        escape(sink.data());
+        for (float v : sink) require(std::isfinite(v), "peak: streaming probe produced a non-finite value");
+        if (r >= 0) rates.push_back(2.0 * double(n) * sizeof(float) / sec * 1e-9);
+    }
+    const double busy = others_busy(before, seconds_since(start));
+    stats st = summarise(rates);
+    st.others_busy_cpus = busy;
+    return st;
+}
+
 } // namespace
+
+double roof_gbs(double triad, double fma, double flop_per_byte) {
+    return flop_per_byte > 0 ? std::min(triad, fma / flop_per_byte) : triad;
+}
+
+stats stream_gbs(int threads, int fmas, const options& opt) {
+    check_options(opt);
+    stream_kernel_for(fmas);
+    const std::size_t n = std::max<std::size_t>(triad_array_bytes(opt) / sizeof(float), 16);
+    triad_arrays arr(n);
+    return stream_impl(arr, resolve_threads(threads), fmas, opt.repetitions);
+}
 
 std::size_t triad_array_bytes(const options& opt) {
     if (opt.triad_bytes) return opt.triad_bytes;
@@ -305,6 +385,9 @@ ceilings measure(const options& opt) {
     triad_arrays arr(c.triad_elements);
     c.triad_1t_gbs = triad_impl(arr, 1, opt.repetitions);
     c.triad_all_gbs = triad_impl(arr, granted, opt.repetitions);
+    constexpr int vector_registers = batch::size >= 16 ? 32 : 16; // AVX-512 has 32, AVX2 16
+    for (int f : stream_fmas) // the accumulators, the multiplier and the batch read must fit in registers
+        if (f + 2 <= vector_registers) c.stream.push_back({f, f / 2.0, stream_impl(arr, granted, f, opt.repetitions)});
     return c;
 }
 
@@ -353,9 +436,22 @@ std::string to_json(const ceilings& c, int indent) {
     j["triad_array_bytes"] = c.triad_array_bytes;
     j["triad_elements"] = c.triad_elements;
     j["triad_bytes_per_element"] = 12;
+    nlohmann::ordered_json probe = nlohmann::ordered_json::array();
+    for (const auto& p : c.stream) {
+        nlohmann::ordered_json x;
+        x["fmas_per_batch"] = p.fmas;
+        x["flop_per_byte"] = p.flop_per_byte;
+        x["gbs"] = stats_json(p.gbs);
+        x["roof_gbs"] = roof_gbs(c.triad_all_gbs.median, c.fma_all_gflops.median, p.flop_per_byte);
+        probe.push_back(x);
+    }
+    j["stream_fma"] = probe;
     j["units"] = {{"fma", "GFLOP/s, 10^9 FLOP/s, one FMA = 2 FLOP"},
                   {"triad", "GB/s, 10^9 byte/s, 12 byte per element (read b, c; write a; write-allocate not counted); arrays "
-                            "2 MiB-aligned with MADV_HUGEPAGE, like the key/value cache (attn::big_allocator)"}};
+                            "2 MiB-aligned with MADV_HUGEPAGE, like the key/value cache (attn::big_allocator)"},
+                  {"stream_fma", "GB/s read (10^9 byte/s) on all threads by a loop that feeds every batch read from the triad's "
+                                 "arrays b and c to fmas_per_batch FMAs (flop_per_byte = fmas_per_batch / 2); roof_gbs = "
+                                 "min(triad, FMA / flop_per_byte) from the medians"}};
     return j.dump(indent > 0 ? indent : -1);
 }
 
@@ -380,6 +476,15 @@ ceilings from_json(const std::string& text) {
     c.simd_lanes = j.value("simd_f32_lanes", 0);
     c.triad_array_bytes = j.value("triad_array_bytes", std::size_t(0));
     c.triad_elements = j.value("triad_elements", std::size_t(0));
+    if (j.contains("stream_fma") && j["stream_fma"].is_array())
+        for (const auto& x : j["stream_fma"]) {
+            require(x.is_object() && x.contains("gbs"), "peak JSON: \"stream_fma\" entries need \"gbs\"");
+            stream_point p;
+            p.fmas = x.value("fmas_per_batch", 0);
+            p.flop_per_byte = x.value("flop_per_byte", 0.0);
+            p.gbs = stats_from(x, "gbs");
+            c.stream.push_back(p);
+        }
     return c;
 }
 

@@ -1,7 +1,9 @@
 // attn.peak -- this machine's measured ceilings, the roofline every "% of peak" refers to:
 // fp32 FMA throughput (xsimd's default batch, enough independent accumulators to hide the
 // FMA latency on every FMA port) and STREAM-style triad bandwidth over arrays far larger than
-// the last-level cache, each on one thread and on all threads.
+// the last-level cache, each on one thread and on all threads; and, on all threads, a streaming
+// probe that does a fixed number of FMAs per byte read from DRAM, which shows where between the
+// two ceilings this machine's roofline min(triad, FMA / intensity) is reached.
 module;
 #include <cstddef>
 #include <string>
@@ -29,6 +31,19 @@ struct stats {
     double others_busy_cpus = -1;
 };
 
+/// One point of the streaming probe: every batch read once from arrays far larger than the
+/// last-level cache feeds `fmas` FMAs into independent accumulators, so a byte read carries
+/// flop_per_byte = fmas / 2 FLOPs (2 FLOP per FMA lane, 4 bytes per lane).
+struct stream_point {
+    int fmas = 0;
+    double flop_per_byte = 0;
+    stats gbs; ///< bytes read per second, 10^9
+};
+
+/// The roofline of measured ceilings: the read rate, in GB/s, that `flop_per_byte` FLOPs per
+/// byte allow, min(triad_gbs, fma_gflops / flop_per_byte) (the triad alone for 0).
+double roof_gbs(double triad_gbs, double fma_gflops, double flop_per_byte);
+
 /// The machine's ceilings. FMA in GFLOP/s (an FMA counts as 2 FLOPs); triad in GB/s
 /// (10^9 bytes/s) counting 12 bytes per element -- read b and c, write a -- as STREAM does;
 /// the write-allocate read of a that the caches also perform is not counted.
@@ -42,6 +57,7 @@ struct ceilings {
     std::string fma_instruction;        ///< the instruction the FMA loop runs, e.g. "vfmadd231ps zmm (AVX-512F)"
     std::size_t triad_array_bytes = 0;  ///< bytes per array
     std::size_t triad_elements = 0;     ///< elements per array
+    std::vector<stream_point> stream;   ///< the streaming probe on all threads (empty in files that predate it)
 };
 
 /// fp32 FMA throughput on `threads` threads, in GFLOP/s.
@@ -50,7 +66,16 @@ stats fma_gflops(int threads, const options& opt = {});
 /// Triad a[i] = b[i] + s*c[i] bandwidth on `threads` threads, in GB/s (12 bytes per element).
 stats triad_gbs(int threads, const options& opt = {});
 
-/// All four figures; the triad arrays are allocated once and shared by both thread counts.
+/// The streaming probe on `threads` threads at `fmas` FMAs per batch read (1, 2, 4, 8, 16 or 24:
+/// 0.5 to 12 FLOP/B), reading the arrays of triad_array_bytes(opt) twice over.
+stats stream_gbs(int threads, int fmas, const options& opt = {});
+
+/// The FMAs per batch that the streaming probe measures in measure(): 0.5 to 12 FLOP/B (those
+/// whose accumulators fit in the ISA's vector registers: up to 12 with AVX2's 16).
+inline constexpr int stream_fmas[] = {1, 2, 4, 8, 12, 16, 24};
+
+/// All the figures; the triad arrays are allocated once and shared by both thread counts and
+/// the streaming probe.
 ceilings measure(const options& opt = {});
 
 /// The bytes per triad array that `opt` asks for (resolving 0 to the default).

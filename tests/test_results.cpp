@@ -166,17 +166,33 @@ TEST_CASE("peak measures positive finite ceilings on a tiny run", "[peak]") {
     CHECK(c.simd_lanes >= 4);
     CHECK(!c.simd_arch.empty());
     CHECK(c.triad_array_bytes == (std::size_t(1) << 20));
+    REQUIRE(c.stream.size() >= 5); // 0.5 .. 6 FLOP/B fit any ISA's registers
+    for (const auto& p : c.stream) {
+        require_positive_finite(p.gbs);
+        CHECK(p.flop_per_byte == p.fmas / 2.0); // 2 FLOP per FMA lane over 4 bytes per lane
+    }
 
     const attn::peak::ceilings back = attn::peak::from_json(attn::peak::to_json(c));
     CHECK(back.fma_1t_gflops.median == c.fma_1t_gflops.median);
     CHECK(back.triad_all_gbs.samples == c.triad_all_gbs.samples);
     CHECK(back.threads == c.threads);
     CHECK(back.simd_arch == c.simd_arch);
+    REQUIRE(back.stream.size() == c.stream.size());
+    CHECK(back.stream.back().gbs.samples == c.stream.back().gbs.samples);
+    CHECK(back.stream.back().fmas == c.stream.back().fmas);
     const attn::peak::ceilings wrapped =
         attn::peak::from_json("{\"metadata\": {}, \"peak\": " + attn::peak::to_json(c) + "}");
     CHECK(wrapped.fma_all_gflops.best == c.fma_all_gflops.best);
     CHECK_THROWS_AS(attn::peak::from_json("{\"peak\": {}}"), attn::error);
     CHECK_THROWS_AS(attn::peak::from_json("not json"), attn::error);
+}
+
+TEST_CASE("the roofline: min(triad, FMA / intensity)", "[peak]") {
+    CHECK(attn::peak::roof_gbs(50.0, 232.0, 8.0) == 29.0);  // arithmetic-bound: 232 / 8
+    CHECK(attn::peak::roof_gbs(35.0, 232.0, 4.0) == 35.0);  // 58 GB/s of arithmetic: the triad binds
+    CHECK(attn::peak::roof_gbs(35.0, 232.0, 0.0) == 35.0);  // no arithmetic: the triad
+    CHECK(attn::peak::roof_gbs(35.0, 232.0, 232.0 / 35.0) == Approx(35.0)); // the ridge point
+    CHECK_THROWS_AS(attn::peak::stream_gbs(1, 3), attn::error);             // 3 FMAs per batch: not a probe
 }
 
 TEST_CASE("peak rejects bad options with one-line errors", "[peak]") {

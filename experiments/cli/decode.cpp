@@ -51,6 +51,8 @@ struct row {
     double cache_mib = 0, step_us = 0, step_us_min = 0, step_us_max = 0, core_us = 0;
     double kv_gbs = 0, kv_pct = 0, step_gbs = 0, step_pct = 0, gflops = 0;
     double triad_adj = 0, kv_pct_adj = 0; ///< triad measured just before the core's timing (DRAM-sized caches only)
+    double flop_per_byte = 0;             ///< the core's FLOPs per cache byte read: H / (2G)
+    double roof_gbs = 0, kv_pct_roof = 0; ///< min(triad, FMA peak / flop_per_byte), the triad measured alongside if any
     std::uint64_t kv_bytes = 0, weight_bytes = 0, flops = 0;
     std::size_t extra_bytes = 0;
     long long extra_rss_kib = -1;
@@ -127,7 +129,15 @@ void append(std::string& list, const std::string& item, const char* sep = ", ") 
 std::string range(double a, double b, int d) { return fmt(a, d) == fmt(b, d) ? fmt(a, d) : fmt(a, d) + "-" + fmt(b, d); }
 
 /// The Markdown paragraph for the report: MQA/GQA speed-up over MHA at each L, with the figures.
-std::string markdown(const std::vector<row>& rows, const decode_args& a, double triad, std::size_t l3) {
+/// The ceilings the experiment compares with: triad, FMA peak and, from a peak.json, the streaming probe.
+struct ceiling_figures {
+    double triad = 0, fma = 0;
+    std::string source;
+    std::vector<peak::stream_point> probe;
+};
+
+std::string markdown(const std::vector<row>& rows, const decode_args& a, const ceiling_figures& ceil, std::size_t l3) {
+    const double triad = ceil.triad, fma = ceil.fma;
     auto find = [&](const std::string& v, std::size_t B, std::size_t G, std::size_t L) -> const row* {
         for (const auto& r : rows)
             if (r.variant == v && r.batch == B && r.G == G && r.L == L && r.skipped.empty()) return &r;
@@ -234,25 +244,50 @@ std::string markdown(const std::vector<row>& rows, const decode_args& a, double 
         s += "It ends below the byte ratio for " + below_c + ": with H/G query heads per key/value head every cache " +
              "byte carries H/(2G) FLOPs (" + fmt(double(H) / 2.0, 0) + " for G = 1), so the step is limited by " +
              "arithmetic as much as by bandwidth. ";
-    // The bandwidth target: caches larger than 64 MiB.
-    std::string bw;
+    // The bandwidth target: caches larger than 64 MiB, against the triad and against the roofline.
+    std::string bw, bound;
     for (auto G : Gs) {
-        double lo = 1e300, hi = 0, plo = 1e300, phi = 0, alo = 1e300, ahi = 0;
+        double lo = 1e300, hi = 0, plo = 1e300, phi = 0, alo = 1e300, ahi = 0, rlo = 1e300, rhi = 0;
+        std::size_t cases = 0, capped = 0; // cases, and those whose roofline is below 70% of their triad
         for (const auto& r : rows) {
             if (r.variant != v || r.G != G || !r.skipped.empty() || r.kv_bytes <= (std::uint64_t(64) << 20)) continue;
+            ++cases;
+            capped += r.roof_gbs < 0.7 * (r.triad_adj > 0 ? r.triad_adj : triad);
             lo = std::min(lo, r.kv_gbs), hi = std::max(hi, r.kv_gbs);
             plo = std::min(plo, r.kv_pct), phi = std::max(phi, r.kv_pct);
+            rlo = std::min(rlo, r.kv_pct_roof), rhi = std::max(rhi, r.kv_pct_roof);
             if (r.triad_adj > 0) alo = std::min(alo, r.kv_pct_adj), ahi = std::max(ahi, r.kv_pct_adj);
         }
         if (hi == 0) continue;
-        append(bw, family_of(H, G) + " G=" + std::to_string(G) + " " + range(lo, hi, 1) +
-                   " GB/s, " + range(plo, phi, 0) + "% of the run's triad" +
-                   (ahi > 0 ? " (" + range(alo, ahi, 0) + "% of the triad measured alongside)" : ""),
+        const std::string name = family_of(H, G) + " G=" + std::to_string(G);
+        append(bw, name + " " + range(lo, hi, 1) + " GB/s, " + range(plo, phi, 0) + "% of the run's triad" +
+                       (ahi > 0 ? " (" + range(alo, ahi, 0) + "% of the triad measured alongside)" : "") + ", " +
+                       range(rlo, rhi, 0) + "% of its roofline",
                "; ");
+        const double intensity = double(H) / (2.0 * double(G));
+        if (capped)
+            append(bound, name + " in " + std::to_string(capped) + " of its " + std::to_string(cases) + " cases (" +
+                              fmt(intensity, 0) + " FLOP/B caps its read rate at " + fmt(fma / intensity, 1) + " GB/s)");
     }
+    std::string probe;
+    for (auto G : Gs)
+        for (const auto& p : ceil.probe)
+            if (std::abs(p.flop_per_byte - double(H) / (2.0 * double(G))) < 1e-9)
+                append(probe, family_of(H, G) + " G=" + std::to_string(G) + "'s " + fmt(p.flop_per_byte, 1) + " FLOP/B: " +
+                                  fmt(p.gbs.median, 1) + " GB/s = " +
+                                  fmt(100 * p.gbs.median / peak::roof_gbs(triad, fma, p.flop_per_byte), 0) + "%",
+                       "; ");
     if (!bw.empty())
         s += "\n\nBandwidth for caches larger than 64 MiB (KV bytes over the attention core's time, every batch and L): " +
-             bw + ".\n\n";
+             bw + ". The roofline is min(triad, FMA peak / I) with I = H/(2G) FLOPs per cache byte and the measured " +
+             fmt(fma, 0) + " GFLOP/s FMA peak" +
+             (probe.empty() ? std::string(".")
+                            : ". A loop that only streams and does FMAs (`attnbench peak`, its stream rows) reads at that "
+                                  "roofline (GB/s and % of it) at " + probe + ".");
+    if (!bound.empty())
+        s += " No kernel can read at 70% of the triad for " + bound +
+             ": the step is bound by arithmetic there, not by memory, even at the FMA peak.";
+    if (!bw.empty()) s += "\n\n";
     s += "The tables above have every G and L; decode.csv, written next to decode.md, has the rest (bandwidth, % of "
          "triad, FLOP/s).\n";
     return s;
@@ -286,9 +321,11 @@ void run_decode(decode_args a) {
     const std::size_t max_memory =
         a.max_memory_gib > 0 ? std::size_t(a.max_memory_gib * 1073741824.0) : machine().memory_bytes / 2;
 
-    // The ceiling: a stored peak.json, or a triad measured now on the same thread count.
-    double triad = 0;
-    std::string triad_source;
+    // The ceilings: a stored peak.json, or a triad and FMA peak measured now on the same thread count.
+    ceiling_figures ceil;
+    double& triad = ceil.triad;
+    double& fma = ceil.fma;
+    std::string& triad_source = ceil.source;
     if (!a.peak_file.empty()) {
         std::ifstream f(a.peak_file);
         require(bool(f), a.peak_file + ": cannot read");
@@ -296,15 +333,19 @@ void run_decode(decode_args a) {
         ss << f.rdbuf();
         const auto c = peak::from_json(ss.str());
         triad = threads == 1 ? c.triad_1t_gbs.median : c.triad_all_gbs.median;
+        fma = threads == 1 ? c.fma_1t_gflops.median : c.fma_all_gflops.median * threads / std::max(c.threads, 1);
+        if (threads == c.threads) ceil.probe = c.stream;
         triad_source = a.peak_file + (threads == 1 ? " (1-thread triad)" : " (all-thread triad, " + std::to_string(c.threads) + " threads)");
     } else {
         peak::options po;
         po.repetitions = 5;
         triad = peak::triad_gbs(threads, po).median;
+        po.fma_seconds = 0.05;
+        fma = peak::fma_gflops(threads, po).median;
         triad_source = "measured now: triad a=b+s*c, " + std::to_string(threads) + " threads, median of 5, arrays of " +
                        format_bytes(peak::triad_array_bytes(po));
     }
-    std::fprintf(stderr, "decode: triad ceiling %.1f GB/s (%s)\n", triad, triad_source.c_str());
+    std::fprintf(stderr, "decode: triad ceiling %.1f GB/s, FMA peak %.1f GFLOP/s (%s)\n", triad, fma, triad_source.c_str());
 
     const std::size_t l3 = machine().l3_bytes;
     std::vector<row> rows;
@@ -358,6 +399,7 @@ void run_decode(decode_args a) {
                     r.kv_bytes = cost.kv_read_bytes;
                     r.weight_bytes = cost.weight_bytes;
                     r.flops = cost.matmul_flops;
+                    r.flop_per_byte = double(cost.attention_flops) / double(cost.kv_read_bytes);
                     r.cache_mib = double(cost.kv_read_bytes) / 1048576.0;
                     r.extra_bytes = decode_extra_bytes(*var, layer, L, opt, sizeof(float));
                     auto step = [&] {
@@ -398,6 +440,8 @@ void run_decode(decode_args a) {
                     r.kv_gbs = double(r.kv_bytes) / (r.core_us * 1e3);
                     r.kv_pct = 100.0 * r.kv_gbs / triad;
                     r.kv_pct_adj = r.triad_adj > 0 ? 100.0 * r.kv_gbs / r.triad_adj : 0;
+                    r.roof_gbs = peak::roof_gbs(r.triad_adj > 0 ? r.triad_adj : triad, fma, r.flop_per_byte);
+                    r.kv_pct_roof = 100.0 * r.kv_gbs / r.roof_gbs;
                     r.step_gbs = double(r.kv_bytes + r.weight_bytes) / (r.step_us * 1e3);
                     r.step_pct = 100.0 * r.step_gbs / triad;
                     r.gflops = double(r.flops) / (r.step_us * 1e3);
@@ -409,7 +453,7 @@ void run_decode(decode_args a) {
 
     // Output: a table, then JSON + CSV (+ the Markdown paragraph) under --out.
     const std::vector<std::string> t_header{"variant", "B", "family", "G", "L", "cache MiB", "µs/token", "min", "max",
-                                            "reps x inner", "core µs", "core GB/s", "% triad", "triad now", "% now",
+                                            "reps x inner", "core µs", "core GB/s", "% triad", "triad now", "% now", "roof GB/s", "% roof",
                                             "step GB/s", "% triad", "GFLOP/s", "extra KiB", "peak RSS +KiB"};
     const std::size_t t_columns = t_header.size();
     text_table t(t_header);
@@ -425,7 +469,7 @@ void run_decode(decode_args a) {
                           fmt(r.cache_mib, 1), fmt(r.step_us, 1), fmt(r.step_us_min, 1), fmt(r.step_us_max, 1),
                           std::to_string(r.reps) + " x " + std::to_string(r.inner), fmt(r.core_us, 1), fmt(r.kv_gbs, 1),
                           fmt(r.kv_pct, 1), r.triad_adj > 0 ? fmt(r.triad_adj, 1) : "-",
-                          r.triad_adj > 0 ? fmt(r.kv_pct_adj, 1) : "-", fmt(r.step_gbs, 1), fmt(r.step_pct, 1), fmt(r.gflops, 1),
+                          r.triad_adj > 0 ? fmt(r.kv_pct_adj, 1) : "-", fmt(r.roof_gbs, 1), fmt(r.kv_pct_roof, 1), fmt(r.step_gbs, 1), fmt(r.step_pct, 1), fmt(r.gflops, 1),
                           fmt(double(r.extra_bytes) / 1024.0, 1),
                           r.extra_rss_kib < 0 ? "?" : std::to_string(r.extra_rss_kib)});
     }
@@ -436,10 +480,12 @@ void run_decode(decode_args a) {
                 "the weights (read once per step) over the step's time; %% triad of %.1f GB/s (%s).\n"
                 "triad now: the same triad measured just before the core's timing, for caches larger than the last-level "
                 "cache (this machine's bandwidth drifts between runs); %% now: core GB/s against it.\n"
+                "roof GB/s: the roofline min(triad, FMA peak / I), I = H/(2G) FLOPs of QK^T and PV per cache byte, FMA peak "
+                "%.1f GFLOP/s, triad: the one measured alongside if any, else the run's; %% roof: core GB/s against it.\n"
                 "GFLOP/s: matmul FLOPs (2 per multiply-add: projections of the B new tokens, QK^T, PV) over the step's time.\n"
                 "extra KiB: analytic memory beyond the cache and weights (workspace + core scratch); peak RSS +KiB: "
                 "measured rise of the peak resident set over the resident set during the case's steps.\n",
-                a.repetitions, triad, triad_source.c_str());
+                a.repetitions, triad, triad_source.c_str(), fma);
 
     nlohmann::json j;
     j["metadata"] = metadata("decode", a.seed, threads);
@@ -457,6 +503,7 @@ void run_decode(decode_args a) {
                         {"extra_bytes", "decode workspace + the variant's core scratch (variant::scratch_bytes)"}};
     j["triad_gbs"] = triad;
     j["triad_source"] = triad_source;
+    j["fma_gflops"] = fma;
     j["l3_bytes"] = machine().l3_bytes;
     for (const auto& r : rows) {
         nlohmann::json x = {{"variant", r.variant}, {"batch", r.batch}, {"family", r.family}, {"kv_heads", r.G},
@@ -469,24 +516,25 @@ void run_decode(decode_args a) {
                       {"core_us_median", r.core_us}, {"kv_read_bytes", r.kv_bytes}, {"weight_bytes", r.weight_bytes},
                       {"core_kv_gbs", r.kv_gbs}, {"core_pct_triad", r.kv_pct}, {"step_gbs", r.step_gbs},
                       {"triad_now_gbs", r.triad_adj}, {"core_pct_triad_now", r.kv_pct_adj},
+                      {"flop_per_byte", r.flop_per_byte}, {"roof_gbs", r.roof_gbs}, {"core_pct_roof", r.kv_pct_roof},
                       {"step_pct_triad", r.step_pct}, {"matmul_flops", r.flops}, {"gflops", r.gflops},
                       {"extra_bytes", r.extra_bytes}, {"extra_peak_rss_kib", r.extra_rss_kib},
                       {"check_err_over_bound", r.check_ratio}});
         }
         j["rows"].push_back(x);
     }
-    const std::string md = markdown(rows, a, triad, l3);
+    const std::string md = markdown(rows, a, ceil, l3);
     if (a.markdown) std::printf("\n%s", md.c_str());
     if (!a.out.empty()) {
         text_table csv({"variant", "batch", "family", "kv_heads", "context", "cache_mib", "step_us_median", "step_us_min",
                       "step_us_max", "repetitions", "inner", "core_us_median", "core_kv_gbs", "core_pct_triad",
-                      "triad_now_gbs", "core_pct_triad_now", "step_gbs", "step_pct_triad", "gflops", "extra_bytes",
+                      "triad_now_gbs", "core_pct_triad_now", "flop_per_byte", "roof_gbs", "core_pct_roof", "step_gbs", "step_pct_triad", "gflops", "extra_bytes",
                       "extra_peak_rss_kib", "skipped"});
         for (const auto& r : rows)
             csv.add_row({r.variant, std::to_string(r.batch), r.family, std::to_string(r.G), std::to_string(r.L),
                                 fmt(r.cache_mib, 3), fmt(r.step_us, 3), fmt(r.step_us_min, 3), fmt(r.step_us_max, 3),
                                 std::to_string(r.reps), std::to_string(r.inner), fmt(r.core_us, 3), fmt(r.kv_gbs, 3),
-                                fmt(r.kv_pct, 2), fmt(r.triad_adj, 3), fmt(r.kv_pct_adj, 2), fmt(r.step_gbs, 3),
+                                fmt(r.kv_pct, 2), fmt(r.triad_adj, 3), fmt(r.kv_pct_adj, 2), fmt(r.flop_per_byte, 3), fmt(r.roof_gbs, 3), fmt(r.kv_pct_roof, 2), fmt(r.step_gbs, 3),
                                 fmt(r.step_pct, 2), fmt(r.gflops, 3),
                                 std::to_string(r.extra_bytes), std::to_string(r.extra_rss_kib), r.skipped});
         std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "decode.json", j.dump(2) + "\n").c_str());

@@ -1,9 +1,11 @@
 // attnbench peak: this machine's measured ceilings (fp32 FMA throughput and triad bandwidth,
-// 1 thread and all threads), the roofline that every "% of peak" refers to.
+// 1 thread and all threads), the roofline that every "% of peak" refers to, and a streaming
+// probe at 0.5-12 FLOP per byte read that shows where this machine reaches it.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include "commands.hpp"
 import attn.peak;
@@ -36,6 +38,8 @@ std::string render_ceilings(const peak::ceilings& c, int repetitions) {
     row("fp32 FMA", c.threads, c.fma_all_gflops, "GFLOP/s");
     row("triad a=b+s*c", 1, c.triad_1t_gbs, "GB/s");
     row("triad a=b+s*c", c.threads, c.triad_all_gbs, "GB/s");
+    for (const auto& p : c.stream)
+        row(("stream " + format_number(p.flop_per_byte, 1) + " FLOP/B").c_str(), c.threads, p.gbs, "GB/s");
     std::string s = "attnbench peak: this machine's ceilings, " + std::to_string(repetitions) +
                     " timed repetitions each (after a warm-up); median, best and worst\n\n" + t.render() + "\n";
     s += "FMA: " + c.fma_instruction + ", xsimd " + c.simd_arch + " batches of " + std::to_string(c.simd_lanes) + " f32, " +
@@ -46,9 +50,21 @@ std::string render_ceilings(const peak::ceilings& c, int repetitions) {
         s += "scaling 1 -> " + std::to_string(c.threads) + " threads: FMA " +
              format_number(c.fma_all_gflops.median / c.fma_1t_gflops.median, 2) + "x, triad " +
              format_number(c.triad_all_gbs.median / c.triad_1t_gbs.median, 2) + "x\n";
+    if (!c.stream.empty()) {
+        s += "stream I FLOP/B: arrays b and c of the triad read once, each batch feeding 2I FMAs (I FLOP per byte read); "
+             "against the roofline min(triad, FMA / I) of the medians above:";
+        for (const auto& p : c.stream) {
+            const double roof = peak::roof_gbs(c.triad_all_gbs.median, c.fma_all_gflops.median, p.flop_per_byte);
+            s += " " + format_number(p.flop_per_byte, 1) + ": " + format_number(100 * p.gbs.median / roof, 0) + "% of " +
+                 format_number(roof, 1) + ";";
+        }
+        s.back() = '\n';
+    }
     s += "other load: CPUs that other processes kept busy during the repetitions (0 on a quiet machine)\n";
     double busy = 0, spread = 1;
-    for (const auto* st : {&c.fma_1t_gflops, &c.fma_all_gflops, &c.triad_1t_gbs, &c.triad_all_gbs}) {
+    std::vector<const peak::stats*> all{&c.fma_1t_gflops, &c.fma_all_gflops, &c.triad_1t_gbs, &c.triad_all_gbs};
+    for (const auto& p : c.stream) all.push_back(&p.gbs);
+    for (const auto* st : all) {
         busy = std::max(busy, st->others_busy_cpus);
         if (st->best > 0) spread = std::min(spread, st->worst / st->best);
     }

@@ -65,6 +65,7 @@ def main(d):
     rows = [r for r in rows if r["variant"] == variant]
     l3 = j.get("l3_bytes") or 0
     triad = j["triad_gbs"]
+    fma = j.get("fma_gflops", 0)
     meta = j["metadata"]
     reps = cfg["repetitions"]
     batches = sorted({r["batch"] for r in rows})
@@ -113,6 +114,11 @@ def main(d):
                     label="triad measured alongside")
         ax.axhline(triad, color="black", lw=1.5, ls="--", label=f"triad ceiling (attnbench peak) {triad:.1f} GB/s")
         ax.axhline(0.7 * triad, color="gray", lw=1, ls=":", label="70% of triad")
+        for g in gs:  # the roofline's arithmetic side, where it lies below the triad
+            cap = fma / (h / (2 * g)) if fma else 0
+            if 0 < cap < triad:
+                ax.axhline(cap, color=style(g)["color"], lw=1.2, ls="-.",
+                           label=f"{label(g, h)} arithmetic roof: FMA peak / {h / (2 * g):g} FLOP/B = {cap:.1f} GB/s")
         log2_axis(ax, ls)
         ax.set_xlabel("cached tokens L (context length)")
         ax.set_ylabel("cache read rate, GB/s (KV bytes / attention core time)")
@@ -120,7 +126,7 @@ def main(d):
         ax.grid(True, alpha=0.3)
         ax.set_ylim(bottom=0)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=4, fontsize=8, bbox_to_anchor=(0.5, -0.12))
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, bbox_to_anchor=(0.5, -0.16))
     fig.suptitle("Rate at which the attention core reads the key/value cache vs the measured triad ceiling\n"
                  "(above the ceiling: the data still fits the last-level cache)\n" + sub, fontsize=9, y=1.08)
     save(fig, d, "decode_bandwidth_vs_context")
