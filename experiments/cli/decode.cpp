@@ -197,7 +197,7 @@ std::string markdown(const std::vector<row>& rows, const decode_args& a, const c
          "so G/H of MHA's. At short contexts the weights dominate and every family costs about the same; " +
          "the ratio grows with L towards the byte ratio H/G as the cache takes over. ";
     // Where each family's speed-up peaks and where it ends, against the byte ratio H/G.
-    std::string overshoot, below_w, below_c, listing;
+    std::string overshoot, below_w, below_c, below_k, listing;
     bool settles = true;
     for (auto G : Gs) {
         if (G >= H) continue;
@@ -226,7 +226,12 @@ std::string markdown(const std::vector<row>& rows, const decode_args& a, const c
         }
         if (last < 0.9 * bytes) {
             const row* q = find(v, B0, G, Lmax);
-            append(q && q->cache_mib < 2 * w_mib ? below_w : below_c, name);
+            const row* m = find(v, B0, H, Lmax);
+            const double intensity = double(H) / (2.0 * double(G));
+            if (q && q->cache_mib < 2 * w_mib) append(below_w, name);
+            else if (fma > 0 && fma / intensity < triad) append(below_c, name); // the roofline's arithmetic side binds
+            else if (q && m && q->kv_gbs < m->kv_gbs) // memory-bound by the roofline, yet slower per byte than MHA
+                append(below_k, name + " (" + fmt(q->kv_gbs, 1) + " GB/s against MHA's " + fmt(m->kv_gbs, 1) + ")");
         }
     }
     if (!listing.empty()) s += "At batch " + std::to_string(B0) + ", per family: " + listing + ". ";
@@ -240,10 +245,14 @@ std::string markdown(const std::vector<row>& rows, const decode_args& a, const c
     if (!below_w.empty())
         s += "It ends below the byte ratio for " + below_w + ": at the longest context measured the cache is still " +
              "smaller than twice the weights every step reads (" + fmt(w_mib, 1) + " MiB). ";
+    if (!below_k.empty())
+        s += "It ends below the byte ratio for " + below_k + " at L = " + std::to_string(Lmax) +
+             ": their roofline is the triad, as MHA's is, but the decode core reads their caches more slowly than MHA's " +
+             "(cache GB/s at that L in brackets). ";
     if (!below_c.empty())
         s += "It ends below the byte ratio for " + below_c + ": with H/G query heads per key/value head every cache " +
-             "byte carries H/(2G) FLOPs (" + fmt(double(H) / 2.0, 0) + " for G = 1), so the step is limited by " +
-             "arithmetic as much as by bandwidth. ";
+             "byte carries H/(2G) FLOPs (" + fmt(double(H) / 2.0, 0) + " for G = 1), and at the measured FMA peak " +
+             "that arithmetic caps the read rate below the triad (the roofline, below). ";
     // The bandwidth target: caches larger than 64 MiB, against the triad and against the roofline.
     std::string bw, bound;
     for (auto G : Gs) {
@@ -272,7 +281,7 @@ std::string markdown(const std::vector<row>& rows, const decode_args& a, const c
     std::string probe;
     for (auto G : Gs)
         for (const auto& p : ceil.probe)
-            if (std::abs(p.flop_per_byte - double(H) / (2.0 * double(G))) < 1e-9)
+            if (std::abs(p.flop_per_byte - double(H) / (2.0 * double(G))) < 1e-9 && fma / p.flop_per_byte < triad)
                 append(probe, family_of(H, G) + " G=" + std::to_string(G) + "'s " + fmt(p.flop_per_byte, 1) + " FLOP/B: " +
                                   fmt(p.gbs.median, 1) + " GB/s = " +
                                   fmt(100 * p.gbs.median / peak::roof_gbs(triad, fma, p.flop_per_byte), 0) + "%",
@@ -282,8 +291,8 @@ std::string markdown(const std::vector<row>& rows, const decode_args& a, const c
              bw + ". The roofline is min(triad, FMA peak / I) with I = H/(2G) FLOPs per cache byte and the measured " +
              fmt(fma, 0) + " GFLOP/s FMA peak" +
              (probe.empty() ? std::string(".")
-                            : ". A loop that only streams and does FMAs (`attnbench peak`, its stream rows) reads at that "
-                                  "roofline (GB/s and % of it) at " + probe + ".");
+                            : ". Where the arithmetic side binds, a loop that only streams and does FMAs (`attnbench peak`, its "
+                                  "stream rows) reaches it (GB/s and % of the roofline): " + probe + ".");
     if (!bound.empty())
         s += " No kernel can read at 70% of the triad for " + bound +
              ": the step is bound by arithmetic there, not by memory, even at the FMA peak.";
