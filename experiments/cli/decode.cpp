@@ -2,7 +2,8 @@
 // GQA and MQA (issue 7). d_model 1024, H 16, d_head 64, G in {1, 2, 4, 8, 16}, L from 256 to
 // 65536, batch 1 and 8 by default. For every case: the decode step's latency (median over
 // repetitions), the attention core's alone, the cache's size, the bandwidth achieved against
-// the measured triad ceiling, FLOP/s and the extra memory. Every (batch, G, variant) is checked
+// the measured triad ceiling and against the roofline min(triad, FMA peak / (H/2G) FLOP per
+// byte), FLOP/s and the extra memory. Every (batch, G, variant) is checked
 // against the fp64 reference (attn.check's tolerance policy) before anything is timed.
 //
 // Timing: issue 4's Google Benchmark harness has no decode mode yet, so the step is timed here:
