@@ -196,16 +196,23 @@ void check_options(const options& opt) {
     require(opt.threads >= 0, "peak: threads must be >= 0 (got " + std::to_string(opt.threads) + ")");
 }
 
-stats fma_impl(const fma_kernel& k, int threads, const options& opt, int& granted) {
-    const std::size_t iters = calibrate(k, opt.fma_seconds);
-    time_fma(k, threads, iters, granted); // untimed warm-up of the whole team
+/// One untimed warm-up call of `rate`, then `repetitions` timed ones (each returns its rate),
+/// summarised with the CPUs other processes kept busy during the timed ones.
+template <class F>
+stats repeated(int repetitions, F&& rate) {
+    rate(); // untimed warm-up
     std::vector<double> rates;
     const cpu_ticks before = cpu_ticks::now();
     const auto t0 = steady::now();
-    for (int r = 0; r < opt.repetitions; ++r) rates.push_back(time_fma(k, threads, iters, granted));
+    for (int r = 0; r < repetitions; ++r) rates.push_back(rate());
     stats st = summarise(rates);
     st.others_busy_cpus = others_busy(before, seconds_since(t0));
     return st;
+}
+
+stats fma_impl(const fma_kernel& k, int threads, const options& opt, int& granted) {
+    const std::size_t iters = calibrate(k, opt.fma_seconds);
+    return repeated(opt.repetitions, [&] { return time_fma(k, threads, iters, granted); });
 }
 
 /// 64-byte aligned float arrays, freed with the matching deallocation.
@@ -240,29 +247,19 @@ stats triad_impl(triad_arrays& arr, int threads, int repetitions) {
     float *a = arr.a.get(), *b = arr.b.get(), *c = arr.c.get();
     const std::size_t n = arr.n;
     const float scalar = 3.0f;
-    std::vector<double> rates;
-    cpu_ticks before;
-    auto start = steady::now();
-    for (int r = -1; r < repetitions; ++r) { // r = -1: untimed warm-up
-        if (r == 0) {
-            before = cpu_ticks::now();
-            start = steady::now();
-        }
+    const stats st = repeated(repetitions, [&] {
         escape(a);
         escape(b);
         escape(c);
-        auto t0 = steady::now();
+        const auto t0 = steady::now();
 #pragma omp parallel for schedule(static) num_threads(threads)
         for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + scalar * c[i];
         const double t = seconds_since(t0);
         escape(a);
-        if (r >= 0) rates.push_back(12.0 * double(n) / t * 1e-9);
-    }
+        return 12.0 * double(n) / t * 1e-9;
+    });
     for (std::size_t i : {std::size_t(0), n / 3, n / 2, n - 1})
         require(a[i] == b[i] + scalar * c[i], "peak: triad produced a wrong value at index " + std::to_string(i));
-    const double busy = others_busy(before, seconds_since(start));
-    stats st = summarise(rates);
-    st.others_busy_cpus = busy;
     return st;
 }
 
@@ -304,14 +301,7 @@ stats stream_impl(triad_arrays& arr, int threads, int fmas, int repetitions) {
     const stream_kernel k = stream_kernel_for(fmas);
     const std::size_t n = arr.n / batch::size * batch::size;
     const float *b = arr.b.get(), *c = arr.c.get();
-    std::vector<double> rates;
-    cpu_ticks before;
-    auto start = steady::now();
-    for (int r = -1; r < repetitions; ++r) { // r = -1: untimed warm-up
-        if (r == 0) {
-            before = cpu_ticks::now();
-            start = steady::now();
-        }
+    return repeated(repetitions, [&] {
         std::vector<float> sink(std::size_t(std::max(threads, 1)), 0.0f);
         const auto t0 = steady::now();
 #pragma omp parallel num_threads(threads)
@@ -326,12 +316,8 @@ stats stream_impl(triad_arrays& arr, int threads, int fmas, int repetitions) {
         const double sec = std::max(seconds_since(t0), 1e-9);
         escape(sink.data());
         for (float v : sink) require(std::isfinite(v), "peak: streaming probe produced a non-finite value");
-        if (r >= 0) rates.push_back(2.0 * double(n) * sizeof(float) / sec * 1e-9);
-    }
-    const double busy = others_busy(before, seconds_since(start));
-    stats st = summarise(rates);
-    st.others_busy_cpus = busy;
-    return st;
+        return 2.0 * double(n) * sizeof(float) / sec * 1e-9;
+    });
 }
 
 } // namespace
