@@ -346,12 +346,23 @@ stats fma_gflops(int threads, const options& opt) {
     return fma_impl(choose_kernel(opt), resolve_threads(threads), opt, granted);
 }
 
-stats triad_gbs(int threads, const options& opt) {
+struct triad_probe::arrays : triad_arrays {
+    using triad_arrays::triad_arrays;
+};
+
+triad_probe::triad_probe(const options& opt) {
     check_options(opt);
-    const std::size_t n = std::max<std::size_t>(triad_array_bytes(opt) / sizeof(float), 16);
-    triad_arrays arr(n);
-    return triad_impl(arr, resolve_threads(threads), opt.repetitions);
+    arrays_ = std::make_unique<arrays>(std::max<std::size_t>(triad_array_bytes(opt) / sizeof(float), 16));
 }
+
+triad_probe::~triad_probe() = default;
+
+stats triad_probe::measure(int threads, int repetitions) {
+    require(repetitions >= 1, "peak: triad repetitions must be >= 1 (got " + std::to_string(repetitions) + ")");
+    return triad_impl(*arrays_, resolve_threads(threads), repetitions);
+}
+
+stats triad_gbs(int threads, const options& opt) { return triad_probe(opt).measure(threads, opt.repetitions); }
 
 ceilings measure(const options& opt) {
     check_options(opt);

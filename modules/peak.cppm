@@ -6,6 +6,7 @@
 // two ceilings this machine's roofline min(triad, FMA / intensity) is reached.
 module;
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 export module attn.peak;
@@ -65,6 +66,22 @@ stats fma_gflops(int threads, const options& opt = {});
 
 /// Triad a[i] = b[i] + s*c[i] bandwidth on `threads` threads, in GB/s (12 bytes per element).
 stats triad_gbs(int threads, const options& opt = {});
+
+/// The triad on arrays allocated and first-touched once (3 x triad_array_bytes(opt)), for a
+/// triad measured again and again, e.g. beside each case of a sweep, as triad_gbs would measure it.
+class triad_probe {
+public:
+    explicit triad_probe(const options& opt = {});
+    ~triad_probe();
+    triad_probe(const triad_probe&) = delete;
+    triad_probe& operator=(const triad_probe&) = delete;
+    /// The triad on `threads` threads (0: all), `repetitions` timed passes after one untimed one.
+    stats measure(int threads, int repetitions);
+
+private:
+    struct arrays;
+    std::unique_ptr<arrays> arrays_;
+};
 
 /// The streaming probe on `threads` threads at `fmas` FMAs per batch read (1, 2, 4, 8, 16 or 24:
 /// 0.5 to 12 FLOP/B), reading the arrays of triad_array_bytes(opt) twice over.

@@ -187,6 +187,18 @@ TEST_CASE("peak measures positive finite ceilings on a tiny run", "[peak]") {
     CHECK_THROWS_AS(attn::peak::from_json("not json"), attn::error);
 }
 
+TEST_CASE("a triad probe measures again and again on the arrays it allocated once", "[peak]") {
+    attn::peak::options opt;
+    opt.triad_bytes = std::size_t(1) << 20;
+    attn::peak::triad_probe probe(opt);
+    for (int threads : {1, 2}) { // the probe checks its output values itself (a wrong triad throws)
+        const attn::peak::stats s = probe.measure(threads, 3);
+        require_positive_finite(s);
+        CHECK(s.samples.size() == 3);
+    }
+    CHECK_THROWS_AS(probe.measure(1, 0), attn::error);
+}
+
 TEST_CASE("the roofline: min(triad, FMA / intensity)", "[peak]") {
     CHECK(attn::peak::roof_gbs(50.0, 232.0, 8.0) == 29.0);  // arithmetic-bound: 232 / 8
     CHECK(attn::peak::roof_gbs(35.0, 232.0, 4.0) == 35.0);  // 58 GB/s of arithmetic: the triad binds

@@ -6,12 +6,14 @@
 // byte), FLOP/s and the extra memory. Every (batch, G, variant) is checked
 // against the fp64 reference (attn.check's tolerance policy) before anything is timed.
 //
-// Timing: issue 4's Google Benchmark harness has no decode mode yet, so the step is timed here:
-// steady_clock around `inner` back-to-back steps (inner chosen so one repetition lasts >= 5 ms),
-// after warm-up steps for at least 50 ms; the figure is the median over --repetitions (default 11) of the mean
-// step time per repetition. Before each step the cache is cut back to L tokens, so every timed
-// step attends over exactly L+1 keys. The cache holds random values (filled once per batch and
-// G, at the largest L); timing does not depend on them.
+// Timing: steady_clock around `inner` back-to-back calls (inner chosen so one repetition lasts
+// >= 5 ms), after warm-up for at least 50 ms (steps) or 20 ms (core); the figure is the median
+// over --repetitions (default 11) of the mean call time per repetition. The G of one (batch, L)
+// are timed round-robin, repetition by repetition, so the ratios between families are measured
+// over the same minutes of this VM's drifting bandwidth; a cache that fits in the last-level cache
+// gets one untimed call before each repetition to bring it back after the others'. Before each
+// step the cache is cut back to L tokens, so every timed step attends over exactly L+1 keys. The
+// caches hold random values (filled per batch and L); timing does not depend on them.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,9 +21,11 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 #include <omp.h>
 #include <nlohmann/json.hpp>
@@ -60,6 +64,19 @@ struct row {
     double check_ratio = 0;
 };
 
+/// One (batch, G) of the grid: its layer, decode check, weights, inputs and outputs, and the cache
+/// of the L being timed.
+struct family_case {
+    std::size_t G = 0;
+    problem layer;
+    bool pass = false;
+    double check_ratio = 0;
+    weights<float> w;
+    decode_workspace<float> ws;
+    std::vector<float> x, q, y, ctx;
+    std::unique_ptr<kv_cache<float>> cache;
+};
+
 using clock_type = std::chrono::steady_clock;
 
 /// A line of /proc/self/status in KiB ("VmHWM", "VmRSS"); -1 when unreadable.
@@ -78,21 +95,6 @@ bool reset_peak_rss() {
     return bool(f);
 }
 
-/// The median, minimum and maximum of `reps` timings, each the mean of `inner` calls of f, in µs.
-template <class F>
-void time_calls(F&& f, std::size_t inner, int reps, double& median, double& lo, double& hi) {
-    std::vector<double> t;
-    for (int r = 0; r < reps; ++r) {
-        const auto t0 = clock_type::now();
-        for (std::size_t i = 0; i < inner; ++i) f();
-        t.push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() / double(inner));
-    }
-    std::sort(t.begin(), t.end());
-    median = t.size() % 2 ? t[t.size() / 2] : 0.5 * (t[t.size() / 2 - 1] + t[t.size() / 2]);
-    lo = t.front();
-    hi = t.back();
-}
-
 /// Calls needed for one repetition to last at least min_ms.
 template <class F>
 std::size_t calibrate(F&& f, double min_ms) {
@@ -100,6 +102,52 @@ std::size_t calibrate(F&& f, double min_ms) {
     f();
     const double ms = std::max(1e-6, std::chrono::duration<double, std::milli>(clock_type::now() - t0).count());
     return std::max<std::size_t>(1, std::size_t(std::ceil(min_ms / ms)));
+}
+
+/// One call to time: a decode step or the core of one G, and whether its cache fits in the
+/// last-level cache (then each repetition starts with one untimed call that brings it back).
+struct timed_call {
+    std::function<void()> f;
+    bool rewarm = false;
+};
+
+/// Median, fastest and slowest repetition in µs per call, and calls per repetition.
+struct timing {
+    double median = 0, lo = 0, hi = 0;
+    std::size_t inner = 1;
+};
+
+/// Times the calls of one (batch, L), one per G, round-robin. Each first warms up (at least two
+/// calls and warm_ms) and gets `inner` calls per repetition (>= min_rep_ms); then repetition r of
+/// every G runs before repetition r + 1 of any. This VM's bandwidth drifts within minutes, so
+/// timing G after G would let each family meet a different bandwidth and bend the ratios
+/// between them; interleaved, every G's median spans the same minutes.
+std::vector<timing> time_round_robin(const std::vector<timed_call>& calls, int reps, double min_rep_ms, double warm_ms) {
+    std::vector<timing> t(calls.size());
+    std::vector<std::vector<double>> us(calls.size());
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+        for (const auto w0 = clock_type::now();;) {
+            calls[i].f();
+            calls[i].f();
+            if (std::chrono::duration<double, std::milli>(clock_type::now() - w0).count() >= warm_ms) break;
+        }
+        t[i].inner = calibrate(calls[i].f, min_rep_ms);
+    }
+    for (int r = 0; r < reps; ++r)
+        for (std::size_t i = 0; i < calls.size(); ++i) {
+            if (calls[i].rewarm) calls[i].f();
+            const auto t0 = clock_type::now();
+            for (std::size_t k = 0; k < t[i].inner; ++k) calls[i].f();
+            us[i].push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() / double(t[i].inner));
+        }
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+        auto& x = us[i];
+        std::sort(x.begin(), x.end());
+        t[i].median = x.size() % 2 ? x[x.size() / 2] : 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
+        t[i].lo = x.front();
+        t[i].hi = x.back();
+    }
+    return t;
 }
 
 /// Fills rows [0, n) of every (sequence, head) of the cache with values in [-1, 1): one random
@@ -362,91 +410,107 @@ void run_decode(decode_args a) {
     run_options opt;
     opt.threads = threads;
     const bool rss_ok = reset_peak_rss();
+    std::unique_ptr<peak::triad_probe> triad_now; // allocated at the first DRAM-sized (batch, L), then reused
     for (const variant* var : vars)
-        for (std::size_t B : a.batch)
+        for (std::size_t B : a.batch) {
+            // Per G: the layer, its check against the fp64 reference at a short context (correct
+            // first: nothing that fails is timed), weights, inputs and, per L, its cache.
+            std::vector<family_case> fam;
             for (std::size_t G : a.kv_heads) {
                 problem layer = gqa(a.d_model, a.heads, G, 1);
                 layer.d_head = a.d_head;
                 layer.batch = B;
-                // Correct first: the same (batch, G) against the fp64 reference, at a short context.
                 const auto chk = check_decode<float>(*var, layer, 15, decode_fill::prefill, opt, a.seed);
-                auto base_row = [&](std::size_t L) { // what every row of this (batch, G) says
+                fam.push_back({G, layer, chk.pass, chk.ratio, random_weights<float>(layer, a.seed), decode_workspace<float>(layer),
+                               random_values<float>(B * a.d_model, a.seed * 31 + 7),
+                               random_values<float>(B * layer.q_width(), a.seed * 31 + 8), std::vector<float>(B * a.d_model),
+                               std::vector<float>(B * layer.q_width()), nullptr});
+            }
+            for (auto L : a.context) {
+                // The G of one (batch, L) are timed together, so their caches are held together.
+                std::vector<std::pair<family_case*, row>> live;
+                std::size_t held = 0;
+                for (auto& f : fam) f.cache.reset();
+                for (auto& f : fam) {
                     row r;
                     r.variant = var->name;
-                    r.family = family_of(a.heads, G);
+                    r.family = family_of(a.heads, f.G);
                     r.batch = B;
-                    r.G = G;
+                    r.G = f.G;
                     r.L = L;
-                    r.check_ratio = chk.ratio;
-                    return r;
-                };
-                std::vector<std::size_t> Ls;
-                for (auto L : a.context) {
-                    const std::size_t bytes = 2 * B * G * (L + 1) * layer.head_dim() * sizeof(float);
-                    if (bytes > max_memory || !chk.pass) {
-                        row r = base_row(L);
-                        r.cache_mib = double(bytes) / 1048576.0;
-                        r.skipped = !chk.pass ? "failed the decode check (err/bound " + fmt(chk.ratio, 2) + "): not timed"
-                                              : "cache of " + format_bytes(bytes) + " exceeds --max-memory " + format_bytes(max_memory);
-                        std::fprintf(stderr, "decode: %s B=%zu G=%zu L=%zu skipped: %s\n", var->name.c_str(), B, G, L,
+                    r.check_ratio = f.check_ratio;
+                    const std::size_t bytes = 2 * B * f.G * (L + 1) * f.layer.head_dim() * sizeof(float);
+                    r.cache_mib = double(bytes) / 1048576.0;
+                    if (!f.pass) r.skipped = "failed the decode check (err/bound " + fmt(f.check_ratio, 2) + "): not timed";
+                    else if (bytes > max_memory)
+                        r.skipped = "cache of " + format_bytes(bytes) + " exceeds --max-memory " + format_bytes(max_memory);
+                    else if (held + bytes > max_memory)
+                        r.skipped = "with the smaller G's caches of this batch and L (timed together) it exceeds --max-memory " +
+                                    format_bytes(max_memory);
+                    if (!r.skipped.empty()) {
+                        std::fprintf(stderr, "decode: %s B=%zu G=%zu L=%zu skipped: %s\n", var->name.c_str(), B, f.G, L,
                                      r.skipped.c_str());
                         rows.push_back(r);
-                    } else {
-                        Ls.push_back(L);
+                        continue;
                     }
-                }
-                if (Ls.empty()) continue;
-                const auto w = random_weights<float>(layer, a.seed);
-                kv_cache<float> cache(layer, Ls.back() + 1);
-                fill_cache(cache, Ls.back(), a.seed);
-                decode_workspace<float> ws(layer);
-                const auto x = random_values<float>(B * a.d_model, a.seed * 31 + 7);
-                std::vector<float> y(B * a.d_model), ctx(B * layer.q_width());
-                const auto q = random_values<float>(B * layer.q_width(), a.seed * 31 + 8);
-                for (auto L : Ls) {
-                    row r = base_row(L);
-                    const auto cost = decode_cost(layer, L, sizeof(float));
+                    held += bytes;
+                    f.cache = std::make_unique<kv_cache<float>>(f.layer, L + 1);
+                    fill_cache(*f.cache, L, a.seed);
+                    const auto cost = decode_cost(f.layer, L, sizeof(float));
                     r.kv_bytes = cost.kv_read_bytes;
                     r.weight_bytes = cost.weight_bytes;
                     r.flops = cost.matmul_flops;
                     r.flop_per_byte = double(cost.attention_flops) / double(cost.kv_read_bytes);
-                    r.cache_mib = double(cost.kv_read_bytes) / 1048576.0;
-                    r.extra_bytes = decode_extra_bytes(*var, layer, L, opt, sizeof(float));
-                    auto step = [&] {
-                        cache.resize(L);
-                        decode_step<float>(*var, layer, w, x.data(), cache, y.data(), opt, ws);
+                    r.extra_bytes = decode_extra_bytes(*var, f.layer, L, opt, sizeof(float));
+                    live.emplace_back(&f, r);
+                }
+                if (live.empty()) continue;
+                // The decode step. First, per G, the peak resident set's rise over two steps (a step
+                // that allocates shows it at once: every buffer is sized on first use).
+                std::vector<timed_call> steps, cores;
+                for (auto& [f, r] : live) {
+                    auto step = [f, L, var, &opt] {
+                        f->cache->resize(L);
+                        decode_step<float>(*var, f->layer, f->w, f->x.data(), *f->cache, f->y.data(), opt, f->ws);
                     };
                     const long long rss0 = status_kib("VmRSS");
                     if (rss_ok) reset_peak_rss();
-                    // warm-up: at least 2 steps and 50 ms (a first case of a grid measured up to 5x slow
-                    // after only two, e.g. MQA L=256: 439 us in the grid, 82 us alone)
-                    for (auto w0 = clock_type::now(); ;) {
-                        step();
-                        step();
-                        if (std::chrono::duration<double, std::milli>(clock_type::now() - w0).count() >= 50) break;
-                    }
-                    r.inner = calibrate(step, a.min_rep_ms);
-                    r.reps = std::size_t(a.repetitions);
-                    time_calls(step, r.inner, a.repetitions, r.step_us, r.step_us_min, r.step_us_max);
+                    step();
+                    step();
                     if (rss_ok && rss0 >= 0) r.extra_rss_kib = std::max(0LL, status_kib("VmHWM") - rss0);
-                    // The attention core alone over the cache's L+1 keys: the cache-reading part.
-                    cache.resize(L + 1);
-                    const problem sp = decode_problem(layer, L);
-                    const core_io<float> io{interleaved_heads<const float>(q.data(), B, 1, layer.heads, layer.head_dim()),
-                                            cache.keys(), cache.values(),
-                                            interleaved_heads<float>(ctx.data(), B, 1, layer.heads, layer.head_dim())};
-                    auto core = [&] { var->f32.core(sp, io, opt); };
-                    // This VM's memory bandwidth drifts (31-50 GB/s triad within minutes), so a cache
-                    // streamed from DRAM is also compared with a triad measured right before its timing.
-                    if (l3 && r.kv_bytes > l3) {
-                        peak::options po;
-                        po.repetitions = 5;
-                        r.triad_adj = peak::triad_gbs(threads, po).median;
-                    }
-                    for (auto w0 = clock_type::now(); std::chrono::duration<double, std::milli>(clock_type::now() - w0).count() < 20;)
-                        core();
-                    double lo = 0, hi = 0;
-                    time_calls(core, calibrate(core, a.min_rep_ms), a.repetitions, r.core_us, lo, hi);
+                    steps.push_back({step, r.kv_bytes <= l3});
+                }
+                // warm-up of at least 50 ms (a first case of a grid measured up to 5x slow after only
+                // two steps, e.g. MQA L=256: 439 us in the grid, 82 us alone)
+                const auto st = time_round_robin(steps, a.repetitions, a.min_rep_ms, 50);
+                // The attention core alone over the cache's L+1 keys: the cache-reading part.
+                bool dram = false;
+                for (auto& [f, r] : live) {
+                    f->cache->resize(L + 1);
+                    const problem sp = decode_problem(f->layer, L);
+                    const core_io<float> io{interleaved_heads<const float>(f->q.data(), B, 1, f->layer.heads, f->layer.head_dim()),
+                                            f->cache->keys(), f->cache->values(),
+                                            interleaved_heads<float>(f->ctx.data(), B, 1, f->layer.heads, f->layer.head_dim())};
+                    cores.push_back({[var, sp, io, &opt] { var->f32.core(sp, io, opt); }, r.kv_bytes <= l3});
+                    dram = dram || (l3 && r.kv_bytes > l3);
+                }
+                // This VM's memory bandwidth drifts (31-53 GB/s triad within minutes), so caches streamed
+                // from DRAM are also compared with a triad measured right before their timing.
+                double triad_adj = 0;
+                if (dram) {
+                    if (!triad_now) triad_now = std::make_unique<peak::triad_probe>();
+                    triad_adj = triad_now->measure(threads, 5).median;
+                }
+                const auto ct = time_round_robin(cores, a.repetitions, a.min_rep_ms, 20);
+                for (std::size_t i = 0; i < live.size(); ++i) {
+                    row& r = live[i].second;
+                    r.inner = st[i].inner;
+                    r.reps = std::size_t(a.repetitions);
+                    r.step_us = st[i].median;
+                    r.step_us_min = st[i].lo;
+                    r.step_us_max = st[i].hi;
+                    r.core_us = ct[i].median;
+                    if (l3 && r.kv_bytes > l3) r.triad_adj = triad_adj;
                     r.kv_gbs = double(r.kv_bytes) / (r.core_us * 1e3);
                     r.kv_pct = 100.0 * r.kv_gbs / triad;
                     r.kv_pct_adj = r.triad_adj > 0 ? 100.0 * r.kv_gbs / r.triad_adj : 0;
@@ -456,10 +520,17 @@ void run_decode(decode_args a) {
                     r.step_pct = 100.0 * r.step_gbs / triad;
                     r.gflops = double(r.flops) / (r.step_us * 1e3);
                     std::fprintf(stderr, "decode: %-8s B=%zu G=%2zu L=%6zu  %9.1f us/step  cache %8.1f MiB  core %6.1f GB/s (%5.1f%% triad)\n",
-                                 var->name.c_str(), B, G, L, r.step_us, r.cache_mib, r.kv_gbs, r.kv_pct);
+                                 var->name.c_str(), B, r.G, L, r.step_us, r.cache_mib, r.kv_gbs, r.kv_pct);
                     rows.push_back(r);
                 }
             }
+        }
+    // In the order of the options: variant, batch, G, L (unique keys: a plain sort is deterministic).
+    auto order = [&](const row& r) {
+        auto at = [](const auto& v, const auto& x) { return std::size_t(std::find(v.begin(), v.end(), x) - v.begin()); };
+        return std::tuple(at(a.variants, r.variant), at(a.batch, r.batch), at(a.kv_heads, r.G), r.L);
+    };
+    std::sort(rows.begin(), rows.end(), [&](const row& x, const row& y) { return order(x) < order(y); });
 
     // Output: a table, then JSON + CSV (+ the Markdown paragraph) under --out.
     const std::vector<std::string> t_header{"variant", "B", "family", "G", "L", "cache MiB", "µs/token", "min", "max",
@@ -488,13 +559,13 @@ void run_decode(decode_args a) {
                 "mean of `inner` steps; core: the attention core alone over the L+1 cached keys.\n"
                 "core GB/s: KV bytes read per token, 2·B·G·d_head·(L+1)·4, over the core's time; step GB/s: KV bytes plus "
                 "the weights (read once per step) over the step's time; %% triad of %.1f GB/s (%s).\n"
-                "triad now: the same triad measured just before the core's timing, for caches larger than the last-level "
-                "cache (this machine's bandwidth drifts between runs); %% now: core GB/s against it.\n"
+                "triad now: the same triad measured just before the cores of the row's batch and L are timed, for caches "
+                "larger than the last-level cache (this machine's bandwidth drifts between runs); %% now: core GB/s against it.\n"
                 "roof GB/s: the roofline min(triad, FMA peak / I), I = H/(2G) FLOPs of QK^T and PV per cache byte, FMA peak "
                 "%.1f GFLOP/s, triad: the one measured alongside if any, else the run's; %% roof: core GB/s against it.\n"
                 "GFLOP/s: matmul FLOPs (2 per multiply-add: projections of the B new tokens, QK^T, PV) over the step's time.\n"
                 "extra KiB: analytic memory beyond the cache and weights (workspace + core scratch); peak RSS +KiB: "
-                "measured rise of the peak resident set over the resident set during the case's steps.\n",
+                "measured rise of the peak resident set over the resident set during the case's first two steps.\n",
                 a.repetitions, triad, triad_source.c_str(), fma);
 
     nlohmann::json j;
@@ -503,9 +574,10 @@ void run_decode(decode_args a) {
                    {"context", a.context}, {"batch", a.batch}, {"variants", a.variants}, {"threads", threads},
                    {"repetitions", a.repetitions}, {"min_repetition_ms", a.min_rep_ms}, {"quick", a.quick},
                    {"precision", "f32"}};
-    j["timing"] = "self-timed (steady_clock): warm-up steps for >= 50 ms, then the median over `repetitions` of the mean of "
-                  "`inner` back-to-back steps; the cache is cut back to L tokens before every step. Issue 4's "
-                  "attnbench-bench had no --mode decode when this was written.";
+    j["timing"] = "self-timed (steady_clock): warm-up for >= 50 ms (steps) or 20 ms (core), then the median over "
+                  "`repetitions` of the mean of `inner` back-to-back calls; the kv_heads of one (batch, context) are timed "
+                  "round-robin, repetition by repetition, with one untimed call before each repetition of a cache that fits "
+                  "in the last-level cache; the cache is cut back to L tokens before every step.";
     j["conventions"] = {{"kv_bytes", "2*B*G*d_head*(L+1)*4: every cached key and value read once per step"},
                         {"weight_bytes", "every parameter once per step"},
                         {"flops", "matmul FLOPs, 2 per multiply-add: the four projections of B tokens, QK^T and PV"},
@@ -570,7 +642,7 @@ void add_decode(CLI::App& app) {
         ->check(CLI::Range(1, 10000))->capture_default_str();
     cmd->add_option("--min-rep-ms", a->min_rep_ms, "shortest repetition; short steps are repeated back to back")
         ->check(CLI::Range(0.0, 1e4))->capture_default_str();
-    cmd->add_option("--max-memory", a->max_memory_gib, "skip caches larger than this many GiB (default: half the RAM)")
+    cmd->add_option("--max-memory", a->max_memory_gib, "caches of one batch and L, held together while timed, stay within this many GiB; larger ones are skipped (default: half the RAM)")
         ->check(CLI::Range(0.0, 1e6));
     cmd->add_option("--peak", a->peak_file, "peak.json from `attnbench peak --out` (default: measure the triad now)");
     cmd->add_option("--out", a->out, "directory for decode.json, decode.csv, decode.md ('' to skip)")->capture_default_str();
