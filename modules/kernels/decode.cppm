@@ -8,15 +8,23 @@
 //    up to a power of two, at most lanes), so a score costs d_head/C FMAs on full batches whether
 //    R is 1 (dot products, C = lanes), 4 (GQA) or 16 (MQA, C = 1): the step stays a matter of
 //    bandwidth, not of wasted lanes (decode_item has the details);
-//  - while a tile is computed, the rows decode_prefetch keys ahead are prefetched into L2.
-//    Without it the hardware prefetcher stays only a little ahead of the loads, so memory and
-//    arithmetic took turns: for G <= 4, where each cache byte carries 2-8 FLOPs, the time was the
-//    sum of the two (MQA, batch 8, L = 64k: about 8 ms of memory + 13 ms of arithmetic, 21 ms
-//    measured; 14 ms with the prefetch). Prefetching into L1 instead measured slower than none
-//    (the current and the next K and V tiles together exceed its 32 KiB); 64, 128 and 256 keys
-//    ahead measured alike within this VM's noise, 512 worse. Not for R = 1 (MHA), whose step
-//    does 0.5 FLOP per byte: with the hardware prefetcher alone it measured faster (batch 8,
-//    L = 16k, alternating runs: 24.5-26.4 ms without, 27.5-40 ms with);
+//  - while a tile is computed, the rows decode_prefetch keys ahead are prefetched into L2, past
+//    the end of the item into the next chunk of the same head (the next item in the thread's
+//    run, below). Without it the hardware prefetcher stays only a little ahead of the loads, so
+//    memory and arithmetic took turns: for G <= 4, where each cache byte carries 2-8 FLOPs, the
+//    time was the sum of the two (MQA, batch 8, L = 64k: about 8 ms of memory + 13 ms of
+//    arithmetic, 21 ms measured; 14 ms with the prefetch). Prefetching into L1 instead measured
+//    slower than none (the current and the next K and V tiles together exceed its 32 KiB); 64,
+//    128 and 256 keys ahead measured alike within this VM's noise, 512 worse;
+//  - items go to the threads in contiguous runs (OpenMP's guided schedule), so a thread's next
+//    item usually continues the keys it is streaming and the prefetch runs on across the chunk
+//    boundary. Items handed out one at a time alternated between the threads, every chunk began
+//    cold, and chunks are short at mid-size contexts (256 keys for L = 2k). Alternating runs at
+//    batch 8 (GB/s of cache read): G = 8, L = 2k: 22-23 one at a time, 37-40 in runs with the
+//    prefetch across; G = 4, L = 8k: 26-27 against 34-35; G = 2, L = 16k: 26 against 29-30;
+//    MQA, L = 32k: 18-19 against 20. With the runs, MHA gains from the prefetch too (batch 8,
+//    L = 16k: 28-31 GB/s without, 31-33 with; batch 1, L = 64k: 31 against 33), where one item
+//    at a time it had measured slower with it;
 //  - keys are split into chunks (a function of n_kv only, never of the thread count), each chunk
 //    leaves (max m, sum l, unnormalised output acc) per head, and a final pass combines them in
 //    chunk order: out = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c. The split is what lets
@@ -322,8 +330,9 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
         const std::size_t n = std::min(decode_tile, j1 - t0), groups = (n + C - 1) / C;
         const float* k = io.k.row(b, g, t0);
         const float* v = io.v.row(b, g, t0);
-        // the rows decode_prefetch keys ahead, prefetched while this tile is computed (R > 1 only)
-        const std::size_t n_next = C < lanes && t0 + decode_prefetch < j1 ? std::min(n, j1 - t0 - decode_prefetch) : 0;
+        // the rows decode_prefetch keys ahead, up to the end of the head's keys, prefetched while
+        // this tile is computed
+        const std::size_t n_next = t0 + decode_prefetch < p.n_kv ? std::min(n, p.n_kv - t0 - decode_prefetch) : 0;
         const float* k_next = n_next ? io.k.row(b, g, t0 + decode_prefetch) : k;
         const float* v_next = n_next ? io.v.row(b, g, t0 + decode_prefetch) : v;
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
@@ -440,7 +449,7 @@ void decode_core_dc(const problem& p, const core_io<float>& io, int threads) {
     const std::size_t R = p.heads / p.kv_heads, rows = p.batch * p.heads;
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(guided) // contiguous runs of items: see the prefetch above
         for (std::size_t it = 0; it < items; ++it) {
             const std::size_t c = it % ks.chunks, bg = it / ks.chunks;
             const std::size_t j0 = c * ks.chunk, j1 = std::min(p.n_kv, j0 + ks.chunk);
