@@ -35,6 +35,7 @@ import attn.variants;
 import attn.decode;
 import attn.peak;
 import attn.results;
+import attn.stats;
 
 namespace attn::cli {
 namespace {
@@ -141,11 +142,9 @@ std::vector<timing> time_round_robin(const std::vector<timed_call>& calls, int r
             us[i].push_back(std::chrono::duration<double, std::micro>(clock_type::now() - t0).count() / double(t[i].inner));
         }
     for (std::size_t i = 0; i < calls.size(); ++i) {
-        auto& x = us[i];
-        std::sort(x.begin(), x.end());
-        t[i].median = x.size() % 2 ? x[x.size() / 2] : 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
-        t[i].lo = x.front();
-        t[i].hi = x.back();
+        t[i].median = stats::median(us[i]);
+        t[i].lo = *std::min_element(us[i].begin(), us[i].end());
+        t[i].hi = *std::max_element(us[i].begin(), us[i].end());
     }
     return t;
 }
@@ -439,7 +438,8 @@ void run_decode(decode_args a) {
                     r.G = f.G;
                     r.L = L;
                     r.check_ratio = f.check_ratio;
-                    const std::size_t bytes = 2 * B * f.G * (L + 1) * f.layer.head_dim() * sizeof(float);
+                    const auto cost = decode_cost(f.layer, L, sizeof(float));
+                    const std::size_t bytes = cost.kv_read_bytes;
                     r.cache_mib = double(bytes) / 1048576.0;
                     if (!f.pass) r.skipped = "failed the decode check (err/bound " + fmt(f.check_ratio, 2) + "): not timed";
                     else if (bytes > max_memory)
@@ -456,7 +456,6 @@ void run_decode(decode_args a) {
                     held += bytes;
                     f.cache = std::make_unique<kv_cache<float>>(f.layer, L + 1);
                     fill_cache(*f.cache, L, a.seed);
-                    const auto cost = decode_cost(f.layer, L, sizeof(float));
                     r.kv_bytes = cost.kv_read_bytes;
                     r.weight_bytes = cost.weight_bytes;
                     r.flops = cost.matmul_flops;
@@ -467,6 +466,7 @@ void run_decode(decode_args a) {
                 if (live.empty()) continue;
                 // The decode step. First, per G, the peak resident set's rise over two steps (a step
                 // that allocates shows it at once: every buffer is sized on first use).
+                auto fits_llc = [l3](const row& r) { return r.kv_bytes <= l3; }; // l3 = 0 (unknown): nothing fits
                 std::vector<timed_call> steps, cores;
                 for (auto& [f, r] : live) {
                     auto step = [f, L, var, &opt] {
@@ -478,7 +478,7 @@ void run_decode(decode_args a) {
                     step();
                     step();
                     if (rss_ok && rss0 >= 0) r.extra_rss_kib = std::max(0LL, status_kib("VmHWM") - rss0);
-                    steps.push_back({step, r.kv_bytes <= l3});
+                    steps.push_back({step, fits_llc(r)});
                 }
                 // warm-up of at least 50 ms (a first case of a grid measured up to 5x slow after only
                 // two steps, e.g. MQA L=256: 439 us in the grid, 82 us alone)
@@ -491,8 +491,8 @@ void run_decode(decode_args a) {
                     const core_io<float> io{interleaved_heads<const float>(f->q.data(), B, 1, f->layer.heads, f->layer.head_dim()),
                                             f->cache->keys(), f->cache->values(),
                                             interleaved_heads<float>(f->ctx.data(), B, 1, f->layer.heads, f->layer.head_dim())};
-                    cores.push_back({[var, sp, io, &opt] { var->f32.core(sp, io, opt); }, r.kv_bytes <= l3});
-                    dram = dram || (l3 && r.kv_bytes > l3);
+                    cores.push_back({[var, sp, io, &opt] { var->f32.core(sp, io, opt); }, fits_llc(r)});
+                    dram = dram || (l3 && !fits_llc(r));
                 }
                 // This VM's memory bandwidth drifts (31-53 GB/s triad within minutes), so caches streamed
                 // from DRAM are also compared with a triad measured right before their timing.
@@ -510,7 +510,7 @@ void run_decode(decode_args a) {
                     r.step_us_min = st[i].lo;
                     r.step_us_max = st[i].hi;
                     r.core_us = ct[i].median;
-                    if (l3 && r.kv_bytes > l3) r.triad_adj = triad_adj;
+                    if (l3 && !fits_llc(r)) r.triad_adj = triad_adj;
                     r.kv_gbs = double(r.kv_bytes) / (r.core_us * 1e3);
                     r.kv_pct = 100.0 * r.kv_gbs / triad;
                     r.kv_pct_adj = r.triad_adj > 0 ? 100.0 * r.kv_gbs / r.triad_adj : 0;
