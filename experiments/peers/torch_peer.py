@@ -5,7 +5,7 @@ cpu_time, time_unit, iterations, label, and the counters gflops_matmul, pct_peak
 
 Two providers: torch-mha, nn.MultiheadAttention (the full layer, batch_first, eval mode under
 no_grad with need_weights=False: its fast path), and torch-bmm, the core as a user writes it
-(bmm, softmax, bmm, on [B*H, N, d] tensors). Optional: needs Debian's python3-torch; exits 77
+(bmm, softmax, bmm, on [B*H, N, d] tensors). Optional: needs torch in the project venv; exits 77
 (skipped) without it.
 
 usage: torch_peer.py --out FILE [--mode core,layer] [--d-model 512] [--heads 8] [--seq 1024,2048]
