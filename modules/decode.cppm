@@ -19,7 +19,7 @@ module;
 #include <vector>
 export module attn.decode;
 export import attn.core;
-import attn.count;
+export import attn.count; // decode_problem, decode_cost
 import attn.check;
 
 export namespace attn {
@@ -109,16 +109,6 @@ struct decode_workspace {
     std::size_t bytes() const { return sizeof(T) * (q.capacity() + k.capacity() + v.capacity() + ctx.capacity()); }
 };
 
-/// The attention problem of one decode step with `context` tokens already cached: one query row
-/// per sequence, context + 1 keys, causal (bottom-right: the new token sees every key).
-inline problem decode_problem(const problem& layer, std::size_t context) {
-    problem p = layer;
-    p.n_q = 1;
-    p.n_kv = context + 1;
-    p.causal = true;
-    return p;
-}
-
 /// One decode step. x_new [B, d_model]: the new token of each sequence; y [B, d_model]: its
 /// output. `layer` gives d_model, heads, kv_heads, d_head, bias and the scale; its n_q, n_kv and
 /// causal are ignored (the cache says how long the context is). Appends to `cache`.
@@ -165,35 +155,6 @@ void prefill(const variant& var, const problem& layer, const weights<T>& w, cons
         }
         cache.append(kt.data(), vt.data());
     }
-}
-
-/// What one decode step costs, analytically, with `context` tokens cached before it.
-/// Byte convention: the cache rows the core must read -- every key and value of the L+1 tokens
-/// once per key/value head, 2 B G d_head (L+1) bytes_per_element -- as if the H/G query heads
-/// sharing a head read it once (our decode core does); the weights are counted separately.
-struct decode_costs {
-    std::uint64_t kv_read_bytes = 0;    ///< 2 B G d_head (L+1) x element bytes
-    std::uint64_t kv_write_bytes = 0;   ///< the appended token: 2 B G d_head x element bytes
-    std::uint64_t weight_bytes = 0;     ///< every parameter once (W_q, W_k, W_v, W_o, biases)
-    std::uint64_t matmul_flops = 0;     ///< 2 per multiply-add: the four projections of B tokens, QK^T and PV
-    std::uint64_t attention_flops = 0;  ///< of which QK^T and PV: 4 B H d_head (L+1)
-    std::uint64_t full_flops = 0;       ///< every add, multiply, divide, exp and compare (attn.count's full count)
-};
-
-inline decode_costs decode_cost(const problem& layer, std::size_t context, std::size_t bytes_per_element) {
-    const problem step = decode_problem(layer, context);
-    problem one = step; // projections of the new token only: K and V of one row, not of L+1
-    one.n_kv = 1;
-    const flop_counts att = analytic_flops(step), proj = analytic_flops(one);
-    decode_costs c;
-    const std::uint64_t e = bytes_per_element, B = layer.batch, kw = layer.kv_width();
-    c.kv_read_bytes = 2 * B * kw * (context + 1) * e;
-    c.kv_write_bytes = 2 * B * kw * e;
-    c.weight_bytes = analytic_params(layer).weights() * e + analytic_params(layer).biases() * e;
-    c.attention_flops = att.attention_matmul();
-    c.matmul_flops = c.attention_flops + proj.projection_matmul();
-    c.full_flops = att.attention_full() + proj.projection_full();
-    return c;
 }
 
 /// Extra memory of a decode step beyond the cache and the weights: the workspace plus the

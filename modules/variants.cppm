@@ -11,6 +11,10 @@ export namespace attn {
 /// Every registered variant, in registration order (simplest first).
 const std::vector<variant>& registry();
 
+/// Adds a variant after the built-in ones (a program's own experiment, a test's throwaway one);
+/// call it before anything iterates the registry. Throws attn::error if the name is taken.
+void register_variant(variant v);
+
 /// The variant called `name`; throws attn::error listing the known names if there is none.
 const variant& find_variant(std::string_view name);
 

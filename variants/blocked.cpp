@@ -96,6 +96,7 @@ variant make_blocked() {
     variant v;
     v.name = "blocked";
     v.description = "cache tiles + streaming softmax; no N^2 score matrix; scalar loops";
+    v.tags = {"loops"};
     v.f32 = {blocked_core<float>, blocked_linear<float>};
     v.f64 = {blocked_core<double>, blocked_linear<double>};
     v.scratch_bytes = [](const problem& p, const run_options& o) {

@@ -19,6 +19,7 @@ variant make_naive() {
     variant v;
     v.name = "naive";
     v.description = "plain loops from the formulas; full score matrix per head";
+    v.tags = {"loops"};
     v.f32 = naive_kernels<float>();
     v.f64 = naive_kernels<double>();
     v.scratch_bytes = [](const problem& p, const run_options&) {

@@ -3,6 +3,7 @@
 module;
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 module attn.variants;
 
@@ -16,11 +17,20 @@ ATTN_VARIANTS(ATTN_DECLARE)
 
 namespace attn {
 
-const std::vector<variant>& registry() {
+namespace {
+std::vector<variant>& storage() {
 #define ATTN_MAKE(name) variants::make_##name(),
-    static const std::vector<variant> all{ATTN_VARIANTS(ATTN_MAKE)};
+    static std::vector<variant> all{ATTN_VARIANTS(ATTN_MAKE)};
 #undef ATTN_MAKE
     return all;
+}
+} // namespace
+
+const std::vector<variant>& registry() { return storage(); }
+
+void register_variant(variant v) {
+    for (const auto& x : storage()) require(x.name != v.name, "variant '" + v.name + "' is registered already");
+    storage().push_back(std::move(v));
 }
 
 const variant& find_variant(std::string_view name) {

@@ -1,74 +1,55 @@
-// attnbench-bench: the performance sweep. Cases are registered at run time from the variant
-// registry x a grid (d_model, heads, kv_heads, seq, batch, threads, causal, mode); every case
-// checks its output against the fp64 reference once (the last query rows of every sequence,
-// see attn::check::tail_problem) before anything is timed, and a wrong kernel is reported
-// with SkipWithError, never timed. All --benchmark_* flags work. Results are Google
-// Benchmark's JSON, written atomically, with our metadata in the context block.
+// attnbench-bench: the one timing harness. It runs attn::sweep_case values (attn.cases) under
+// Google Benchmark: given as JSON (--case, --cases FILE; what `attnbench report` passes), or as
+// a grid of flags (--variant, --mode, --d-model, ...) that attn::expand turns into cases, the
+// same way a sweep file's grids are. Every case checks its output against the fp64 reference
+// once (the last query rows of every sequence, attn::check::tail_problem; decode: the last row
+// of the full causal forward) before anything is timed; a wrong kernel is reported with
+// SkipWithError, never timed. Each benchmark is named by the case's id and labelled with the
+// case itself as JSON, so whoever reads the output reads structured fields. Derived figures
+// (GFLOP/s, bytes, intensity, % of the ceilings) come from attn.count's formulas and are
+// written as counters. All --benchmark_* flags work; the JSON is written atomically.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 #include <benchmark/benchmark.h>
 #include <CLI/CLI.hpp>
-import attn.variants;
+#include <nlohmann/json.hpp>
+import attn.cases;
 import attn.check;
 import attn.count;
+import attn.decode;
 import attn.peak;
 import attn.results;
-import attn.decode;
+import attn.variants;
 
 namespace {
 
 using attn::problem;
-using attn::check::mode;
+using benchmark::Counter;
+using json = nlohmann::json;
 
-/// The sweep, from the command line (lists are comma-separated).
-struct sweep {
-    std::vector<std::string> variants, modes{"core", "layer"};
-    std::vector<std::size_t> d_model{512}, heads{8}, kv_heads{0}, seq{512, 1024}, batch{1};
-    std::vector<int> threads{0}, causal{0};
-    std::vector<std::size_t> context{1024}; ///< decode mode: tokens already cached
-    std::size_t tile_q = 0, tile_kv = 0, check_rows = 16;
-    double max_memory_mib = 0; // 0: half the machine's memory
-    std::string peak_file;
-    std::uint64_t seed = 1;
-};
-
-/// What one registered case shares across Google Benchmark's calls: inputs, the check's verdict.
-struct bench_case {
+/// What one registered case shares across Google Benchmark's calls: the case, its inputs and
+/// the check's verdict.
+struct timed_case {
+    attn::sweep_case k;
     const attn::variant* var = nullptr;
     problem p;
-    mode m = mode::core;
-    bool decode = false;     ///< one decode step over a cache of `context` tokens (then m is unused)
-    std::size_t context = 0;
-    double peak_gbs = 0;     ///< measured triad bandwidth for the case's thread count
     attn::run_options opt;
-    double peak_gflops = 0;
-    std::uint64_t seed = 1;
+    double peak_gflops = 0, peak_gbs = 0; ///< the measured ceilings at the case's thread count
     double max_memory_bytes = 0;
+    std::uint64_t seed = 1;
     bool checked = false;
     double extra_bytes = -2; ///< measured peak extra memory of one call (-2: not yet measured)
     std::string check_error;
     std::unique_ptr<attn::check::inputs> in;
 };
-
-std::string label_of(const bench_case& c) {
-    std::ostringstream s;
-    s << "variant=" << c.var->name << " mode=" << (c.decode ? "decode" : attn::check::mode_name(c.m))
-      << " d_model=" << c.p.d_model
-      << " heads=" << c.p.heads << " kv_heads=" << c.p.kv_heads << " d_head=" << c.p.head_dim()
-      << " n_q=" << c.p.n_q << " n_kv=" << c.p.n_kv << " batch=" << c.p.batch << " threads=" << c.opt.threads
-      << " causal=" << (c.p.causal ? 1 : 0) << " family=" << c.p.family();
-    if (c.decode) s << " context=" << c.context;
-    return s.str();
-}
 
 std::string mib(double bytes) {
     char b[32];
@@ -76,59 +57,55 @@ std::string mib(double bytes) {
     return b;
 }
 
-/// Bytes the kernel must at least move: inputs read once, outputs written once (fp32).
-double min_bytes(const problem& p, mode m) {
-    const double q = double(p.batch * p.n_q * p.q_width()), kv = double(p.batch * p.n_kv * p.kv_width());
-    double b = 4 * (2 * q + 2 * kv); // Q in, O out, K and V in
-    if (m == mode::layer)
-        b = 4 * (double(p.batch * (p.n_q + p.n_kv) * p.d_model) + double(p.batch * p.n_q * p.d_model) +
-                 double(2 * p.q_width() * p.d_model + 2 * p.kv_width() * p.d_model));
-    return b;
+/// A byte count of /proc/self/status ("VmRSS:", "VmHWM:"), -1 when unreadable.
+double proc_status_bytes(const std::string& key) {
+    std::ifstream f("/proc/self/status");
+    for (std::string line; std::getline(f, line);)
+        if (line.rfind(key, 0) == 0) return 1024.0 * std::stod(line.substr(key.size()));
+    return -1.0;
 }
 
-/// Peak resident memory a call adds, measured: the kernel's real extra memory (scratch, score
-/// matrices, workspaces), as the kernel sees it on first use. Resets the process's high-water
-/// mark (/proc/self/clear_refs, "5"), runs `fn`, and subtracts the resident size before it.
-/// Returns -1 where the kernel does not offer the reset.
+/// Peak resident memory a call adds, measured: resets the process's high-water mark
+/// (/proc/self/clear_refs, "5"), runs `fn`, and subtracts the resident size before it. -1 where
+/// the kernel does not offer the reset.
 template <class F>
 double measured_extra_bytes(F&& fn) {
-    auto status = [](const char* key) {
-        std::ifstream f("/proc/self/status");
-        std::string line;
-        while (std::getline(f, line))
-            if (line.rfind(key, 0) == 0) return 1024.0 * std::stod(line.substr(std::string(key).size()));
-        return -1.0;
-    };
     {
         std::ofstream reset("/proc/self/clear_refs");
         if (!(reset << "5")) return -1;
     }
-    const double before = status("VmRSS:");
+    const double before = proc_status_bytes("VmRSS:");
     fn();
-    const double high = status("VmHWM:");
+    const double high = proc_status_bytes("VmHWM:");
     return before < 0 || high < 0 ? -1 : std::max(0.0, high - before);
 }
 
+/// Times `step` and records the counters every mode shares.
+template <class F>
+void time_calls(benchmark::State& state, timed_case& c, F&& step) {
+    if (c.extra_bytes < -1.5) c.extra_bytes = measured_extra_bytes(step); // once, on first use
+    for (auto _ : state) step();
+    state.counters["extra_mib"] = Counter(std::max(0.0, c.extra_bytes) / 1048576.0);
+    state.counters["peak_gflops"] = Counter(c.peak_gflops);
+    state.SetLabel(json(c.k).dump());
+}
+
 /// One decode step per iteration: project the new token of each sequence, append it to a cache
-/// holding `context` tokens, attend over context + 1 keys, project out. The cache is reset to
-/// `context` tokens before each step (untimed work is only that length reset).
-void run_decode(benchmark::State& state, bench_case& c) {
-    const std::size_t L = c.context;
-    const double cache_bytes = 2.0 * 4 * double(c.p.batch * c.p.kv_width() * (L + 1));
-    if (cache_bytes > c.max_memory_bytes) {
-        state.SkipWithError(("the cache would need " + mib(cache_bytes) + " > --max-memory " + mib(c.max_memory_bytes)).c_str());
-        return;
-    }
+/// holding `context` tokens, attend over context + 1 keys, project out. The cache is cut back to
+/// `context` tokens before each step (the only untimed-worthy work, and it is O(1)).
+void run_decode(benchmark::State& state, timed_case& c) {
+    const std::size_t L = c.k.context;
+    const auto cost = attn::decode_cost(c.p, L, sizeof(float));
+    const double cache_bytes = double(cost.kv_read_bytes);
+    if (cache_bytes > c.max_memory_bytes)
+        return state.SkipWithError(("the cache would need " + mib(cache_bytes) + " > --max-memory " + mib(c.max_memory_bytes)).c_str());
     if (!c.checked) { // against the fp64 full causal forward's last row; long contexts checked at 4200
         c.checked = true;
         const auto met = attn::check_decode<float>(*c.var, c.p, std::min<std::size_t>(L, 4200), attn::decode_fill::prefill,
                                                    c.opt, c.seed);
         if (!met.pass) c.check_error = "decode output differs from the fp64 reference: " + std::to_string(met.ratio) + " x the bound";
     }
-    if (!c.check_error.empty()) {
-        state.SkipWithError(c.check_error.c_str());
-        return;
-    }
+    if (!c.check_error.empty()) return state.SkipWithError(c.check_error.c_str());
     const auto w = attn::random_weights<float>(c.p, c.seed);
     attn::kv_cache<float> cache(c.p, L + 1);
     const std::size_t kw = c.p.batch * c.p.kv_width();
@@ -138,52 +115,41 @@ void run_decode(benchmark::State& state, bench_case& c) {
     const auto x = attn::random_values<float>(c.p.batch * c.p.d_model, c.seed + 7);
     std::vector<float> y(c.p.batch * c.p.d_model);
     attn::decode_workspace<float> ws;
-    if (c.extra_bytes < -1.5)
-        c.extra_bytes = measured_extra_bytes([&] {
-            cache.resize(L);
-            attn::decode_step<float>(*c.var, c.p, w, x.data(), cache, y.data(), c.opt, ws);
-        });
-    for (auto _ : state) {
+    time_calls(state, c, [&] {
         cache.resize(L);
         attn::decode_step<float>(*c.var, c.p, w, x.data(), cache, y.data(), c.opt, ws);
         benchmark::DoNotOptimize(y.data());
         benchmark::ClobberMemory();
-    }
-    using benchmark::Counter;
-    const auto cost = attn::decode_cost(c.p, L, 4);
+    });
     state.counters["gflops_matmul"] = Counter(double(cost.matmul_flops) * 1e-9, Counter::kIsIterationInvariantRate);
     state.counters["gflops_full"] = Counter(double(cost.full_flops) * 1e-9, Counter::kIsIterationInvariantRate);
     state.counters["kv_gbs"] = Counter(double(cost.kv_read_bytes) * 1e-9, Counter::kIsIterationInvariantRate);
     state.counters["kv_bytes_per_token"] = Counter(double(cost.kv_read_bytes) / double(c.p.batch));
     state.counters["tokens_per_s"] = Counter(double(c.p.batch), Counter::kIsIterationInvariantRate);
     state.counters["cache_mib"] = Counter(cache_bytes / 1048576.0);
-    state.counters["extra_mib"] = Counter(std::max(0.0, c.extra_bytes) / 1048576.0);
-    state.counters["peak_gflops"] = Counter(c.peak_gflops);
+    state.counters["intensity"] = Counter(attn::decode_intensity(c.p, sizeof(float)));
     state.counters["peak_gbs"] = Counter(c.peak_gbs);
-    state.SetLabel(label_of(c));
 }
 
-void run_case(benchmark::State& state, bench_case& c) {
-    if (c.decode) return run_decode(state, c);
+void run_case(benchmark::State& state, timed_case& c) {
+    if (c.k.mode == "decode") return run_decode(state, c);
+    const bool layer = c.k.mode == "layer";
+    const auto m = layer ? attn::check::mode::layer : attn::check::mode::core;
     const std::size_t d = c.p.head_dim();
-    // Memory guard: what the variant would allocate, on top of the inputs, must fit.
+    // memory guard: what the variant would allocate, on top of the inputs, must fit
     const double scratch = double(c.var->scratch_bytes(c.p, c.opt));
-    const double inputs = min_bytes(c.p, c.m) + (c.m == mode::layer ? 4.0 * double(c.p.batch * (c.p.n_q * 2 * c.p.q_width() + 2 * c.p.n_kv * c.p.kv_width())) : 0.0);
-    if (scratch + inputs > c.max_memory_bytes) {
-        state.SkipWithError((c.var->name + " would need " + mib(scratch + inputs) + " (" + mib(scratch) +
-                             " of it scratch) > --max-memory " + mib(c.max_memory_bytes))
-                                .c_str());
-        return;
-    }
-    if (!c.in) c.in = std::make_unique<attn::check::inputs>(attn::check::make_inputs(c.p, c.m, c.seed));
+    const double resident = double(attn::resident_bytes(c.p, layer, sizeof(float)));
+    if (scratch + resident > c.max_memory_bytes)
+        return state.SkipWithError((c.var->name + " would need " + mib(scratch + resident) + " (" + mib(scratch) +
+                                    " of it scratch) > --max-memory " + mib(c.max_memory_bytes))
+                                       .c_str());
+    if (!c.in) c.in = std::make_unique<attn::check::inputs>(attn::check::make_inputs(c.p, m, c.seed));
     const auto& in = *c.in;
     if (!c.checked) { // once per case, before any timing
         c.checked = true;
-        const auto out = attn::check::run<float>(*c.var, c.p, c.m, in, c.opt);
-        const std::size_t width = c.m == mode::core ? c.p.q_width() : c.p.d_model, rows = 16;
-        const problem tp = attn::check::tail_problem(c.p, rows);
-        const auto tin = attn::check::tail_inputs(c.p, c.m, in, rows);
-        const auto e = attn::check::expect(tp, c.m, tin);
+        const auto out = attn::check::run<float>(*c.var, c.p, m, in, c.opt);
+        const std::size_t width = layer ? c.p.d_model : c.p.q_width(), rows = 16;
+        const auto e = attn::check::expect(attn::check::tail_problem(c.p, rows), m, attn::check::tail_inputs(c.p, m, in, rows));
         const auto met = attn::check::compare(attn::check::tail_rows(out, c.p, width, rows), e.ref, e.bound,
                                               attn::check::unit_roundoff<float>());
         if (!met.pass) {
@@ -193,232 +159,183 @@ void run_case(benchmark::State& state, bench_case& c) {
             c.check_error = msg;
         }
     }
-    if (!c.check_error.empty()) {
-        state.SkipWithError(c.check_error.c_str());
-        return;
-    }
-    const auto flops = attn::analytic_flops(c.p);
-    const double matmul = double(c.m == mode::core ? flops.attention_matmul() : flops.matmul_flops());
-    const double full = double(c.m == mode::core ? flops.attention_full() : flops.full_flops());
-    if (c.m == mode::core) {
+    if (!c.check_error.empty()) return state.SkipWithError(c.check_error.c_str());
+    if (!layer) {
         std::vector<float> out(c.p.batch * c.p.n_q * c.p.q_width());
         const attn::core_io<float> io{attn::interleaved_heads<const float>(in.q.data(), c.p.batch, c.p.n_q, c.p.heads, d),
                                       attn::interleaved_heads<const float>(in.k.data(), c.p.batch, c.p.n_kv, c.p.kv_heads, d),
                                       attn::interleaved_heads<const float>(in.v.data(), c.p.batch, c.p.n_kv, c.p.kv_heads, d),
                                       attn::interleaved_heads<float>(out.data(), c.p.batch, c.p.n_q, c.p.heads, d)};
         const auto& core = c.var->get<float>().core;
-        if (c.extra_bytes < -1.5) c.extra_bytes = measured_extra_bytes([&] { core(c.p, io, c.opt); }); // once
-        for (auto _ : state) {
+        time_calls(state, c, [&] {
             core(c.p, io, c.opt);
             benchmark::DoNotOptimize(out.data());
             benchmark::ClobberMemory();
-        }
+        });
     } else {
         std::vector<float> y(c.p.batch * c.p.n_q * c.p.d_model);
-        attn::layer_workspace<float> ws;
-        if (c.extra_bytes < -1.5) // once, with a fresh workspace: its Q, K, V and context buffers count
-            c.extra_bytes = measured_extra_bytes(
-                [&] { attn::run_layer<float>(*c.var, c.p, in.w, in.x_q.data(), in.x_kv.data(), y.data(), c.opt, ws); });
-        for (auto _ : state) {
+        attn::layer_workspace<float> ws; // fresh: its Q, K, V and context buffers count as extra memory
+        time_calls(state, c, [&] {
             attn::run_layer<float>(*c.var, c.p, in.w, in.x_q.data(), in.x_kv.data(), y.data(), c.opt, ws);
             benchmark::DoNotOptimize(y.data());
             benchmark::ClobberMemory();
-        }
+        });
     }
-    using benchmark::Counter;
-    const double bytes = min_bytes(c.p, c.m);
+    const auto flops = attn::analytic_flops(c.p);
+    const double matmul = double(layer ? flops.matmul_flops() : flops.attention_matmul());
+    const double full = double(layer ? flops.full_flops() : flops.attention_full());
+    const double bytes = double(attn::min_bytes(c.p, layer, sizeof(float)));
     state.counters["gflops_matmul"] = Counter(matmul * 1e-9, Counter::kIsIterationInvariantRate);
     state.counters["gflops_full"] = Counter(full * 1e-9, Counter::kIsIterationInvariantRate);
     state.counters["intensity"] = Counter(matmul / bytes); // matmul FLOP per byte
     state.counters["bytes"] = Counter(bytes, Counter::kDefaults, Counter::kIs1024);
     state.counters["scratch_mib"] = Counter(scratch / 1048576.0);
-    state.counters["extra_mib"] = Counter(std::max(0.0, c.extra_bytes) / 1048576.0);
-    state.counters["peak_gflops"] = Counter(c.peak_gflops);
-    state.SetLabel(label_of(c));
 }
 
-/// % of peak is a derived column: Google Benchmark computes rates after the run, so the
-/// reporter adds it where both the rate and the case's peak are known.
-class reporter : public benchmark::JSONReporter {
-public:
-    void ReportRuns(const std::vector<Run>& runs) override {
-        std::vector<Run> copy = runs;
-        for (auto& r : copy) {
-            add_pct(r);
-            // a constant counter's coefficient of variation is 0/0: JSON has no NaN, drop it
-            for (auto it = r.counters.begin(); it != r.counters.end();)
-                it = std::isfinite(it->second.value) ? std::next(it) : r.counters.erase(it);
-        }
-        benchmark::JSONReporter::ReportRuns(copy);
+/// % of the ceilings are derived columns: Google Benchmark computes rates after the run, so
+/// the reporters add them where both the rate and the case's ceiling are known.
+void add_derived(benchmark::BenchmarkReporter::Run& r) {
+    auto get = [&](const char* k) {
+        const auto it = r.counters.find(k);
+        return it == r.counters.end() ? 0.0 : it->second.value;
+    };
+    if (get("kv_gbs") > 0 && get("peak_gbs") > 0) {
+        r.counters["pct_triad"] = Counter(100.0 * get("kv_gbs") / get("peak_gbs"));
+        const double roof = attn::roofline_gbs(get("peak_gbs"), get("peak_gflops"), get("intensity"));
+        r.counters["roof_gbs"] = Counter(roof);
+        r.counters["pct_roof"] = Counter(100.0 * get("kv_gbs") / roof);
     }
-    static void add_pct(Run& r) {
-        const auto kv = r.counters.find("kv_gbs"), bw = r.counters.find("peak_gbs");
-        if (kv != r.counters.end() && bw != r.counters.end() && bw->second.value > 0)
-            r.counters["pct_triad"] = benchmark::Counter(100.0 * kv->second.value / bw->second.value);
-        const auto g = r.counters.find("gflops_matmul"), p = r.counters.find("peak_gflops");
-        if (g == r.counters.end() || p == r.counters.end() || p->second.value <= 0) return;
-        // counters reach reporters finished: a rate is already per second
-        r.counters["pct_peak"] = benchmark::Counter(100.0 * g->second.value / p->second.value);
+    if (get("gflops_matmul") > 0 && get("peak_gflops") > 0) // a rate is already per second here
+        r.counters["pct_peak"] = Counter(100.0 * get("gflops_matmul") / get("peak_gflops"));
+    for (auto it = r.counters.begin(); it != r.counters.end();) // JSON has no NaN (a constant's cv is 0/0)
+        it = std::isfinite(it->second.value) ? std::next(it) : r.counters.erase(it);
+}
+
+template <class Base>
+class with_derived : public Base {
+public:
+    void ReportRuns(const std::vector<benchmark::BenchmarkReporter::Run>& runs) override {
+        auto copy = runs;
+        for (auto& r : copy) add_derived(r);
+        Base::ReportRuns(copy);
     }
 };
 
-class console : public benchmark::ConsoleReporter {
-public:
-    void ReportRuns(const std::vector<Run>& runs) override {
-        std::vector<Run> copy = runs;
-        for (auto& r : copy) reporter::add_pct(r);
-        benchmark::ConsoleReporter::ReportRuns(copy);
-    }
-};
-
-template <class T>
-std::vector<T> csv_list(const std::string& s) {
-    std::vector<T> out;
-    std::stringstream ss(s);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        if (item.empty()) continue;
-        std::size_t used = 0;
-        long long v = 0;
+/// The cases to run: --case and --cases when given, the flags' grid otherwise.
+std::vector<attn::sweep_case> cases_from(const std::vector<std::string>& given, const std::string& file,
+                                         const attn::grid& g, int all_threads) {
+    std::vector<attn::sweep_case> out;
+    auto add = [&](const json& j, const std::string& where) {
         try {
-            v = std::stoll(item, &used);
-        } catch (...) {
-            used = 0;
+            if (j.is_array())
+                for (const auto& x : j) out.push_back(x.get<attn::sweep_case>());
+            else out.push_back(j.get<attn::sweep_case>());
+        } catch (const attn::error& e) {
+            throw attn::error(where + ": " + e.what());
         }
-        attn::require(used == item.size() && v >= 0, "'" + item + "' in '" + s + "' is not a non-negative whole number");
-        out.push_back(T(v));
+    };
+    auto parse = [](const std::string& text, const std::string& where) {
+        try {
+            return json::parse(text);
+        } catch (const json::exception& e) {
+            throw attn::error(where + ": not valid JSON (" + e.what() + ")");
+        }
+    };
+    for (const auto& s : given) add(parse(s, "--case"), "--case");
+    if (!file.empty()) {
+        std::ifstream f(file);
+        attn::require(bool(f), file + ": cannot read");
+        std::stringstream text;
+        text << f.rdbuf();
+        add(parse(text.str(), file), file);
     }
+    if (given.empty() && file.empty()) out = attn::expand({g}, all_threads);
+    attn::require(!out.empty(), "no case to run: the grid is empty");
     return out;
 }
 
-std::vector<std::unique_ptr<bench_case>> build_cases(const sweep& sw, const attn::peak::ceilings& peak) {
-    std::vector<const attn::variant*> vars;
-    if (sw.variants.empty())
-        for (const auto& v : attn::registry()) vars.push_back(&v);
-    else
-        for (const auto& n : sw.variants) vars.push_back(&attn::find_variant(n));
-    const double max_mem = sw.max_memory_mib > 0 ? sw.max_memory_mib * 1048576.0 : 0.5 * double(attn::machine().memory_bytes);
-    std::vector<std::unique_ptr<bench_case>> cases;
-    std::string skipped;
-    for (const auto& mname : sw.modes)
-        for (auto dm : sw.d_model)
-            for (auto h : sw.heads)
-                for (auto g : sw.kv_heads)
-                    for (auto n : (mname == "decode" ? sw.context : sw.seq))
-                        for (auto b : sw.batch)
-                            for (int causal : (mname == "decode" ? std::vector<int>{1} : sw.causal))
-                                for (const auto* v : vars)
-                                    for (int t : sw.threads) {
-                                        const bool dec = mname == "decode";
-                                        problem p = attn::gqa(dm, h, g ? g : h, dec ? 1 : n);
-                                        p.batch = b;
-                                        p.causal = causal != 0;
-                                        try {
-                                            p.validate();
-                                        } catch (const attn::error& e) {
-                                            if (skipped.empty()) skipped = e.what();
-                                            continue;
-                                        }
-                                        const int threads = t > 0 ? t : peak.threads;
-                                        if (!v->threaded && threads != 1) continue; // single-threaded by design
-                                        auto c = std::make_unique<bench_case>();
-                                        c->var = v;
-                                        c->p = p;
-                                        c->m = mname == "core" ? mode::core : mode::layer;
-                                        c->decode = dec;
-                                        c->context = dec ? n : 0;
-                                        c->peak_gbs = threads == 1 ? peak.triad_1t_gbs.median : peak.triad_all_gbs.median;
-                                        c->opt.threads = threads;
-                                        c->opt.tile_q = sw.tile_q;
-                                        c->opt.tile_kv = sw.tile_kv;
-                                        c->seed = sw.seed;
-                                        c->max_memory_bytes = max_mem;
-                                        c->peak_gflops = threads == 1 ? peak.fma_1t_gflops.median
-                                                                      : peak.fma_all_gflops.median * threads / peak.threads;
-                                        cases.push_back(std::move(c));
-                                    }
-    attn::require(!cases.empty(), "the grid holds no valid case" + (skipped.empty() ? std::string() : " (" + skipped + ")"));
-    if (!skipped.empty()) std::fprintf(stderr, "attnbench-bench: skipped impossible combinations, e.g. %s\n", skipped.c_str());
-    return cases;
-}
-
-std::string name_of(const bench_case& c) {
-    std::ostringstream s;
-    s << c.var->name << "/" << (c.decode ? "decode" : attn::check::mode_name(c.m)) << "/d" << c.p.d_model << "/H"
-      << c.p.heads << "/G" << c.p.kv_heads;
-    if (c.decode) s << "/L" << c.context;
-    else s << "/N" << c.p.n_q;
-    s << "/B" << c.p.batch << "/T" << c.opt.threads << (c.p.causal && !c.decode ? "/causal" : "");
-    return s.str();
+timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, double max_memory, std::uint64_t seed,
+                   std::size_t tile_q, std::size_t tile_kv) {
+    attn::require(k.precision == "f32", "case " + k.id() + ": precision '" + k.precision + "' is not one the harness runs (f32)");
+    timed_case c;
+    c.k = k;
+    c.var = &attn::find_variant(k.variant);
+    attn::require(c.var->threaded || k.threads == 1,
+                  "case " + k.id() + ": variant '" + k.variant + "' is single-threaded; threads must be 1");
+    c.p = k.shape();
+    c.opt.threads = int(k.threads);
+    c.opt.tile_q = tile_q;
+    c.opt.tile_kv = tile_kv;
+    c.seed = seed;
+    c.max_memory_bytes = max_memory;
+    c.peak_gflops = attn::fma_ceiling_at(peak.fma_1t_gflops.median, peak.fma_all_gflops.median, peak.threads, c.opt.threads);
+    c.peak_gbs = attn::triad_ceiling_at(peak.triad_1t_gbs.median, peak.triad_all_gbs.median, c.opt.threads);
+    return c;
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
-    // Google Benchmark takes its --benchmark_* flags; ours are parsed from what remains.
+    // Google Benchmark takes its --benchmark_* flags; ours are parsed from what remains. The JSON
+    // goes to a temporary file renamed over the target at the end (atomic).
     std::string out_path, format = "console";
     std::vector<char*> args(argv, argv + argc);
+    static std::string tmp;
     for (auto& a : args) {
-        if (std::string(a).rfind("--benchmark_format=", 0) == 0) format = std::string(a).substr(19); // write the JSON to a temporary and rename it at the end (atomic)
         const std::string s = a;
+        if (s.rfind("--benchmark_format=", 0) == 0) format = s.substr(19);
         if (s.rfind("--benchmark_out=", 0) == 0) {
             out_path = s.substr(16);
-            static std::string tmp;
             tmp = "--benchmark_out=" + out_path + ".tmp";
             a = tmp.data();
         }
     }
     int n = int(args.size());
     benchmark::Initialize(&n, args.data());
-    sweep sw;
-    CLI::App app{"attnbench-bench: attention performance sweep (Google Benchmark); --benchmark_* flags also work"};
-    std::string variants, modes = "core,layer", d_model = "512", heads = "8", kv_heads = "0", seq = "512,1024",
-                batch = "1", threads = "0", causal = "0";
-    app.add_option("--variant", variants, "variants, comma-separated (default: all)");
-    app.add_option("--mode", modes, "core, layer, decode (comma-separated)")->capture_default_str();
-    std::string context = "1024";
-    app.add_option("--context", context, "decode mode: tokens already in the cache, L (grid)")->capture_default_str();
-    app.add_option("--d-model", d_model, "d_model grid")->capture_default_str();
-    app.add_option("--heads", heads, "query heads H grid")->capture_default_str();
-    app.add_option("--kv-heads", kv_heads, "key/value heads G grid (0: G = H)")->capture_default_str();
-    app.add_option("--seq", seq, "sequence length N grid (N_q = N_kv)")->capture_default_str();
-    app.add_option("--batch", batch, "batch grid")->capture_default_str();
-    app.add_option("--threads", threads, "thread counts (0: all cores); single-threaded variants run once at 1")->capture_default_str();
-    app.add_option("--causal", causal, "0, 1 or 0,1")->capture_default_str();
-    app.add_option("--tile-q", sw.tile_q, "query tile of the tiled variants (0: default)");
-    app.add_option("--tile-kv", sw.tile_kv, "key/value tile of the tiled variants (0: default)");
-    app.add_option("--max-memory", sw.max_memory_mib, "MiB a case may allocate (default: half the RAM)");
-    app.add_option("--peak", sw.peak_file, "peak.json from `attnbench peak --out` (default: measure now, ~2 s)");
-    app.add_option("--seed", sw.seed, "input seed")->capture_default_str();
+    CLI::App app{"attnbench-bench: the attention timing harness (Google Benchmark); --benchmark_* flags also work"};
+    std::vector<std::string> case_json;
+    std::string cases_file, peak_file;
+    attn::grid g;
+    g.variants = {"all"};
+    g.modes = {"core", "layer"};
+    g.seq = {512, 1024};
+    g.context = {1024};
+    std::vector<int> causal{0};
+    std::size_t tile_q = 0, tile_kv = 0;
+    double max_memory_mib = 0;
+    std::uint64_t seed = 1;
+    app.add_option("--case", case_json, "a case as JSON (attn.cases; repeatable); replaces the grid flags");
+    app.add_option("--cases", cases_file, "a file holding a JSON case or an array of cases")->option_text("FILE");
+    app.add_option("--variant", g.variants, "variants or selectors (all, fast, loops, threaded), comma-separated")
+        ->delimiter(',')->capture_default_str();
+    app.add_option("--mode", g.modes, "core, layer, decode")->delimiter(',')->capture_default_str()
+        ->check(CLI::IsMember({"core", "layer", "decode"}));
+    app.add_option("--precision", g.precisions, "f32")->delimiter(',')->capture_default_str();
+    app.add_option("--context", g.context, "decode: tokens already in the cache, L")->delimiter(',')->capture_default_str();
+    app.add_option("--d-model", g.d_model, "d_model")->delimiter(',')->capture_default_str();
+    app.add_option("--heads", g.heads, "query heads H")->delimiter(',')->capture_default_str();
+    app.add_option("--kv-heads", g.kv_heads, "key/value heads G (0: G = H)")->delimiter(',')->capture_default_str();
+    app.add_option("--seq", g.seq, "sequence length N (N_q = N_kv)")->delimiter(',')->capture_default_str();
+    app.add_option("--batch", g.batch, "batch")->delimiter(',')->capture_default_str();
+    app.add_option("--threads", g.threads, "thread counts (0: all cores); single-threaded variants run at 1")
+        ->delimiter(',')->capture_default_str();
+    app.add_option("--causal", causal, "0, 1 or 0,1")->delimiter(',')->capture_default_str()->check(CLI::Range(0, 1));
+    app.add_option("--tile-q", tile_q, "query tile of the tiled variants (0: default)");
+    app.add_option("--tile-kv", tile_kv, "key/value tile of the tiled variants (0: default)");
+    app.add_option("--max-memory", max_memory_mib, "MiB a case may allocate (default: half the RAM)");
+    app.add_option("--peak", peak_file, "peak.json from `attnbench peak --out` (default: measure now, ~2 s)");
+    app.add_option("--seed", seed, "input seed")->capture_default_str();
     try {
         app.parse(n, args.data());
     } catch (const CLI::ParseError& e) {
         return app.exit(e) == 0 ? 0 : 2;
     }
     try {
-        sw.variants.clear();
-        std::stringstream vs(variants);
-        for (std::string v; std::getline(vs, v, ',');)
-            if (!v.empty()) sw.variants.push_back(v);
-        sw.modes.clear();
-        std::stringstream ms(modes);
-        for (std::string m; std::getline(ms, m, ',');) {
-            attn::require(m == "core" || m == "layer" || m == "decode", "--mode: '" + m + "' is not core, layer or decode");
-            sw.modes.push_back(m);
-        }
-        sw.d_model = csv_list<std::size_t>(d_model);
-        sw.heads = csv_list<std::size_t>(heads);
-        sw.kv_heads = csv_list<std::size_t>(kv_heads);
-        sw.seq = csv_list<std::size_t>(seq);
-        sw.batch = csv_list<std::size_t>(batch);
-        sw.threads = csv_list<int>(threads);
-        sw.causal = csv_list<int>(causal);
-        sw.context = csv_list<std::size_t>(context);
-
+        g.causal.assign(causal.begin(), causal.end());
         attn::peak::ceilings peak;
-        if (!sw.peak_file.empty()) {
-            std::ifstream f(sw.peak_file);
-            attn::require(bool(f), sw.peak_file + ": cannot read");
+        if (!peak_file.empty()) {
+            std::ifstream f(peak_file);
+            attn::require(bool(f), peak_file + ": cannot read");
             std::stringstream text;
             text << f.rdbuf();
             peak = attn::peak::from_json(text.str());
@@ -429,34 +346,38 @@ int main(int argc, char** argv) {
             po.triad_bytes = 64u << 20;
             peak = attn::peak::measure(po);
         }
-        static auto cases = build_cases(sw, peak);
+        const double max_memory = max_memory_mib > 0 ? max_memory_mib * 1048576.0 : 0.5 * double(attn::machine().memory_bytes);
+        static std::vector<timed_case> cases;
+        for (const auto& k : cases_from(case_json, cases_file, g, peak.threads))
+            cases.push_back(prepare(k, peak, max_memory, seed, tile_q, tile_kv));
         for (auto& c : cases)
-            benchmark::RegisterBenchmark(name_of(*c).c_str(), [p = c.get()](benchmark::State& s) { run_case(s, *p); })
+            benchmark::RegisterBenchmark(c.k.id().c_str(), [p = &c](benchmark::State& s) { run_case(s, *p); })
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
 
         attn::run_info info;
-        info.seed = sw.seed;
+        info.seed = seed;
         info.threads = peak.threads;
         for (const auto& [k, v] : attn::collect_metadata(info)) benchmark::AddCustomContext("attnbench_" + k, v);
         benchmark::AddCustomContext("attnbench_peak_fma_gflops_1_thread", std::to_string(peak.fma_1t_gflops.median));
         benchmark::AddCustomContext("attnbench_peak_fma_gflops_all_threads", std::to_string(peak.fma_all_gflops.median));
         benchmark::AddCustomContext("attnbench_peak_triad_gbs_all_threads", std::to_string(peak.triad_all_gbs.median));
-        benchmark::AddCustomContext("attnbench_counters",
-                                    "gflops_matmul: 2 FLOP per multiply-add of the matmuls (GFLOP/s); gflops_full: every "
-                                    "operation incl. softmax (GFLOP/s); pct_peak: gflops_matmul / peak_gflops (%); "
-                                    "peak_gflops: measured FMA peak for the case's thread count; bytes: minimum traffic "
-                                    "(inputs once, outputs once); intensity: matmul FLOP per byte; scratch_mib: the "
-                                    "variant's own account of its extra memory (MiB); extra_mib: measured peak resident "
-                                    "memory one kernel call adds, inputs and output preallocated (MiB, VmHWM after a reset; "
-                                    "layer mode includes the projection buffers); decode: kv_gbs: cache bytes read per step / time "
-                                    "(GB/s, 2 B G d_head (L+1) 4 bytes); pct_triad: kv_gbs / measured triad (%); "
-                                    "tokens_per_s; kv_bytes_per_token; cache_mib");
-        console con;
-        reporter file, json_display;
-        benchmark::BenchmarkReporter* display = &con;
+        benchmark::AddCustomContext(
+            "attnbench_counters",
+            "label: the case (attn.cases) as JSON; gflops_matmul: 2 FLOP per multiply-add of the matmuls (GFLOP/s); "
+            "gflops_full: every operation incl. softmax (GFLOP/s); peak_gflops: measured FMA peak at the case's thread "
+            "count (attn::fma_ceiling_at); pct_peak: gflops_matmul / peak_gflops (%); bytes: minimum traffic (inputs "
+            "once, outputs once; attn::min_bytes); intensity: matmul FLOP per byte (decode: per cache byte); scratch_mib: "
+            "the variant's own account of its extra memory (MiB); extra_mib: measured peak resident memory one call adds "
+            "(MiB, VmHWM after a reset; layer mode includes the projection buffers); decode: kv_gbs: cache bytes read per "
+            "step / time (GB/s, 2 B G d_head (L+1) 4 bytes); peak_gbs: measured triad at the case's thread count; "
+            "pct_triad: kv_gbs / peak_gbs (%); roof_gbs: min(peak_gbs, peak_gflops / intensity); pct_roof (%); "
+            "tokens_per_s; kv_bytes_per_token; cache_mib");
+        with_derived<benchmark::ConsoleReporter> console;
+        with_derived<benchmark::JSONReporter> file, json_display;
+        benchmark::BenchmarkReporter* display = &console;
         if (format == "json") display = &json_display;
-        if (format == "csv") display = nullptr; // Google Benchmark's own CSV (without pct_peak)
+        if (format == "csv") display = nullptr; // Google Benchmark's own CSV (without the derived columns)
         if (out_path.empty()) benchmark::RunSpecifiedBenchmarks(display);
         else benchmark::RunSpecifiedBenchmarks(display, &file);
         benchmark::Shutdown();

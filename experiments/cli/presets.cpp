@@ -3,7 +3,7 @@
 #include <string>
 #include <utility>
 #include <vector>
-#include "sweep.hpp"
+#include "presets.hpp"
 
 namespace attn::cli {
 

@@ -25,9 +25,9 @@
 #include "commands.hpp"
 #include "output.hpp"
 #include "process.hpp"
-#include "sweep.hpp"
+#include "presets.hpp"
+import attn.sweep;
 import attn.results;
-import attn.variants;
 
 #ifndef ATTNBENCH_PYTHON
 #define ATTNBENCH_PYTHON ""
@@ -96,7 +96,7 @@ struct run_context {
     std::string self, bench;      ///< this binary; the harness
     int threads = 1;              ///< all logical CPUs (threads = 0 in a sweep)
     std::uint64_t stop_after = 0; ///< test only: die (SIGKILL) after this many cases
-    std::vector<bench_case> cases;
+    std::vector<sweep_case> cases;
 
     fs::path logs() const { return dir / "logs"; }
     void write(const std::string& name, const std::string& text) const {
@@ -179,18 +179,17 @@ outcome stage_peak(run_context& c) {
 }
 
 /// The variants the sweep times: check checks those.
-std::vector<std::string> swept_variants(const sweep_spec& s) {
+std::vector<std::string> swept_variants(const std::vector<sweep_case>& cases) {
     std::vector<std::string> v;
-    for (const auto& g : s.grids)
-        for (const auto& x : g.variants)
-            if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+    for (const auto& k : cases)
+        if (std::find(v.begin(), v.end(), k.variant) == v.end()) v.push_back(k.variant);
     return v;
 }
 
 outcome stage_check(run_context& c) {
     std::vector<std::string> args{"check", "--json", "--seed", std::to_string(c.spec.seed), "--threads",
                                   std::to_string(c.threads), "--mode", c.spec.check.mode};
-    for (const auto& v : swept_variants(c.spec)) args.insert(args.end(), {"--variant", v});
+    for (const auto& v : swept_variants(c.cases)) args.insert(args.end(), {"--variant", v});
     auto grid = [&](const char* flag, const std::vector<std::size_t>& xs) {
         for (auto x : xs) args.insert(args.end(), {flag, std::to_string(x)});
     };
@@ -250,26 +249,12 @@ double median(std::vector<double> v) {
 const std::vector<std::string> counter_keys{"gflops_matmul", "gflops_full", "pct_peak", "peak_gflops", "bytes",
                                             "intensity", "scratch_mib", "extra_mib"};
 
-/// "variant=simd mode=core threads=1 ..." -> {variant: simd, mode: core, threads: 1, ...}
-json label_fields(const std::string& label) {
-    json j = json::object();
-    std::istringstream in(label);
-    for (std::string kv; in >> kv;)
-        if (const auto eq = kv.find('='); eq != std::string::npos) j[kv.substr(0, eq)] = kv.substr(eq + 1);
-    return j;
-}
-
-json case_json(const bench_case& k) {
-    return {{"variant", k.variant}, {"mode", k.mode},     {"d_model", k.d_model}, {"heads", k.heads},
-            {"kv_heads", k.kv_heads}, {"d_head", k.d_head}, {"n", k.seq},         {"context", k.context},
-            {"batch", k.batch},     {"threads", k.threads}, {"causal", k.causal}, {"grids", k.grids}};
-}
-
 /// The harness's JSON for one case -> status and medians over the repetitions.
 void summarise(json& rec, const json& gb) {
     std::vector<double> times, cpu;
     std::map<std::string, std::vector<double>> counters;
-    std::string err, label;
+    std::string err;
+    json harness_case;
     json reps = json::array();
     for (const auto& b : gb.value("benchmarks", json::array())) {
         if (b.value("run_type", std::string("iteration")) != "iteration") continue;
@@ -280,7 +265,12 @@ void summarise(json& rec, const json& gb) {
         const std::string unit = b.value("time_unit", std::string("ns"));
         times.push_back(to_ms(b.value("real_time", 0.0), unit));
         cpu.push_back(to_ms(b.value("cpu_time", 0.0), unit));
-        label = b.value("label", std::string());
+        // the harness labels each benchmark with the case it ran, as JSON
+        try {
+            harness_case = json::parse(b.value("label", std::string()));
+        } catch (const json::exception&) {
+            harness_case = nullptr;
+        }
         json rep = {{"time_ms", times.back()}, {"cpu_time_ms", cpu.back()}, {"iterations", b.value("iterations", 0)}};
         for (const auto& k : counter_keys)
             if (b.contains(k) && b[k].is_number()) {
@@ -290,8 +280,7 @@ void summarise(json& rec, const json& gb) {
         reps.push_back(rep);
     }
     rec["repetitions"] = reps;
-    rec["label"] = label;
-    rec["label_fields"] = label_fields(label);
+    if (harness_case.is_object()) rec["case"] = harness_case;
     if (!err.empty()) {
         rec["status"] = "failed";
         rec["error"] = err;
@@ -348,28 +337,18 @@ std::string tail(const fs::path& p, std::size_t n) {
 }
 
 /// Runs one case through the harness; the record to store (status ok, failed or interrupted).
-json run_case(const run_context& c, const bench_case& k) {
+json run_case(const run_context& c, const sweep_case& k) {
     const fs::path cases = c.dir / "cases";
     const std::string id = k.id();
     const fs::path out = cases / (".partial-" + id + ".json"), log = cases / (".partial-" + id + ".log");
-    std::vector<std::string> argv{c.bench,
-                                  "--variant", k.variant,
-                                  "--mode", k.mode,
-                                  "--d-model", std::to_string(k.d_model),
-                                  "--heads", std::to_string(k.heads),
-                                  "--kv-heads", std::to_string(k.kv_heads),
-                                  "--seq", std::to_string(k.seq),
-                                  "--batch", std::to_string(k.batch),
-                                  "--threads", std::to_string(k.threads),
-                                  "--causal", k.causal ? "1" : "0"};
-    if (k.mode == "decode" && k.context) argv.insert(argv.end(), {"--context", std::to_string(k.context)});
+    std::vector<std::string> argv{c.bench, "--case", json(k).dump()};
     if (fs::exists(c.dir / "peak.json")) argv.insert(argv.end(), {"--peak", (c.dir / "peak.json").string()});
     argv.push_back("--benchmark_out=" + out.string());
     argv.push_back("--benchmark_out_format=json");
     argv.push_back("--benchmark_color=false");
     argv.push_back("--benchmark_repetitions=" + std::to_string(c.spec.repetitions));
     argv.push_back("--benchmark_min_time=" + format_number(c.spec.min_time, 3));
-    json rec = {{"id", id}, {"case", case_json(k)}};
+    json rec = {{"id", id}, {"case", k}};
     fs::remove(out);
     const auto r = run_process(argv, log.string(), log.string());
     if (r.interrupted()) throw interrupted{};
@@ -407,15 +386,6 @@ json run_case(const run_context& c, const bench_case& k) {
     return rec;
 }
 
-std::string case_text(const bench_case& k) {
-    std::string s = k.variant + " " + k.mode + " d_model=" + std::to_string(k.d_model) + " H=" + std::to_string(k.heads);
-    if (k.kv_heads != k.heads) s += " G=" + std::to_string(k.kv_heads);
-    s += " N=" + std::to_string(k.seq) + " B=" + std::to_string(k.batch) + " t=" + std::to_string(k.threads);
-    if (k.causal) s += " causal";
-    if (k.mode == "decode") s += " L=" + std::to_string(k.context);
-    return s;
-}
-
 outcome stage_perf(run_context& c) {
     const fs::path cases = c.dir / "cases";
     fs::create_directories(cases);
@@ -439,10 +409,10 @@ outcome stage_perf(run_context& c) {
         if (fs::exists(file)) continue;
         json rec;
         if (failed.count(k.variant)) {
-            rec = {{"id", k.id()}, {"case", case_json(k)}, {"status", "skipped"},
+            rec = {{"id", k.id()}, {"case", k}, {"status", "skipped"},
                    {"error", "variant '" + k.variant + "' failed attnbench check; not timed"}};
         } else {
-            if (tty) std::fprintf(stderr, "\r\033[K[%zu/%zu] running %s", done + 1, total, case_text(k).c_str());
+            if (tty) std::fprintf(stderr, "\r\033[K[%zu/%zu] running %s", done + 1, total, k.text().c_str());
             rec = run_case(c, k);
         }
         attn::write_atomic(file.string(), rec.dump(2) + "\n");
@@ -457,10 +427,10 @@ outcome stage_perf(run_context& c) {
         if (tty)
             std::fprintf(stderr, "\r\033[K[%zu/%zu] %3.0f%% elapsed %s ETA %s  %s: %s", done, total,
                          100.0 * double(done) / double(total), clock_text(elapsed).c_str(), clock_text(eta).c_str(),
-                         case_text(k).c_str(), result.c_str());
+                         k.text().c_str(), result.c_str());
         else
             std::fprintf(stderr, "[%zu/%zu] elapsed %s ETA %s  %s: %s\n", done, total, clock_text(elapsed).c_str(),
-                         clock_text(eta).c_str(), case_text(k).c_str(), result.c_str());
+                         clock_text(eta).c_str(), k.text().c_str(), result.c_str());
         if (c.stop_after && ran >= c.stop_after) {
             std::fprintf(stderr, "\n--stop-after %llu: dying now (SIGKILL), as an interrupted run would\n",
                          static_cast<unsigned long long>(c.stop_after));
@@ -486,9 +456,9 @@ void aggregate_perf(const fs::path& dir) {
     auto key = [](const json& r) {
         const auto& k = r["case"];
         return std::make_tuple(k.value("mode", std::string()), k.value("variant", std::string()),
-                               k.value("d_model", 0), k.value("heads", 0), k.value("kv_heads", 0), k.value("n", 0),
-                               k.value("context", 0), k.value("batch", 0), k.value("threads", 0),
-                               k.value("causal", false));
+                               k.value("precision", std::string()), k.value("d_model", 0), k.value("heads", 0),
+                               k.value("kv_heads", 0), k.value("n_q", 0), k.value("n_kv", 0), k.value("context", 0),
+                               k.value("batch", 0), k.value("threads", 0), k.value("causal", false));
     };
     std::vector<std::size_t> order(recs.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -503,9 +473,6 @@ void aggregate_perf(const fs::path& dir) {
         row.erase("grids");
         row["grids"] = r["case"].value("grids", json::array());
         row["id"] = r["id"];
-        // the thread count the harness ran (single-threaded variants run at 1 whatever was asked)
-        const json lf = r.value("label_fields", json::object());
-        row["threads_run"] = lf.contains("threads") ? json(std::stoi(lf["threads"].get<std::string>())) : row["threads"];
         row["status"] = r["status"];
         row["repetitions"] = r.value("repetitions", json::array()).size();
         const json s = r.value("summary", json::object());
@@ -523,9 +490,10 @@ void aggregate_perf(const fs::path& dir) {
                         {"scratch_mib", "peak extra memory of the kernel, MiB"}}},
               {"cases", rows}};
     attn::write_atomic((dir / "perf.json").string(), j.dump(2) + "\n");
-    std::vector<std::string> cols{"id",    "variant", "mode",    "d_model", "heads",       "kv_heads",
-                                  "d_head", "n",      "context", "batch",   "threads",     "threads_run", "causal",
-                                  "status", "repetitions", "time_ms", "time_ms_min", "time_ms_max", "cpu_time_ms"};
+    std::vector<std::string> cols{"id",      "variant", "mode",   "precision",   "d_model",     "heads",
+                                  "kv_heads", "d_head", "n_q",    "n_kv",        "context",     "batch",
+                                  "threads", "causal",  "status", "repetitions", "time_ms",     "time_ms_min",
+                                  "time_ms_max", "cpu_time_ms"};
     cols.insert(cols.end(), counter_keys.begin(), counter_keys.end());
     cols.push_back("error");
     attn::write_atomic((dir / "perf.csv").string(), csv_of(rows, cols).csv());
@@ -553,12 +521,6 @@ const std::vector<report_stage>& report_stages() {
 std::vector<std::string> stage_names() {
     std::vector<std::string> n;
     for (const auto& s : report_stages()) n.push_back(s.name);
-    return n;
-}
-
-std::vector<std::string> variant_names() {
-    std::vector<std::string> n;
-    for (const auto& v : registry()) n.push_back(v.name);
     return n;
 }
 
@@ -593,11 +555,11 @@ sweep_spec load_spec(const report_args& a) {
     if (!a.sweep.empty()) {
         std::ifstream f(a.sweep);
         require(bool(f), a.sweep + ": cannot read the sweep file");
-        return parse_sweep(read_text(a.sweep), a.sweep, stage_names(), variant_names());
+        return parse_sweep(read_text(a.sweep), a.sweep, stage_names());
     }
     const std::string name = a.preset.empty() ? "quick" : a.preset;
     for (const auto& [n, text] : sweep_presets())
-        if (n == name) return parse_sweep(text, "preset:" + n, stage_names(), variant_names());
+        if (n == name) return parse_sweep(text, "preset:" + n, stage_names());
     std::string known;
     for (const auto& p : sweep_presets()) known += (known.empty() ? "" : ", ") + p.first;
     throw error("unknown preset '" + name + "' (known: " + known + ")");
@@ -615,8 +577,7 @@ void report(const report_args& a, const std::vector<std::string>& command) {
         c.dir = a.out;
         require(fs::exists(c.dir / "sweep.toml"), (c.dir / "sweep.toml").string() + ": not found; nothing to resume");
         const json run = read_json(c.dir / "run.json");
-        c.spec = parse_sweep(read_text(c.dir / "sweep.toml"), (c.dir / "sweep.toml").string(), stage_names(),
-                             variant_names());
+        c.spec = parse_sweep(read_text(c.dir / "sweep.toml"), (c.dir / "sweep.toml").string(), stage_names());
         c.spec.source = run.value("sweep_source", c.spec.source);
         if (explicit_spec)
             require(load_spec(a).text == c.spec.text,
@@ -627,10 +588,7 @@ void report(const report_args& a, const std::vector<std::string>& command) {
         require(!fs::exists(c.dir / "run.json"),
                 c.dir.string() + " holds a run already; pass --resume to finish it, or another --out");
     }
-    std::vector<std::string> single;
-    for (const auto& v : registry())
-        if (!v.threaded) single.push_back(v.name);
-    c.cases = expand(c.spec, c.threads, single);
+    c.cases = expand(c.spec.grids, c.threads);
     fs::create_directories(c.dir / "stages");
     if (!a.resume) {
         c.write("sweep.toml", c.spec.text);

@@ -21,24 +21,27 @@ import matplotlib.ticker  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plotting  # noqa: E402
-import claims  # noqa: E402  (the params / FLOPs / hull plots of issue 5)
-import decode as decode_plots  # noqa: E402  (the decode plots of issue 7)
+import claims  # noqa: E402  (the params / FLOPs / hull plots)
+import decode as decode_plots  # noqa: E402  (the decode plots)
 
-VARIANT_STYLE = {
-    "naive": dict(color="tab:gray", marker="s"),
-    "blocked": dict(color="tab:brown", marker="D"),
-    "simd": dict(color="tab:blue", marker="o"),
-    "blas": dict(color="tab:orange", marker="v"),
-    "parallel": dict(color="tab:green", marker="^"),
-    "torch": dict(color="tab:red", marker="x"),
-}
-EXTRA_COLORS = ["tab:purple", "tab:pink", "tab:olive", "tab:cyan"]
+# Plot styles are derived, not listed per name: each variant of a run gets the next colour and
+# marker in sorted order (assign_styles), so a newly registered variant needs no edit here.
+COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink",
+          "tab:gray", "tab:olive", "tab:cyan"]
+MARKERS = ["o", "v", "^", "s", "D", "P", "X", "*"]
+_styles = {}
+
+
+def assign_styles(names):
+    for i, v in enumerate(sorted(set(names))):
+        _styles[v] = dict(color=COLORS[i % len(COLORS)], marker=MARKERS[i % len(MARKERS)])
 
 
 def style(variant):
-    if variant not in VARIANT_STYLE:
-        VARIANT_STYLE[variant] = dict(color=EXTRA_COLORS[len(VARIANT_STYLE) % len(EXTRA_COLORS)], marker="P")
-    return VARIANT_STYLE[variant]
+    if variant not in _styles:
+        i = len(_styles)
+        _styles[variant] = dict(color=COLORS[i % len(COLORS)], marker=MARKERS[i % len(MARKERS)])
+    return _styles[variant]
 
 
 def load(d, name):
@@ -85,7 +88,7 @@ CONFIG_KEYS = ("mode", "d_model", "heads", "kv_heads", "batch", "causal", "conte
 
 
 def threads_of(r):
-    return r.get("threads_run", r["threads"])
+    return r["threads"]
 
 
 def variant_label(v, pts):
@@ -153,7 +156,7 @@ def peak_for(peak, threads):
 
 def plot_vs_n(d, figdir, perf, peak):
     """time, GFLOP/s and % of peak against N, one panel per mode, one line per variant."""
-    series = series_over(ok_rows(perf), "n", CONFIG_KEYS)
+    series = series_over(ok_rows(perf), "n_q", CONFIG_KEYS)
     configs = pick_configs(series)
     if not configs:
         return []
@@ -203,7 +206,7 @@ def plot_vs_n(d, figdir, perf, peak):
 
 def plot_free_lunch(d, figdir, perf):
     """time against H at fixed d_model and N: the parameters and matmul FLOPs stay put."""
-    keys = ("mode", "d_model", "n", "batch", "causal", "context")
+    keys = ("mode", "d_model", "n_q", "batch", "causal", "context")
     rows = [r for r in ok_rows(perf) if r["kv_heads"] == r["heads"]]
     series = series_over(rows, "heads", keys)
     if not series:
@@ -306,8 +309,8 @@ def flops_section(flops):
 def perf_table(perf, peak):
     rows = []
     for r in perf["cases"]:
-        rows.append([r["variant"], r["mode"], r["d_model"], r["heads"], r["kv_heads"], r["n"], r["batch"],
-                     r.get("threads_run", r["threads"]),
+        rows.append([r["variant"], r["mode"], r["d_model"], r["heads"], r["kv_heads"], r["n_q"], r["batch"],
+                     r["threads"],
                      "yes" if r["causal"] else "no",
                      num(r.get("time_ms"), 4), num(r.get("gflops_matmul"), 3), num(r.get("pct_peak"), 3),
                      r["status"] if r["status"] == "ok" else f"**{r['status']}**: {r.get('error', '')}"])
@@ -356,7 +359,7 @@ def main():
         st = load(d, os.path.join("stages", f"{s}.json"))
         stages[s] = st
 
-    # issue 5's plots, written into figures/ (claims.save writes next to its input otherwise)
+    # the parameter, FLOP and hull plots, written into figures/ (claims.save writes next to its input otherwise)
     claim_figs = {}  # stem -> path, as claims.py drew them
 
     def save_claim(fig, _d, stem):
@@ -371,6 +374,8 @@ def main():
     if load(d, "hull.json"):
         claims.plot_hull(d)
 
+    if perf:
+        assign_styles(r["variant"] for r in perf["cases"])
     perf_figs = plot_vs_n(d, figdir, perf, peak) if perf else []
     lunch = plot_free_lunch(d, figdir, perf) if perf else None
 

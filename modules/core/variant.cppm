@@ -49,6 +49,9 @@ struct variant {
     std::string name;
     std::string description; ///< one line: what it changes from the simpler variant
     bool threaded = false;   ///< honours run_options::threads
+    /// Selector tags (attn.cases): "loops" marks the plain-loop variants, too slow for large sweeps;
+    /// a sweep's "fast" selector is every variant without it, so a new variant joins by default.
+    std::vector<std::string> tags;
     kernel_set<float> f32;
     kernel_set<double> f64;
     /// Extra memory the core allocates beyond its inputs and outputs, in bytes.
@@ -59,6 +62,11 @@ struct variant {
     const kernel_set<T>& get() const {
         if constexpr (std::is_same_v<T, float>) return f32;
         else return f64;
+    }
+    bool has_tag(const std::string& t) const {
+        for (const auto& x : tags)
+            if (x == t) return true;
+        return false;
     }
     template <class T>
     bool supports() const { return bool(get<T>().core) && bool(get<T>().linear); }

@@ -17,7 +17,8 @@ for b in runs:
         assert c in b, f"{b['name']}: counter {c} missing"
     for c in ("gflops_matmul", "gflops_full", "pct_peak", "peak_gflops"):
         assert b[c] > 0, f"{b['name']}: {c} = {b[c]}"
-    assert "variant=" in b["label"] and "threads=" in b["label"], b["label"]
+    case = json.loads(b["label"])  # the harness labels each benchmark with its case, as JSON
+    assert case["variant"] and case["threads"] >= 1 and b["name"].startswith(case["mode"] + "-"), b["label"]
 ctx = d["context"]
 for k in ("attnbench_commit", "attnbench_compiler", "attnbench_flags", "attnbench_seed", "attnbench_threads",
           "attnbench_cpu_model", "attnbench_blas", "attnbench_peak_fma_gflops_1_thread"):

@@ -3,47 +3,49 @@
 
 The report's tests run it (attnbench report --bench tests/report/fake_bench.py) so that they
 test the report -- the store, resume, failures, plots -- in seconds and without timing anything.
-Its "times" are a deterministic model, not measurements. It also fails on purpose:
-  --seq 63  the case's output "fails the reference check" (error_occurred, as the harness does)
-  --seq 65  the process crashes (exit 3, a message on stderr, no JSON)
+It takes the case as attnbench-bench does (--case JSON) and labels its benchmarks with it. Its
+"times" are a deterministic model, not measurements: a rate derived from the variant's name
+(any registered name works). It also fails on purpose:
+  n_q 63  the case's output "fails the reference check" (error_occurred, as the harness does)
+  n_q 65  the process crashes (exit 3, a message on stderr, no JSON)
 """
 import argparse
 import json
 import sys
 import time
+import zlib
 
 p = argparse.ArgumentParser()
-for flag in ("variant", "mode", "d-model", "heads", "kv-heads", "seq", "batch", "threads", "causal", "context", "peak"):
-    p.add_argument("--" + flag)
+p.add_argument("--case", required=True)
+p.add_argument("--peak")
 p.add_argument("--benchmark_out")
 p.add_argument("--benchmark_out_format")
 p.add_argument("--benchmark_repetitions", type=int, default=1)
 p.add_argument("--benchmark_min_time")
 p.add_argument("--benchmark_color")
 a = p.parse_args()
+case = json.loads(a.case)
 
-d, h, n, b, t = int(a.d_model), int(a.heads), int(a.seq), int(a.batch), int(a.threads)
-g = int(a.kv_heads) or h
+d, h, n, b, t = case["d_model"], case["heads"], case["n_q"], case["batch"], case["threads"]
 if n == 65:
     print("fake_bench: simulated crash", file=sys.stderr)
     sys.exit(3)
 dh = d // h
-rate = {"naive": 1.0, "blocked": 4.0, "simd": 40.0, "blas": 30.0, "parallel": 60.0}.get(a.variant, 10.0) * 1e9
+rate = (1 + zlib.crc32(case["variant"].encode()) % 60) * 1e9
 core = 4.0 * b * h * n * n * dh
-flops = core + (8.0 * b * n * d * d if a.mode == "layer" else 0)
+flops = core + (8.0 * b * n * d * d if case["mode"] == "layer" else 0)
 full = flops + 6.0 * b * h * n * n
 seconds = full / rate * (1 + 0.05 * (64 // dh))  # narrower heads run slower, as on real machines
 peak = 100e9
-label = (f"variant={a.variant} mode={a.mode} d_model={d} heads={h} kv_heads={g} d_head={dh} "
-         f"n_q={n} n_kv={n} batch={b} threads={t} causal={a.causal}")
+label = json.dumps(case, separators=(",", ":"))
 benchmarks = []
-name = f"{a.mode}/{a.variant}/{label.replace(' ', '/')}"
+name = f"{case['mode']}-{case['variant']}-fake"
 for r in range(a.benchmark_repetitions):
     e = dict(name=name, run_name=name, run_type="iteration", repetitions=a.benchmark_repetitions,
              repetition_index=r, threads=1, iterations=10, real_time=seconds * 1e9 * (1 + 0.01 * r),
              cpu_time=seconds * 1e9 * t, time_unit="ns", label=label)
     if n == 63:
-        e.update(error_occurred=True, error_message=f"{a.variant}: output differs from the reference (fake)")
+        e.update(error_occurred=True, error_message=f"{case['variant']}: output differs from the reference (fake)")
     else:
         e.update(gflops_matmul=flops / seconds / 1e9, gflops_full=full / seconds / 1e9,
                  pct_peak=100 * flops / seconds / peak, bytes=4.0 * b * (3 * n * d + n * d),

@@ -1,5 +1,6 @@
-// Sweep files (see sweep.hpp): toml++ reads them, this file holds them to the schema and says
+// attn.sweep's parser: toml++ reads sweep files, this file holds them to the schema and says
 // where they are wrong, one line each: "sweep.toml:12: key 'heads' value 3 does not divide ...".
+module;
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
@@ -9,10 +10,10 @@
 #include <utility>
 #include <vector>
 #include <toml++/toml.h>
-#include "sweep.hpp"
-import attn.core;
+module attn.sweep;
+import attn.variants;
 
-namespace attn::cli {
+namespace attn {
 namespace {
 
 const char* type_name(const toml::node& n) {
@@ -134,24 +135,33 @@ private:
     std::string source_;
 };
 
-const std::vector<std::string> grid_keys{"variants", "modes", "d_model", "heads", "kv_heads", "seq",
-                                         "batch", "threads", "causal", "context"};
+const std::vector<std::string> grid_keys{"variants", "modes", "precisions", "d_model", "heads", "kv_heads",
+                                         "seq", "batch", "threads", "causal", "context"};
 const std::vector<std::string> known_modes{"core", "layer", "decode"};
+const std::vector<std::string> known_precisions{"f32"};
+
+/// What a grid's `variants` may name: the selectors and every registered variant.
+std::vector<std::string> known_variants() {
+    std::vector<std::string> v = variant_selectors();
+    for (const auto& x : registry()) v.push_back(x.name);
+    return v;
+}
 
 /// A grid and the line each of its keys was given on (0: a built-in default).
 struct located_grid {
-    sweep_grid g;
+    grid g;
     std::map<std::string, std::size_t> line;
 };
 
-void read_grid_keys(const reader& r, const toml::table& t, located_grid& lg, const std::vector<std::string>& variants) {
+void read_grid_keys(const reader& r, const toml::table& t, located_grid& lg) {
     auto& g = lg.g;
     for (auto&& [k, v] : t) {
         const std::string key(k.str());
         if (std::find(grid_keys.begin(), grid_keys.end(), key) == grid_keys.end()) continue;
         lg.line[key] = v.source().begin.line;
-        if (key == "variants") g.variants = r.names(v, key, variants, "variant");
+        if (key == "variants") g.variants = r.names(v, key, known_variants(), "variant");
         else if (key == "modes") g.modes = r.names(v, key, known_modes, "mode");
+        else if (key == "precisions") g.precisions = r.names(v, key, known_precisions, "precision");
         else if (key == "d_model") g.d_model = r.sizes(v, key, 1);
         else if (key == "heads") g.heads = r.sizes(v, key, 1);
         else if (key == "kv_heads") g.kv_heads = r.sizes(v, key, 0);
@@ -184,17 +194,7 @@ void check_combinations(const reader& r, const located_grid& lg, const std::stri
 
 } // namespace
 
-std::string bench_case::id() const {
-    std::string s = mode + "-" + variant + "-d" + std::to_string(d_model) + "-h" + std::to_string(heads) + "-g" +
-                    std::to_string(kv_heads) + "-n" + std::to_string(seq) + "-b" + std::to_string(batch) + "-t" +
-                    std::to_string(threads);
-    if (causal) s += "-causal";
-    if (mode == "decode") s += "-ctx" + std::to_string(context);
-    return s;
-}
-
-sweep_spec parse_sweep(const std::string& text, const std::string& source, const std::vector<std::string>& known_stages,
-                       const std::vector<std::string>& known_variants) {
+sweep_spec parse_sweep(const std::string& text, const std::string& source, const std::vector<std::string>& known_stages) {
     toml::table root;
     try {
         root = toml::parse(text, source);
@@ -251,17 +251,7 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source, const
     }
 
     // [perf]: defaults for every [[perf.grid]], and the grid itself when there is none.
-    located_grid defaults;
-    defaults.g.variants = known_variants;
-    defaults.g.modes = {"core"};
-    defaults.g.d_model = {512};
-    defaults.g.heads = {8};
-    defaults.g.kv_heads = {0};
-    defaults.g.seq = {1024};
-    defaults.g.batch = {1};
-    defaults.g.threads = {0};
-    defaults.g.context = {0};
-    defaults.g.causal = {false};
+    located_grid defaults; // attn::grid's defaults: every variant, core, d_model 512, H 8, N 1024, ...
     std::vector<located_grid> grids;
     if (const auto* n = root.get("perf")) {
         const auto& t = r.table(*n, "perf");
@@ -270,7 +260,7 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source, const
         r.only(t, known, "[perf]");
         if (const auto* v = t.get("repetitions")) s.repetitions = int(r.integer(*v, "repetitions", 1));
         if (const auto* v = t.get("min_time")) s.min_time = r.number(*v, "min_time");
-        read_grid_keys(r, t, defaults, known_variants);
+        read_grid_keys(r, t, defaults);
         if (const auto* v = t.get("grid")) {
             const auto* a = v->as_array();
             if (!a || !a->is_array_of_tables())
@@ -287,7 +277,7 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source, const
                     lg.g.name = r.string(*nm, "name");
                     if (!names.insert(lg.g.name).second) r.fail(*nm, "name", "'" + lg.g.name + "' names two grids");
                 }
-                read_grid_keys(r, gt, lg, known_variants);
+                read_grid_keys(r, gt, lg);
                 grids.push_back(lg);
             }
         }
@@ -303,47 +293,4 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source, const
     return s;
 }
 
-std::vector<bench_case> expand(const sweep_spec& s, int all_threads, const std::vector<std::string>& single_threaded) {
-    std::vector<bench_case> out;
-    std::map<std::string, std::size_t> index;
-    for (const auto& g : s.grids)
-        for (const auto& v : g.variants)
-            for (const auto& m : g.modes)
-                for (auto d : g.d_model)
-                    for (auto h : g.heads)
-                        for (auto kv : g.kv_heads)
-                            for (auto n : g.seq)
-                                for (auto b : g.batch)
-                                    for (auto t : g.threads)
-                                        for (bool c : g.causal)
-                                            for (auto ctx : m == "decode" ? g.context : std::vector<std::size_t>{0}) {
-                                                bench_case k;
-                                                k.variant = v;
-                                                k.mode = m;
-                                                k.d_model = d;
-                                                k.heads = h;
-                                                k.kv_heads = kv ? kv : h;
-                                                k.d_head = d / h;
-                                                k.seq = n;
-                                                k.batch = b;
-                                                k.threads = t ? t : std::size_t(std::max(1, all_threads));
-                                                if (std::find(single_threaded.begin(), single_threaded.end(), v) !=
-                                                    single_threaded.end())
-                                                    k.threads = 1;
-                                                k.causal = c;
-                                                k.context = ctx;
-                                                const auto id = k.id();
-                                                if (auto it = index.find(id); it != index.end()) {
-                                                    auto& gs = out[it->second].grids;
-                                                    if (std::find(gs.begin(), gs.end(), g.name) == gs.end())
-                                                        gs.push_back(g.name);
-                                                    continue;
-                                                }
-                                                k.grids = {g.name};
-                                                index[id] = out.size();
-                                                out.push_back(k);
-                                            }
-    return out;
-}
-
-} // namespace attn::cli
+} // namespace attn

@@ -1,0 +1,203 @@
+// attn.cases -- the one case type. A case is everything one timed run varies: the provider (a
+// registered variant, or a peer), the mode (core, layer, decode), the precision, the shape and
+// the thread count. Sweep files and the harness's flags both describe grids (cross products of
+// such fields); expand() turns grids into cases, once, and every consumer -- the report's store,
+// the harness, the plots -- reads the same fields through to_json/from_json and names a case
+// by id(). Variants are chosen by selector: a name, "all", or a tag ("fast", "loops",
+// "threaded"), so a new registered variant joins every grid that selects by tag.
+module;
+#include <algorithm>
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+export module attn.cases;
+export import attn.core;
+import attn.variants;
+
+export namespace attn {
+
+/// One timed run. For decode, n_q = 1 and n_kv = context + 1 (the new token attends over the
+/// cache and itself); otherwise context = 0.
+struct sweep_case {
+    std::string variant;          ///< the provider: a registered variant or a peer's name
+    std::string mode = "core";    ///< core, layer or decode
+    std::string precision = "f32";
+    std::size_t d_model = 0, heads = 0, kv_heads = 0, d_head = 0;
+    std::size_t n_q = 0, n_kv = 0, context = 0, batch = 1, threads = 1;
+    bool causal = false;
+    std::vector<std::string> grids; ///< the sweep grids that asked for it (a case runs once)
+
+    /// Stable and file-name safe: "core-simd-d512-h8-g8-n1024-b1-t2" (+ "-causal"; decode:
+    /// "decode-parallel-d1024-h16-g4-ctx4096-b1-t2"; a precision other than f32 is appended).
+    std::string id() const {
+        std::string s = mode + "-" + variant + "-d" + std::to_string(d_model) + "-h" + std::to_string(heads) + "-g" +
+                        std::to_string(kv_heads);
+        s += mode == "decode" ? "-ctx" + std::to_string(context) : "-n" + std::to_string(n_q);
+        if (n_kv != n_q && mode != "decode") s += "-nkv" + std::to_string(n_kv);
+        s += "-b" + std::to_string(batch) + "-t" + std::to_string(threads);
+        if (causal && mode != "decode") s += "-causal";
+        if (precision != "f32") s += "-" + precision;
+        return s;
+    }
+
+    /// One line for people: "simd core d_model=512 H=8 N=1024 B=1 t=2".
+    std::string text() const {
+        std::string s = variant + " " + mode + " d_model=" + std::to_string(d_model) + " H=" + std::to_string(heads);
+        if (kv_heads != heads) s += " G=" + std::to_string(kv_heads);
+        s += mode == "decode" ? " L=" + std::to_string(context) : " N=" + std::to_string(n_q);
+        s += " B=" + std::to_string(batch) + " t=" + std::to_string(threads);
+        if (causal && mode != "decode") s += " causal";
+        if (precision != "f32") s += " " + precision;
+        return s;
+    }
+
+    /// The problem this case runs (decode: one query row over context + 1 keys, causal).
+    problem shape() const {
+        problem p = gqa(d_model, heads, kv_heads, n_q);
+        p.n_kv = n_kv;
+        p.batch = batch;
+        p.causal = causal || mode == "decode";
+        return p;
+    }
+};
+
+/// nlohmann's ADL hooks, for json and ordered_json alike.
+template <class Json>
+void to_json(Json& j, const sweep_case& c) {
+    j = Json{{"variant", c.variant}, {"mode", c.mode},         {"precision", c.precision},
+                       {"d_model", c.d_model}, {"heads", c.heads},       {"kv_heads", c.kv_heads},
+                       {"d_head", c.d_head},   {"n_q", c.n_q},           {"n_kv", c.n_kv},
+                       {"context", c.context}, {"batch", c.batch},       {"threads", c.threads},
+                       {"causal", c.causal},   {"grids", c.grids}};
+}
+
+/// Reads a case; every field but the provider, mode and shape has a default. Throws
+/// attn::error naming the field that is missing or of the wrong type.
+template <class Json>
+void from_json(const Json& j, sweep_case& c) {
+    require(j.is_object(), "a case must be a JSON object, not " + std::string(j.type_name()));
+    auto get = [&](const char* key, auto& into, bool required) {
+        const auto it = j.find(key);
+        if (it == j.end()) {
+            require(!required, std::string("the case has no field '") + key + "'");
+            return;
+        }
+        try {
+            it->get_to(into);
+        } catch (const typename Json::exception&) {
+            throw error(std::string("the case's field '") + key + "' has the wrong type (" + it->type_name() + ")");
+        }
+    };
+    get("variant", c.variant, true);
+    get("mode", c.mode, true);
+    get("precision", c.precision, false);
+    get("d_model", c.d_model, true);
+    get("heads", c.heads, true);
+    get("kv_heads", c.kv_heads, false);
+    if (!c.kv_heads) c.kv_heads = c.heads;
+    get("n_q", c.n_q, c.mode != "decode");
+    get("context", c.context, c.mode == "decode");
+    get("batch", c.batch, false);
+    get("threads", c.threads, false);
+    get("causal", c.causal, false);
+    get("grids", c.grids, false);
+    require(c.mode == "core" || c.mode == "layer" || c.mode == "decode",
+            "the case's mode '" + c.mode + "' is not core, layer or decode");
+    require(c.heads > 0 && c.d_model % c.heads == 0,
+            "the case's heads " + std::to_string(c.heads) + " does not divide d_model " + std::to_string(c.d_model));
+    c.d_head = c.d_model / c.heads;
+    if (c.mode == "decode") {
+        c.n_q = 1;
+        c.n_kv = c.context + 1;
+    } else {
+        c.n_kv = c.n_q;
+        get("n_kv", c.n_kv, false);
+        c.context = 0;
+    }
+    c.shape().validate();
+}
+
+/// A cross product of case fields: one [[perf.grid]] of a sweep file, or the harness's flags.
+/// kv_heads 0 means G = H; threads 0 means every logical CPU; seq is N for core and layer,
+/// context is L for decode.
+struct grid {
+    std::string name = "grid";
+    std::vector<std::string> variants{"all"}, modes{"core"}, precisions{"f32"};
+    std::vector<std::size_t> d_model{512}, heads{8}, kv_heads{0}, seq{1024}, batch{1}, threads{0}, context{0};
+    std::vector<bool> causal{false};
+};
+
+/// The variant selectors: "all", a tag ("fast": not plain loops; "loops"; "threaded"), or a name.
+inline const std::vector<std::string>& variant_selectors() {
+    static const std::vector<std::string> s{"all", "fast", "loops", "threaded"};
+    return s;
+}
+
+/// The registered variants a selector names, in registry order; throws on an unknown one.
+inline std::vector<std::string> select_variants(const std::string& selector) {
+    std::vector<std::string> out;
+    for (const auto& v : registry()) {
+        const bool loops = v.has_tag("loops");
+        if (selector == "all" || (selector == "fast" && !loops) || (selector == "loops" && loops) ||
+            (selector == "threaded" && v.threaded) || selector == v.name)
+            out.push_back(v.name);
+    }
+    if (out.empty() && std::find(variant_selectors().begin(), variant_selectors().end(), selector) ==
+                           variant_selectors().end()) {
+        std::string known;
+        for (const auto& v : registry()) known += ", " + v.name;
+        throw error("unknown variant '" + selector + "' (known: all, fast, loops, threaded" + known + ")");
+    }
+    return out;
+}
+
+/// Every case of the grids, grid by grid, without duplicates (a case asked for by two grids is
+/// run once and lists both). Variants that are not threaded run at 1 thread whatever a grid
+/// asks; combinations the problem refuses (heads not dividing d_model, ...) throw.
+inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_threads) {
+    std::vector<sweep_case> out;
+    std::map<std::string, std::size_t> index;
+    for (const auto& g : grids) {
+        std::vector<std::string> names;
+        for (const auto& s : g.variants)
+            for (const auto& n : select_variants(s))
+                if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+        for (const auto& v : names) {
+            const bool threaded = find_variant(v).threaded;
+            for (const auto& m : g.modes) {
+                const bool decode = m == "decode";
+                const std::vector<std::size_t> lengths = decode ? g.context : g.seq;
+                for (const auto& prec : g.precisions)
+                    for (auto d : g.d_model)
+                        for (auto h : g.heads)
+                            for (auto kv : g.kv_heads)
+                                for (auto n : lengths)
+                                    for (auto b : g.batch)
+                                        for (auto t : g.threads)
+                                            for (bool causal : decode ? std::vector<bool>{true} : g.causal) {
+                                                nlohmann::json j{{"variant", v}, {"mode", m}, {"precision", prec},
+                                                                 {"d_model", d}, {"heads", h}, {"kv_heads", kv},
+                                                                 {"batch", b}, {"causal", causal && !decode}};
+                                                j[decode ? "context" : "n_q"] = n;
+                                                j["threads"] = !threaded ? 1 : t ? t : std::size_t(std::max(1, all_threads));
+                                                sweep_case c = j.get<sweep_case>();
+                                                const auto id = c.id();
+                                                if (auto it = index.find(id); it != index.end()) {
+                                                    auto& gs = out[it->second].grids;
+                                                    if (std::find(gs.begin(), gs.end(), g.name) == gs.end())
+                                                        gs.push_back(g.name);
+                                                    continue;
+                                                }
+                                                c.grids = {g.name};
+                                                index[id] = out.size();
+                                                out.push_back(std::move(c));
+                                            }
+            }
+        }
+    }
+    return out;
+}
+
+} // namespace attn

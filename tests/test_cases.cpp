@@ -1,0 +1,129 @@
+// The one case type (attn.cases) and the sweep files that expand into it (attn.sweep): ids and
+// JSON written out by hand, grids counted by hand, selectors, and a variant registered here
+// showing up in the quick preset with no other edit.
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+import attn.sweep;
+import attn.variants;
+
+using json = nlohmann::json;
+
+namespace {
+
+std::size_t count_variant(const std::vector<attn::sweep_case>& cs, const std::string& v) {
+    return std::size_t(std::count_if(cs.begin(), cs.end(), [&](const auto& c) { return c.variant == v; }));
+}
+
+std::string read_file(const std::string& path) {
+    std::ifstream f(path);
+    REQUIRE(bool(f));
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+} // namespace
+
+TEST_CASE("a case's id, text and JSON, written out by hand", "[cases]") {
+    const auto c = json::parse(R"({"variant": "simd", "mode": "core", "d_model": 512, "heads": 8, "kv_heads": 2,
+                                   "n_q": 1024, "threads": 2, "causal": true})")
+                       .get<attn::sweep_case>();
+    CHECK(c.id() == "core-simd-d512-h8-g2-n1024-b1-t2-causal");
+    CHECK(c.text() == "simd core d_model=512 H=8 G=2 N=1024 B=1 t=2 causal");
+    CHECK(c.d_head == 64);
+    CHECK(c.n_kv == 1024);
+    CHECK(c.precision == "f32");
+    const json back = c;
+    CHECK(back.at("kv_heads") == 2);
+    CHECK(back.at("n_q") == 1024);
+    CHECK(back.get<attn::sweep_case>().id() == c.id()); // round trip
+
+    const auto d = json::parse(R"({"variant": "parallel", "mode": "decode", "d_model": 1024, "heads": 16,
+                                   "kv_heads": 4, "context": 4096, "batch": 8})")
+                       .get<attn::sweep_case>();
+    CHECK(d.id() == "decode-parallel-d1024-h16-g4-ctx4096-b8-t1");
+    CHECK(d.n_q == 1);
+    CHECK(d.n_kv == 4097); // the new token attends over the cache and itself
+    CHECK(d.shape().causal);
+}
+
+TEST_CASE("a case that is not one is refused, naming the field", "[cases]") {
+    CHECK_THROWS_WITH(json::parse(R"({"mode": "core", "d_model": 8, "heads": 2, "n_q": 4})").get<attn::sweep_case>(),
+                      Catch::Contains("'variant'"));
+    CHECK_THROWS_WITH(json::parse(R"({"variant": "simd", "mode": "core", "d_model": "8", "heads": 2, "n_q": 4})")
+                          .get<attn::sweep_case>(),
+                      Catch::Contains("'d_model'"));
+    CHECK_THROWS_WITH(json::parse(R"({"variant": "simd", "mode": "core", "d_model": 10, "heads": 4, "n_q": 4})")
+                          .get<attn::sweep_case>(),
+                      Catch::Contains("does not divide"));
+    CHECK_THROWS_WITH(json::parse(R"({"variant": "simd", "mode": "decoder", "d_model": 8, "heads": 2, "n_q": 4})")
+                          .get<attn::sweep_case>(),
+                      Catch::Contains("decoder"));
+}
+
+TEST_CASE("selectors: tags choose variants, unknown names are refused", "[cases]") {
+    using V = std::vector<std::string>;
+    CHECK(attn::select_variants("loops") == V{"naive", "blocked"});
+    CHECK(attn::select_variants("fast") == V{"simd", "blas", "parallel"});
+    CHECK(attn::select_variants("threaded") == V{"blas", "parallel"});
+    CHECK(attn::select_variants("simd") == V{"simd"});
+    CHECK(attn::select_variants("all").size() == attn::registry().size());
+    CHECK_THROWS_WITH(attn::select_variants("simdd"), Catch::Contains("unknown variant 'simdd'"));
+}
+
+TEST_CASE("expand: the cross product, counted by hand, without duplicates", "[cases]") {
+    attn::grid a;
+    a.name = "a";
+    a.variants = {"simd", "parallel"};
+    a.modes = {"core", "layer"};
+    a.d_model = {64};
+    a.heads = {4};
+    a.kv_heads = {0, 1};
+    a.seq = {16, 32};
+    a.threads = {0};
+    attn::grid b = a; // a second grid asking for a subset: no new case, both grid names recorded
+    b.name = "b";
+    b.variants = {"parallel"};
+    b.modes = {"core"};
+    const auto cs = attn::expand({a, b}, 2);
+    // 2 variants x 2 modes x 2 G x 2 N
+    REQUIRE(cs.size() == 16);
+    for (const auto& c : cs) {
+        CHECK(c.threads == (c.variant == "simd" ? 1u : 2u)); // simd is single-threaded; 0 means every CPU
+        const bool in_b = c.variant == "parallel" && c.mode == "core";
+        CHECK(c.grids == (in_b ? std::vector<std::string>{"a", "b"} : std::vector<std::string>{"a"}));
+    }
+    CHECK(std::count_if(cs.begin(), cs.end(), [](const auto& c) { return c.kv_heads == 4; }) == 8); // 0 means G = H
+    CHECK(std::count_if(cs.begin(), cs.end(), [](const auto& c) { return c.kv_heads == 1; }) == 8);
+    attn::grid dec = a;
+    dec.modes = {"decode"};
+    dec.variants = {"simd"};
+    dec.context = {100, 200};
+    dec.seq = {7, 8, 9}; // ignored by decode
+    dec.causal = {false, true};
+    CHECK(attn::expand({dec}, 2).size() == 4); // 2 G x 2 L, always causal
+}
+
+TEST_CASE("a newly registered variant joins the quick preset with no other edit", "[cases][sweep]") {
+    const auto spec = attn::parse_sweep(read_file(ATTNBENCH_SOURCE_DIR "/experiments/sweeps/quick.toml"), "quick.toml",
+                                        {"peak", "check", "params", "flops", "claims", "perf", "decode"});
+    const auto before = attn::expand(spec.grids, 2);
+    CHECK(count_variant(before, "throwaway") == 0);
+    attn::variant v = attn::find_variant("naive"); // its kernels, under a new name and no tags
+    v.name = "throwaway";
+    v.tags.clear();
+    v.threaded = false;
+    attn::register_variant(v);
+    CHECK_THROWS_WITH(attn::register_variant(v), Catch::Contains("registered already"));
+    const auto after = attn::expand(spec.grids, 2);
+    // the quick preset's "fast" grids: scaling (4 lengths) and free_lunch (7 head counts)
+    CHECK(count_variant(after, "throwaway") == 4 + 7);
+    CHECK(after.size() == before.size() + 11);
+    for (const auto& c : after)
+        if (c.variant == "throwaway") CHECK(c.threads == 1);
+}
