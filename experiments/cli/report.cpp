@@ -28,6 +28,7 @@
 #include "presets.hpp"
 import attn.sweep;
 import attn.results;
+import attn.stats;
 
 #ifndef ATTNBENCH_PYTHON
 #define ATTNBENCH_PYTHON ""
@@ -239,13 +240,6 @@ double to_ms(double v, const std::string& unit) {
     return v;
 }
 
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 const std::vector<std::string> counter_keys{"gflops_matmul", "gflops_full", "pct_peak", "peak_gflops", "bytes",
                                             "intensity", "scratch_mib", "extra_mib"};
 
@@ -291,11 +285,11 @@ void summarise(json& rec, const json& gb) {
         rec["error"] = "the harness reported no benchmark for this case";
         return;
     }
-    json s = {{"time_ms", median(times)},
+    json s = {{"time_ms", stats::median(times)},
               {"time_ms_min", *std::min_element(times.begin(), times.end())},
               {"time_ms_max", *std::max_element(times.begin(), times.end())},
-              {"cpu_time_ms", median(cpu)}};
-    for (const auto& k : counter_keys) s[k] = counters.count(k) ? json(median(counters[k])) : json(nullptr);
+              {"cpu_time_ms", stats::median(cpu)}};
+    for (const auto& k : counter_keys) s[k] = counters.count(k) ? json(stats::median(counters[k])) : json(nullptr);
     rec["status"] = "ok";
     rec["summary"] = s;
 }
