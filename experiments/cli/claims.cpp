@@ -1,5 +1,5 @@
 // attnbench claims: the ledger of every quantitative claim in the four seed documents, each
-// recomputed here from attn.count and attn.seeds, with the command that shows it and a verdict:
+// recomputed here from attn.count and attn.sources, with the command that shows it and a verdict:
 // confirmed, refuted, or holds with a stated qualification. Markdown (default) and JSON.
 #include <cmath>
 #include <cstdint>
@@ -10,7 +10,7 @@
 #include "commands.hpp"
 #include "output.hpp"
 import attn.count;
-import attn.seeds;
+import attn.sources;
 
 namespace attn::cli {
 namespace {
@@ -34,7 +34,7 @@ const std::string s003 = "003 (first-principles essay)";
 const std::string s004 = "004 (textbook ch. 10)";
 
 std::string g(std::uint64_t v) { return grouped(v); }
-std::string f(double v, int d) { return seeds::rounded(v, d); }
+std::string f(double v, int d) { return sources::rounded(v, d); }
 
 std::vector<claim> ledger() {
     std::vector<claim> c;
@@ -45,13 +45,13 @@ std::vector<claim> ledger() {
     };
 
     // ---- shared measurements ----
-    const auto toy = seeds::cat_sleeps();
-    auto cmp = [&](const std::string& what) -> const seeds::printed_number& {
+    const auto toy = sources::cat_sleeps();
+    auto cmp = [&](const std::string& what) -> const sources::printed_number& {
         for (const auto& n : toy.compared)
             if (n.what == what) return n;
         throw error("claims: toy has no printed number " + what);
     };
-    auto step = [&](const std::string& name) -> const seeds::matrix& {
+    auto step = [&](const std::string& name) -> const sources::matrix& {
         for (const auto& m : toy.steps)
             if (m.name == name) return m;
         throw error("claims: toy has no step " + name);
@@ -165,7 +165,7 @@ std::vector<claim> ledger() {
     }
 
     // ---- seed 003 ----
-    const auto var = seeds::scaling_variance({1, 4, 16, 64, 256}, 20000, 16, 1);
+    const auto var = sources::scaling_variance({1, 4, 16, 64, 256}, 20000, 16, 1);
     {
         std::string m, ms;
         bool ok = true, oks = true;
@@ -187,7 +187,7 @@ std::vector<claim> ledger() {
                 f(big.max_weight_scaled, 3) + " scaled; at d_k=1: " + f(var.front().max_weight_unscaled, 3),
             big.max_weight_unscaled > 0.8 && big.max_weight_scaled < 0.5 ? confirmed : qualified);
     }
-    const auto hull = seeds::hull_search(7200, 400, 1e-3, 3.0);
+    const auto hull = sources::hull_search(7200, 400, 1e-3, 3.0);
     add(s003, "k3 = (5,5) is the average of k1 and k2, so its score is always the mean of theirs.", "attnbench hull",
         "max |s3 - (s1+s2)/2| over " + g(hull.n_theta * hull.n_r) + " queries = " + f(hull.max_mean_residual, 15),
         confirmed, "Rounding only (exact in real arithmetic).");
@@ -207,7 +207,7 @@ std::vector<claim> ledger() {
         "is the triangle k1, k2, k4), so along q ~ (1,1) it ties k1 and k2 for first; and softmax still gives it "
         "weight, up to a supremum of 1/3, never attained.");
     {
-        const auto t = seeds::two_heads(0.0, {1.0});
+        const auto t = sources::two_heads(0.0, {1.0});
         add(s003, "Two heads q1 ~ (1,0) and q2 ~ (0,1) prefer k1 and k2 respectively; k3 scores 5 in both, k1 scores "
                   "10 and 0; downstream nonlinear logic can then pick k3.",
             "attnbench hull",
