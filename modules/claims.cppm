@@ -91,9 +91,12 @@ inline constexpr const char* s001 = "001 (course page)";
 inline constexpr const char* s003 = "003 (first-principles essay)";
 inline constexpr const char* s004 = "004 (textbook ch. 10)";
 
-/// Appends a claim with the next id (C1, C2, ...) and its verdict, judge(figures).
-void add(std::vector<claim>& c, std::string source, std::string text, std::string command, std::string measured,
-         std::vector<figure> figures, std::string note = "");
+/// Appends claims to `c`, each with the next id (C1, C2, ...) and its verdict, judge(figures).
+struct adder {
+    std::vector<claim>& c;
+    void operator()(std::string source, std::string text, std::string command, std::string measured,
+                    std::vector<figure> figures, std::string note = "") const;
+};
 
 /// Seed 000's worked example, C1-C11 (claims_toy.cpp).
 void toy_claims(std::vector<claim>& c);

@@ -27,11 +27,7 @@ double ratio(std::uint64_t a, std::uint64_t b) { return double(a) / double(b); }
 std::vector<claim> ledger() {
     std::vector<claim> c;
     detail::toy_claims(c);
-    auto add = [&](std::string source, std::string text, std::string command, std::string measured,
-                   std::vector<figure> figures, std::string note = "") {
-        detail::add(c, std::move(source), std::move(text), std::move(command), std::move(measured), std::move(figures),
-                    std::move(note));
-    };
+    const detail::adder add{c};
 
     const std::size_t N = 1024, d = 512;
     auto flops_at = [&](problem p) {

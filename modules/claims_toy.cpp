@@ -16,8 +16,8 @@ import attn.sources;
 
 namespace attn::claims::detail {
 
-void add(std::vector<claim>& c, std::string source, std::string text, std::string command, std::string measured,
-         std::vector<figure> figures, std::string note) {
+void adder::operator()(std::string source, std::string text, std::string command, std::string measured,
+                       std::vector<figure> figures, std::string note) const {
     const verdict v = judge(figures);
     c.push_back({"C" + std::to_string(c.size() + 1), std::move(source), std::move(text), std::move(command),
                  std::move(measured), std::move(note), std::move(figures), v});
@@ -42,11 +42,7 @@ std::vector<figure> operator+(std::vector<figure> a, const std::vector<figure>& 
 } // namespace
 
 void toy_claims(std::vector<claim>& c) {
-    auto add = [&](std::string source, std::string text, std::string command, std::string measured,
-                   std::vector<figure> figures, std::string note = "") {
-        detail::add(c, std::move(source), std::move(text), std::move(command), std::move(measured), std::move(figures),
-                    std::move(note));
-    };
+    const detail::adder add{c};
     const auto toy = sources::cat_sleeps();
     auto cmp = [&](const std::string& what) -> const sources::printed_number& {
         for (const auto& n : toy.compared)
