@@ -4,6 +4,7 @@ module;
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -334,6 +335,16 @@ std::string format_bytes(std::size_t bytes) {
     if (u == 0) return std::to_string(bytes) + " B";
     const bool whole = std::fabs(v - std::round(v)) < 1e-9;
     return format_number(v, whole ? 0 : 2) + " " + units[u];
+}
+
+std::string grouped(std::uint64_t v) {
+    const std::string s = std::to_string(v);
+    std::string out;
+    for (std::size_t i = 0; i < s.size(); ++i) {
+        if (i && (s.size() - i) % 3 == 0) out += ',';
+        out += s[i];
+    }
+    return out;
 }
 
 std::string format_number(double value, int precision) {

@@ -67,6 +67,9 @@ std::string format_bytes(std::size_t bytes);
 /// A fixed-point number with `precision` digits after the point ("nan"/"inf" spelled out).
 std::string format_number(double value, int precision = 2);
 
+/// An integer with thousands separators: 1048576 -> "1,048,576".
+std::string grouped(std::uint64_t v);
+
 /// One column of a text_table: a header, the unit its values are in ("" for none), and
 /// whether values are numbers (right-aligned) or text (left-aligned).
 struct column {
