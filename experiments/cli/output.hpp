@@ -20,4 +20,9 @@ namespace attn::cli {
 /// The metadata block every results file carries (attn::collect_metadata: machine, compiler,
 /// flags, commit, date, seed, threads) plus the command that wrote it.
 nlohmann::json metadata(const std::string& command, std::uint64_t seed = 0, int threads = 1);
+
+/// A JSON array of flat objects as CSV: the columns are the objects' keys (in first-seen order),
+/// strings as they are, numbers and booleans as JSON writes them, null and nested values empty.
+/// So a stage's CSV is its JSON, column for key.
+std::string rows_csv(const nlohmann::ordered_json& rows);
 } // namespace attn::cli

@@ -188,8 +188,8 @@ std::vector<std::string> swept_variants(const std::vector<sweep_case>& cases) {
 }
 
 outcome stage_check(run_context& c) {
-    std::vector<std::string> args{"check", "--json", "--seed", std::to_string(c.spec.seed), "--threads",
-                                  std::to_string(c.threads), "--mode", c.spec.check.mode};
+    std::vector<std::string> args{"check", "--out", c.dir.string(), "--seed", std::to_string(c.spec.seed),
+                                  "--threads", std::to_string(c.threads), "--mode", c.spec.check.mode};
     for (const auto& v : swept_variants(c.cases)) args.insert(args.end(), {"--variant", v});
     auto grid = [&](const char* flag, const std::vector<std::size_t>& xs) {
         for (auto x : xs) args.insert(args.end(), {flag, std::to_string(x)});
@@ -200,16 +200,15 @@ outcome stage_check(run_context& c) {
     grid("--seq", c.spec.check.seq);
     grid("--batch", c.spec.check.batch);
     const auto r = c.self_run(args, "check");
-    // 0: all pass; 1: something failed (recorded, the variants are left out of the sweep)
-    if (r.exit_code != 0 && r.exit_code != 1) return outcome::failed;
-    json j = read_json(c.logs() / "check.txt");
-    j["metadata"] = json::parse(to_json(collect_metadata({c.spec.seed, c.threads, c.spec.name})));
-    c.write("check.json", j.dump(2) + "\n");
-    c.write("check.csv", csv_of(j["cases"], {"variant", "precision", "mode", "problem", "max_abs_error",
-                                             "max_rel_error", "nmse", "max_ulp", "error_over_bound", "pass"})
-                             .csv());
-    c.write("check_identities.csv",
-            csv_of(j["identities"], {"identity", "problem", "max_abs_diff", "tolerance", "pass"}).csv());
+    // 0: all pass; 1: something failed (recorded in check.json; those variants are not timed);
+    // anything else, or no check.json: check itself did not finish
+    if ((r.exit_code != 0 && r.exit_code != 1) || !fs::exists(c.dir / "check.json")) {
+        std::fprintf(stderr, "check: did not finish (%s; see %s)\n",
+                     r.signal ? ("killed by signal " + std::to_string(r.signal)).c_str()
+                              : ("exit status " + std::to_string(r.exit_code)).c_str(),
+                     (c.logs() / "check.err").string().c_str());
+        return outcome::failed;
+    }
     return r.exit_code == 0 ? outcome::ok : outcome::failed;
 }
 
