@@ -6,7 +6,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(bash "$root/scripts/build.sh" release)
 out=$root/results/decode
 mkdir -p "$out"
-"$build/attnbench" peak --out "$out/peak.json" >/dev/null
+"$build/attnbench" peak --out "$out" >/dev/null
 "$build/attnbench" decode --peak "$out/peak.json" --out "$out" "$@"
 
 "$root/.venv/bin/python" "$root/experiments/plots/decode.py" "$out"
