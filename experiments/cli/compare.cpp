@@ -11,13 +11,7 @@
 #include "commands.hpp"
 #include "process.hpp"
 import attn.core;
-
-#ifndef ATTNBENCH_PYTHON
-#define ATTNBENCH_PYTHON ""
-#endif
-#ifndef ATTNBENCH_GBENCH_COMPARE
-#define ATTNBENCH_GBENCH_COMPARE ""
-#endif
+import attn.results;
 
 namespace attn::cli {
 namespace {
@@ -39,7 +33,7 @@ void require_benchmark_json(const std::string& path) {
 void compare(const std::string& a, const std::string& b, double alpha) {
     require_benchmark_json(a);
     require_benchmark_json(b);
-    const std::string python = ATTNBENCH_PYTHON, tool = ATTNBENCH_GBENCH_COMPARE;
+    const std::string python = attn::build().python, tool = attn::build().gbench_compare;
     require(!tool.empty() && std::filesystem::exists(tool),
             "Google Benchmark's compare.py was not found at configure time (install libbenchmark-tools)");
     char alpha_text[32];

@@ -80,22 +80,6 @@ struct family_case {
 
 using clock_type = std::chrono::steady_clock;
 
-/// A line of /proc/self/status in KiB ("VmHWM", "VmRSS"); -1 when unreadable.
-long long status_kib(const std::string& key) {
-    std::ifstream f("/proc/self/status");
-    std::string line;
-    while (std::getline(f, line))
-        if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1));
-    return -1;
-}
-
-/// Resets the peak resident set (VmHWM) to the current one; false when the kernel refuses.
-bool reset_peak_rss() {
-    std::ofstream f("/proc/self/clear_refs");
-    f << "5";
-    return bool(f);
-}
-
 /// Calls needed for one repetition to last at least min_ms.
 template <class F>
 std::size_t calibrate(F&& f, double min_ms) {
@@ -473,11 +457,11 @@ void run_decode(decode_args a) {
                         f->cache->resize(L);
                         decode_step<float>(*var, f->layer, f->w, f->x.data(), *f->cache, f->y.data(), opt, f->ws);
                     };
-                    const long long rss0 = status_kib("VmRSS");
+                    const long long rss0 = proc_status_kib("VmRSS");
                     if (rss_ok) reset_peak_rss();
                     step();
                     step();
-                    if (rss_ok && rss0 >= 0) r.extra_rss_kib = std::max(0LL, status_kib("VmHWM") - rss0);
+                    if (rss_ok && rss0 >= 0) r.extra_rss_kib = std::max(0LL, proc_status_kib("VmHWM") - rss0);
                     steps.push_back({step, fits_llc(r)});
                 }
                 // warm-up of at least 50 ms (a first case of a grid measured up to 5x slow after only

@@ -30,13 +30,6 @@ import attn.sweep;
 import attn.results;
 import attn.stats;
 
-#ifndef ATTNBENCH_PYTHON
-#define ATTNBENCH_PYTHON ""
-#endif
-#ifndef ATTNBENCH_SOURCE_DIR
-#define ATTNBENCH_SOURCE_DIR "."
-#endif
-
 namespace attn::cli {
 namespace {
 
@@ -504,10 +497,10 @@ std::vector<std::string> stage_names() {
 /// Re-renders the plots and report.md from what `dir` holds.
 int render(const fs::path& dir) {
     aggregate_perf(dir);
-    std::string python = ATTNBENCH_PYTHON;
+    std::string python = attn::build().python;
     if (const char* env = std::getenv("ATTNBENCH_PYTHON"); env && *env) python = env;
     require(!python.empty(), "no Python with matplotlib was found at configure time (set ATTNBENCH_PYTHON)");
-    const fs::path script = fs::path(ATTNBENCH_SOURCE_DIR) / "experiments" / "plots" / "report.py";
+    const fs::path script = fs::path(attn::build().source_dir) / "experiments" / "plots" / "report.py";
     require(fs::exists(script), script.string() + ": not found (the plots script of this build's source tree)");
     fs::create_directories(dir / "logs");
     const auto r = run_process({python, script.string(), dir.string()}, "", (dir / "logs" / "plot.err").string());
