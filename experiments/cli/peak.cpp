@@ -87,7 +87,7 @@ void run_peak(const peak_args& a) {
     info.threads = c.threads;
     const attn::metadata meta = collect_metadata(info);
     nlohmann::ordered_json j;
-    j["metadata"] = nlohmann::ordered_json::parse(to_json(meta));
+    j["metadata"] = metadata_json(meta);
     j["peak"] = nlohmann::ordered_json::parse(peak::to_json(c));
     const std::string json = j.dump(2) + "\n";
     // Print first: a bad --out path then costs the file, not the measurement.

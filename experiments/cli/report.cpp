@@ -567,7 +567,7 @@ void report(const report_args& a, const std::vector<std::string>& command) {
                           {"stages", c.spec.stages}, {"cases", c.cases.size()}};
         c.write("run.json", run.dump(2) + "\n");
         const auto meta = collect_metadata({c.spec.seed, c.threads, c.spec.name});
-        json m = json::parse(to_json(meta));
+        json m = metadata_json(meta);
         m["sweep"] = c.spec.source;
         m["run_id"] = c.dir.filename().string();
         c.write("metadata.json", m.dump(2) + "\n");

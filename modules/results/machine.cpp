@@ -16,6 +16,7 @@ module;
 #include <unistd.h>
 #include <cblas.h>
 #include <xsimd/xsimd.hpp>
+#include <nlohmann/json.hpp>
 module attn.results;
 
 namespace attn {
@@ -245,41 +246,13 @@ std::string lookup(const metadata& m, const std::string& key) {
     return {};
 }
 
-std::string json_quote(const std::string& s) {
-    std::string r = "\"";
-    for (unsigned char c : s) {
-        switch (c) {
-        case '"': r += "\\\""; break;
-        case '\\': r += "\\\\"; break;
-        case '\n': r += "\\n"; break;
-        case '\r': r += "\\r"; break;
-        case '\t': r += "\\t"; break;
-        default:
-            if (c < 0x20) {
-                char buf[8];
-                std::snprintf(buf, sizeof buf, "\\u%04x", c);
-                r += buf;
-            } else {
-                r += char(c);
-            }
-        }
-    }
-    return r + "\"";
+nlohmann::ordered_json metadata_json(const metadata& m) {
+    nlohmann::ordered_json j = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : m) j[k] = v;
+    return j;
 }
 
-std::string to_json(const metadata& m, int indent) {
-    if (m.empty()) return "{}";
-    const std::string pad(indent > 0 ? std::size_t(indent) : 0, ' ');
-    const char* sep = indent > 0 ? "\n" : "";
-    std::string r = "{";
-    r += sep;
-    for (std::size_t i = 0; i < m.size(); ++i) {
-        r += pad + json_quote(m[i].first) + (indent > 0 ? ": " : ":") + json_quote(m[i].second);
-        if (i + 1 < m.size()) r += ",";
-        r += sep;
-    }
-    return r + "}";
-}
+std::string to_json(const metadata& m, int indent) { return metadata_json(m).dump(indent > 0 ? indent : -1); }
 
 long long proc_status_kib(const std::string& key) {
     std::ifstream f("/proc/self/status");

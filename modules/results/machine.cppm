@@ -1,11 +1,12 @@
 // attn.results:machine -- the machine and build a run ran on, as ordered key/value strings
-// (importers need no JSON headers), and the process's resident memory from /proc.
+// (and as nlohmann JSON for the files that carry them), and the process's resident memory from /proc.
 module;
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
+#include <nlohmann/json.hpp>
 export module attn.results:machine;
 
 export namespace attn {
@@ -67,10 +68,10 @@ metadata collect_metadata(const run_info& run);
 /// The value for `key`, or "" when absent.
 std::string lookup(const metadata& m, const std::string& key);
 
-/// A JSON string literal (quotes included) for `s`.
-std::string json_quote(const std::string& s);
+/// The metadata as one JSON object of strings, keys in order.
+nlohmann::ordered_json metadata_json(const metadata& m);
 
-/// The metadata as one JSON object of strings, keys in order; `indent` spaces per level (0: one line).
+/// metadata_json as text; `indent` spaces per level (0: one line).
 std::string to_json(const metadata& m, int indent = 2);
 
 /// The metadata as a two-column text table (key, value).
