@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Plots for the parameter/FLOP argument and the hull experiment (issue 5).
+"""Plots for the parameter/FLOP argument and the hull experiment.
 
 Reads the JSON that `attnbench params|flops|hull --out DIR` wrote and writes PNG and SVG next
 to it. A separate, re-runnable step: no numbers are computed here, only drawn.
