@@ -18,6 +18,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plotting  # noqa: E402
@@ -45,6 +46,16 @@ def label(g, h):
 
 def save(fig, d, stem):
     plotting.save(fig, d, stem)
+
+
+def plain_log_y(ax):
+    """Log y axis labelled 0.5, 1, 2, 5, ... (not 10^0 alone); call after plotting."""
+    ax.set_yscale("log")
+    lo, hi = ax.get_ylim()
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_ylim(lo, hi)
 
 
 def log2_axis(ax, ls):
@@ -102,7 +113,7 @@ def plot_time_vs_context(dec, d):
             if lx and ls[0] <= lx <= ls[-1]:
                 ax.axvline(lx, color=style(g)["color"], ls=":", lw=1)
         log2_axis(ax, ls)
-        ax.set_yscale("log")
+        plain_log_y(ax)
         ax.set_xlabel("cached tokens L (context length)")
         ax.set_ylabel("time per decode step (ms, log scale)")
         ax.set_title(f"batch {b}: every sequence gets one token per step")
@@ -131,10 +142,11 @@ def plot_bandwidth_vs_context(dec, d):
         ax.axhline(dec.triad, color="black", lw=1.5, ls="--",
                    label=f"triad ceiling (attnbench peak) {dec.triad:.1f} GB/s")
         ax.axhline(0.7 * dec.triad, color="gray", lw=1, ls=":", label="70% of triad")
-        for g in dec.gs:  # the roofline's arithmetic side, where it lies below the triad
+        top_triad = max([dec.triad] + [p[1] for p in along])
+        for g in dec.gs:  # the roofline's arithmetic side, where it lies below a triad drawn
             row = next((dec.get(b, g, l) for l in ls if dec.get(b, g, l)), None)
             cap = row.get("arith_roof_gbs") if row else None
-            if cap and cap < dec.triad:
+            if cap and cap < top_triad:
                 ax.axhline(cap, color=style(g)["color"], lw=1.2, ls="-.",
                            label=f"{label(g, h)} arithmetic roof: FMA peak / {row['intensity']:g} FLOP/B = {cap:.1f} GB/s")
         log2_axis(ax, ls)
@@ -142,11 +154,12 @@ def plot_bandwidth_vs_context(dec, d):
         ax.set_ylabel("cache read rate, GB/s (KV bytes / attention core time)")
         ax.set_title(f"batch {b}")
         ax.grid(True, alpha=0.3)
-        ax.set_ylim(bottom=0)
+    axes[0][0].set_ylim(0, 1.08 * max(ax.dataLim.y1 for ax in axes[0]))  # shared: every panel's data in view
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, bbox_to_anchor=(0.5, -0.16))
     fig.suptitle("Rate at which the attention core reads the key/value cache vs the measured triad ceiling\n"
-                 "(above the ceiling: the data still fits the last-level cache)\n" + dec.sub, fontsize=9, y=1.08)
+                 "(above the triads: the data still fits the last-level cache; ×: the triad measured in the same "
+                 "harness run as that batch and L)\n" + dec.sub, fontsize=9, y=1.08)
     save(fig, d, "decode_bandwidth_vs_context")
 
 
