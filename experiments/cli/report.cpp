@@ -126,7 +126,7 @@ struct report_stage {
 };
 
 /// A stage that runs subcommands of this binary with `--out DIR` (the {out} placeholder), e.g.
-/// {"decode", "--out", "{out}"}; it succeeds when every command exits 0.
+/// {"params", "--out", "{out}"}; it succeeds when every command exits 0.
 std::function<outcome(run_context&)> subcommands(std::vector<std::vector<std::string>> commands) {
     return [commands](run_context& c) {
         bool ok = true;
