@@ -1,9 +1,18 @@
 // attn.kernels -- the explicitly vectorised building blocks shared by the `simd` and
-// `parallel` variants: a packed, register-blocked SIMD GEMM (and a GEMV for a few rows), the
-// tiled streaming-softmax attention core built on it, and its one-query-row path for decoding.
+// `parallel` variants, one partition each in modules/kernels/:
+//  - :isa      every instruction-set-specific piece (AVX-512, AVX/AVX2 with FMA, generic);
+//  - :softmax  row maximum and exp-and-sum, shared by the two cores;
+//  - :gemv     y = x W^T + b for a few rows;
+//  - :gemm     the packed, register-blocked SIMD GEMM and linear();
+//  - :tiled    the tiled streaming-softmax attention core on the GEMM;
+//  - :decode   the one-query-row core (a decode step over a key/value cache);
+//  - :variant  tiled_variant: the core for a problem (decode or tiled) as an attn::variant.
 export module attn.kernels;
 
-export import attn.kernels.gemv;
-export import attn.kernels.gemm;
-export import attn.kernels.decode;
-export import attn.kernels.tiled;
+export import :isa;
+export import :softmax;
+export import :gemv;
+export import :gemm;
+export import :tiled;
+export import :decode;
+export import :variant;

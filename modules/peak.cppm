@@ -1,9 +1,13 @@
 // attn.peak -- this machine's measured ceilings, the roofline every "% of peak" refers to:
-// fp32 FMA throughput (xsimd's default batch, enough independent accumulators to hide the
-// FMA latency on every FMA port) and STREAM-style triad bandwidth over arrays far larger than
-// the last-level cache, each on one thread and on all threads; and, on all threads, a streaming
-// probe that does a fixed number of FMAs per byte read from DRAM, which shows where between the
-// two ceilings this machine's roofline min(triad, FMA / intensity) is reached.
+// fp32 FMA throughput (the batch and FMA instruction attn.kernels:isa picks, enough independent
+// accumulators to hide the FMA latency on every FMA port) and STREAM-style triad bandwidth over
+// arrays far larger than the last-level cache, each on one thread and on all threads; and, on
+// all threads, a streaming probe that does a fixed number of FMAs per byte read from DRAM, which
+// shows where between the two ceilings this machine's roofline min(triad, FMA / intensity) is
+// reached.
+// Units: modules/peak.cpp (measure, options), peak/fma.cpp, peak/triad.cpp, peak/stream.cpp (the
+// probes), peak/sampler.cpp (other processes' CPU load), peak/json.cpp; peak/probe.cppm is the
+// internal partition attn.peak:probe they share.
 module;
 #include <cstddef>
 #include <memory>

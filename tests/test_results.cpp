@@ -147,6 +147,10 @@ TEST_CASE("text_table aligns numbers right, text left, and shows units", "[resul
     CHECK(attn::format_bytes(32 * 1024) == "32 KiB");
     CHECK(attn::format_bytes(1536) == "1.50 KiB");
     CHECK(attn::format_number(2.0 / 3.0, 3) == "0.667");
+    CHECK(attn::grouped(0) == "0");
+    CHECK(attn::grouped(999) == "999");
+    CHECK(attn::grouped(1000) == "1,000");
+    CHECK(attn::grouped(1048576) == "1,048,576");
 }
 
 TEST_CASE("peak measures positive finite ceilings on a tiny run", "[peak]") {

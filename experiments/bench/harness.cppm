@@ -5,7 +5,6 @@ module;
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <benchmark/benchmark.h>
@@ -14,6 +13,7 @@ export module bench.harness;
 export import attn.cases;
 export import attn.check;
 export import attn.decode;
+import attn.results;
 
 export namespace bench {
 
@@ -42,27 +42,16 @@ inline std::string mib(double bytes) {
     return b;
 }
 
-/// A byte count of /proc/self/status ("VmRSS:", "VmHWM:"), -1 when unreadable.
-inline double proc_status_bytes(const std::string& key) {
-    std::ifstream f("/proc/self/status");
-    for (std::string line; std::getline(f, line);)
-        if (line.rfind(key, 0) == 0) return 1024.0 * std::stod(line.substr(key.size()));
-    return -1.0;
-}
-
 /// Peak resident memory a call adds, measured: resets the process's high-water mark
 /// (/proc/self/clear_refs, "5"), runs `fn`, and subtracts the resident size before it. -1 where
 /// the kernel does not offer the reset.
 template <class F>
 double measured_extra_bytes(F&& fn) {
-    {
-        std::ofstream reset("/proc/self/clear_refs");
-        if (!(reset << "5")) return -1;
-    }
-    const double before = proc_status_bytes("VmRSS:");
+    if (!attn::reset_peak_rss()) return -1;
+    const long long before = attn::proc_status_kib("VmRSS");
     fn();
-    const double high = proc_status_bytes("VmHWM:");
-    return before < 0 || high < 0 ? -1 : std::max(0.0, high - before);
+    const long long high = attn::proc_status_kib("VmHWM");
+    return before < 0 || high < 0 ? -1 : std::max(0.0, 1024.0 * double(high) - 1024.0 * double(before));
 }
 
 /// Times `step` and records the counters every mode shares; the label is the case as JSON.

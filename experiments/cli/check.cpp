@@ -8,6 +8,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "commands.hpp"
+#include "output.hpp"
 import attn.variants;
 import attn.check;
 import attn.identities;
@@ -23,6 +24,7 @@ struct check_args {
     int threads = 2;
     std::uint64_t seed = 1;
     bool json = false;
+    std::string out; ///< a directory: check.json (with metadata), check.csv, check_identities.csv
 };
 
 struct row {
@@ -122,8 +124,8 @@ void check_all(const check_args& a) {
     const std::size_t failed = std::size_t(std::count_if(rows.begin(), rows.end(), [](const row& r) { return !r.m.pass; }));
     const std::size_t id_failed = std::size_t(std::count_if(ids.begin(), ids.end(), [](const auto& r) { return !r.pass; }));
 
-    if (a.json) {
-        nlohmann::json j;
+    {
+        nlohmann::ordered_json j;
         j["tolerance_policy"] = "per element |out-ref| <= u * bound(first-order forward error analysis; see modules/check.cppm)";
         j["threads"] = a.threads;
         j["seed"] = a.seed;
@@ -136,8 +138,15 @@ void check_all(const check_args& a) {
             j["identities"].push_back({{"identity", r.name}, {"problem", r.problem}, {"max_abs_diff", r.max_abs_diff},
                                        {"tolerance", r.tolerance}, {"pass", r.pass}});
         j["failed"] = failed + id_failed;
-        std::printf("%s\n", j.dump(2).c_str());
-    } else {
+        if (!a.out.empty()) {
+            j["metadata"] = metadata("check", a.seed, a.threads);
+            write_atomic(a.out, "check.json", j.dump(2) + "\n");
+            write_atomic(a.out, "check.csv", rows_csv(j.value("cases", nlohmann::ordered_json::array())));
+            write_atomic(a.out, "check_identities.csv", rows_csv(j.value("identities", nlohmann::ordered_json::array())));
+        }
+        if (a.json) std::printf("%s\n", j.dump(2).c_str());
+    }
+    if (!a.json) {
         std::printf("%-8s %-4s %-6s %10s %10s %10s %9s %9s %-4s  %s\n", "variant", "prec", "mode", "max_abs", "max_rel",
                     "NMSE", "max_ulp", "err/bound", "ok", "problem");
         for (const auto& r : rows)
@@ -174,6 +183,8 @@ void add_check(CLI::App& app) {
     cmd->add_option("--threads", a->threads, "threads for threaded variants")->check(CLI::Range(1, 1024))->capture_default_str();
     cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
     cmd->add_flag("--json", a->json, "print JSON instead of a table");
+    cmd->add_option("--out", a->out, "also write check.json (with metadata), check.csv and check_identities.csv here")
+        ->option_text("DIR");
     cmd->callback([a] { check_all(*a); });
 }
 

@@ -10,7 +10,7 @@
 #include <vector>
 #include "commands.hpp"
 #include "output.hpp"
-import attn.seeds;
+import attn.sources;
 import attn.results;
 
 namespace attn::cli {
@@ -24,8 +24,8 @@ struct hull_args {
 };
 
 void hull(const hull_args& a) {
-    const auto h = seeds::hull_search(a.n_theta, a.n_r, a.r_min, a.r_max);
-    const auto t = seeds::two_heads(a.eps, {0.25, 0.5, 1.0, 2.0, 4.0});
+    const auto h = sources::hull_search(a.n_theta, a.n_r, a.r_min, a.r_max);
+    const auto t = sources::two_heads(a.eps, {0.25, 0.5, 1.0, 2.0, 4.0});
     const double deg = 180.0 / std::numbers::pi;
     const bool never_first = h.max_margin <= 1e-12 && h.k3_strictly_first == 0;
     const bool bound_ok = h.max_abs_search_minus_bound <= 1e-12;
@@ -41,7 +41,7 @@ void hull(const hull_args& a) {
                     {"winner_by_theta_at_r_max", h.winner_by_theta}}},
         {"best", {{"w3", h.best_w3}, {"theta_deg", h.best_theta * deg}, {"r", h.best_r}}},
         {"bound", {{"formula", "w3 <= 1/(3 + exp(-3*sqrt(2)*|q|)) < 1/3, equality at q parallel to (1,1)"},
-                   {"at_r_max", seeds::hull_bound(h.r_max)}, {"supremum", 1.0 / 3.0}}},
+                   {"at_r_max", sources::hull_bound(h.r_max)}, {"supremum", 1.0 / 3.0}}},
         {"max_abs_search_minus_bound", h.max_abs_search_minus_bound},
         {"max_margin_s3_minus_max_s1_s2", h.max_margin},
         {"max_abs_s3_minus_mean_s1_s2", h.max_mean_residual},
@@ -60,15 +60,15 @@ void hull(const hull_args& a) {
     std::printf("Dense search: %zu directions x %zu magnitudes |q| in [%g, %g] (geometric).\n", h.n_theta, h.n_r,
                 h.r_min, h.r_max);
     text_table s({"quantity", "value"});
-    for (auto& r : std::vector<std::vector<std::string>>{{"max |s3 - (s1 + s2)/2| over the grid [score units]", seeds::rounded(h.max_mean_residual, 15)},
-              {"max of s3 - max(s1, s2) over the grid [score units]", seeds::rounded(h.max_margin, 15)},
+    for (auto& r : std::vector<std::vector<std::string>>{{"max |s3 - (s1 + s2)/2| over the grid [score units]", sources::rounded(h.max_mean_residual, 15)},
+              {"max of s3 - max(s1, s2) over the grid [score units]", sources::rounded(h.max_margin, 15)},
               {"grid points where w3 > w1 and w3 > w2 [count]", std::to_string(h.k3_strictly_first)},
-              {"largest w3 found [probability]", seeds::rounded(h.best_w3, 12)},
-              {"  at direction [degrees]", seeds::rounded(h.best_theta * deg, 3)},
-              {"  at |q| [dimensionless]", seeds::rounded(h.best_r, 4)},
-              {"closed-form bound at |q| = r_max [probability]", seeds::rounded(seeds::hull_bound(h.r_max), 12)},
-              {"max over |q| of |search - bound| [probability]", seeds::rounded(h.max_abs_search_minus_bound, 15)},
-              {"supremum over all q (never attained) [probability]", seeds::rounded(1.0 / 3.0, 12)}})
+              {"largest w3 found [probability]", sources::rounded(h.best_w3, 12)},
+              {"  at direction [degrees]", sources::rounded(h.best_theta * deg, 3)},
+              {"  at |q| [dimensionless]", sources::rounded(h.best_r, 4)},
+              {"closed-form bound at |q| = r_max [probability]", sources::rounded(sources::hull_bound(h.r_max), 12)},
+              {"max over |q| of |search - bound| [probability]", sources::rounded(h.max_abs_search_minus_bound, 15)},
+              {"supremum over all q (never attained) [probability]", sources::rounded(1.0 / 3.0, 12)}})
         s.add_row(r);
     s.print();
     std::printf("\nBound: s3 = (s1 + s2)/2, so e^s1 + e^s2 >= 2 e^s3 and w3 <= 1/(3 + e^(s4 - s3)); s4 - s3 =\n"
@@ -87,15 +87,15 @@ void hull(const hull_args& a) {
     std::printf("\nTwo heads, q1 = (1, %g), q2 = (%g, 1), read out by min over heads of the scores:\n", a.eps, a.eps);
     text_table two({"key", "head 1 score", "head 2 score", "head 1 weight [prob]", "head 2 weight [prob]", "min score"});
     for (int i = 0; i < 4; ++i)
-        two.add_row({"k" + std::to_string(i + 1), seeds::rounded(t.s1[i], 3), seeds::rounded(t.s2[i], 3),
-                            seeds::rounded(t.w1[i], 6), seeds::rounded(t.w2[i], 6), seeds::rounded(t.readout[i], 3)});
+        two.add_row({"k" + std::to_string(i + 1), sources::rounded(t.s1[i], 3), sources::rounded(t.s2[i], 3),
+                            sources::rounded(t.w1[i], 6), sources::rounded(t.w2[i], 6), sources::rounded(t.readout[i], 3)});
     two.print();
     std::printf("\nThe readout selects k%d. Its softmax(beta * min score) weight on k3 [probability]:\n", t.winner + 1);
     text_table sel({"beta", "w(k1)", "w(k2)", "w(k3)", "w(k4)"});
     for (std::size_t b = 0; b < t.betas.size(); ++b)
-        sel.add_row({seeds::rounded(t.betas[b], 2), seeds::rounded(t.selection[b][0], 6),
-                            seeds::rounded(t.selection[b][1], 6), seeds::rounded(t.selection[b][2], 6),
-                            seeds::rounded(t.selection[b][3], 6)});
+        sel.add_row({sources::rounded(t.betas[b], 2), sources::rounded(t.selection[b][0], 6),
+                            sources::rounded(t.selection[b][1], 6), sources::rounded(t.selection[b][2], 6),
+                            sources::rounded(t.selection[b][3], 6)});
     sel.print();
     std::printf("\nOne head: at most 1/3 on k3. Two heads plus a fixed nonlinear readout: k3 first, weight -> 1.\n");
 }

@@ -1,7 +1,9 @@
 // The metadata block and atomic writes of the report-style subcommands (see output.hpp).
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 #include "output.hpp"
 import attn.results;
 
@@ -14,6 +16,25 @@ nlohmann::json metadata(const std::string& command, std::uint64_t seed, int thre
     nlohmann::json j = {{"tool", "attnbench"}, {"command", command}};
     for (const auto& [key, value] : collect_metadata(run)) j[key] = value;
     return j;
+}
+
+std::string rows_csv(const nlohmann::ordered_json& rows) {
+    std::vector<std::string> keys;
+    for (const auto& r : rows)
+        for (const auto& [k, v] : r.items())
+            if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+    text_table t(keys);
+    for (const auto& r : rows) {
+        std::vector<std::string> cells;
+        for (const auto& k : keys) {
+            const auto it = r.find(k);
+            if (it == r.end() || it->is_null() || it->is_structured()) cells.push_back("");
+            else if (it->is_string()) cells.push_back(it->get<std::string>());
+            else cells.push_back(it->dump());
+        }
+        t.add_row(cells);
+    }
+    return t.csv();
 }
 
 std::string write_atomic(const std::string& dir, const std::string& name, const std::string& content) {

@@ -1,5 +1,5 @@
-// Helpers the report-style subcommands share: grouped integers and files written atomically (a
-// temporary file renamed into place) under --out. Tables are attn::text_table (attn.results):
+// Helpers the report-style subcommands share: files written atomically (a temporary file renamed
+// into place) under --out. Tables are attn::text_table and integers attn::grouped (attn.results):
 // a file including this one imports attn.results after its #includes.
 #pragma once
 #include <algorithm>
@@ -9,16 +9,6 @@
 #include <vector>
 
 namespace attn::cli {
-
-/// 1048576 -> "1,048,576".
-inline std::string grouped(std::uint64_t v) {
-    std::string s = std::to_string(v), out;
-    for (std::size_t i = 0; i < s.size(); ++i) {
-        if (i && (s.size() - i) % 3 == 0) out += ',';
-        out += s[i];
-    }
-    return out;
-}
 
 /// Writes `content` to dir/name atomically (attn::write_atomic); returns the final path.
 std::string write_atomic(const std::string& dir, const std::string& name, const std::string& content);
@@ -30,4 +20,9 @@ namespace attn::cli {
 /// The metadata block every results file carries (attn::collect_metadata: machine, compiler,
 /// flags, commit, date, seed, threads) plus the command that wrote it.
 nlohmann::json metadata(const std::string& command, std::uint64_t seed = 0, int threads = 1);
+
+/// A JSON array of flat objects as CSV: the columns are the objects' keys (in first-seen order),
+/// strings as they are, numbers and booleans as JSON writes them, null and nested values empty.
+/// So a stage's CSV is its JSON, column for key.
+std::string rows_csv(const nlohmann::ordered_json& rows);
 } // namespace attn::cli

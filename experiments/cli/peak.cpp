@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "commands.hpp"
+#include "output.hpp"
 import attn.peak;
 import attn.results;
 
@@ -83,7 +85,7 @@ void run_peak(const peak_args& a) {
     const peak::ceilings c = peak::measure(opt);
     run_info info;
     info.threads = c.threads;
-    const metadata meta = collect_metadata(info);
+    const attn::metadata meta = collect_metadata(info);
     nlohmann::ordered_json j;
     j["metadata"] = nlohmann::ordered_json::parse(to_json(meta));
     j["peak"] = nlohmann::ordered_json::parse(peak::to_json(c));
@@ -97,8 +99,22 @@ void run_peak(const peak_args& a) {
     }
     std::fflush(stdout);
     if (!a.out.empty()) {
-        write_atomic(a.out, json);
-        std::fprintf(a.json ? stderr : stdout, "wrote %s\n", a.out.c_str());
+        // one row per ceiling and thread count, the columns of peak.csv
+        nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+        const auto& p = j["peak"];
+        const int all = p["threads"].get<int>();
+        for (const auto& [ceiling, key, threads, unit] :
+             {std::tuple{"fma_f32", "fma_f32_gflops_1_thread", 1, "GFLOP/s"},
+              std::tuple{"fma_f32", "fma_f32_gflops_all_threads", all, "GFLOP/s"},
+              std::tuple{"triad", "triad_gbs_1_thread", 1, "GB/s"},
+              std::tuple{"triad", "triad_gbs_all_threads", all, "GB/s"}}) {
+            const auto& s = p[key];
+            rows.push_back({{"ceiling", ceiling}, {"threads", threads}, {"median", s["median"]}, {"best", s["best"]},
+                            {"worst", s["worst"]}, {"unit", unit}, {"repetitions", s["repetitions"]},
+                            {"others_busy_cpus", s["others_busy_cpus"]}});
+        }
+        std::fprintf(a.json ? stderr : stdout, "wrote %s\n", cli::write_atomic(a.out, "peak.json", json).c_str());
+        cli::write_atomic(a.out, "peak.csv", rows_csv(rows));
     }
 }
 
@@ -108,7 +124,7 @@ void add_peak(CLI::App& app) {
     auto a = std::make_shared<peak_args>();
     auto* cmd = app.add_subcommand("peak", "measure this machine's fp32 FMA throughput and triad bandwidth");
     cmd->add_flag("--json", a->json, "print JSON (metadata and ceilings) instead of tables");
-    cmd->add_option("--out", a->out, "also write the JSON to FILE (atomically)")->option_text("FILE");
+    cmd->add_option("--out", a->out, "also write peak.json (metadata and ceilings) and peak.csv here")->option_text("DIR");
     cmd->add_option("--repetitions", a->opt.repetitions, "timed repetitions per figure")
         ->check(CLI::Range(1, 1000))->capture_default_str();
     cmd->add_option("--threads", a->opt.threads, "threads of the all-thread figures (0: OpenMP's maximum)")

@@ -28,13 +28,7 @@
 #include "presets.hpp"
 import attn.sweep;
 import attn.results;
-
-#ifndef ATTNBENCH_PYTHON
-#define ATTNBENCH_PYTHON ""
-#endif
-#ifndef ATTNBENCH_SOURCE_DIR
-#define ATTNBENCH_SOURCE_DIR "."
-#endif
+import attn.stats;
 
 namespace attn::cli {
 namespace {
@@ -157,25 +151,9 @@ text_table csv_of(const json& rows, const std::vector<std::string>& keys) {
 // --- the stages ------------------------------------------------------------------------------
 
 outcome stage_peak(run_context& c) {
-    const auto r = c.self_run({"peak", "--repetitions", std::to_string(c.spec.peak_repetitions), "--out",
-                               (c.dir / "peak.json").string()},
+    const auto r = c.self_run({"peak", "--repetitions", std::to_string(c.spec.peak_repetitions), "--out", c.dir.string()},
                               "peak");
-    if (r.exit_code != 0) return outcome::failed;
-    const json p = read_json(c.dir / "peak.json")["peak"];
-    json rows = json::array();
-    auto add = [&](const char* name, int threads, const json& s, const char* unit) {
-        rows.push_back({{"ceiling", name}, {"threads", threads}, {"median", s["median"]}, {"best", s["best"]},
-                        {"worst", s["worst"]}, {"unit", unit}, {"repetitions", s["repetitions"]},
-                        {"others_busy_cpus", s["others_busy_cpus"]}});
-    };
-    const int all = p["threads"].get<int>();
-    add("fma_f32", 1, p["fma_f32_gflops_1_thread"], "GFLOP/s");
-    add("fma_f32", all, p["fma_f32_gflops_all_threads"], "GFLOP/s");
-    add("triad", 1, p["triad_gbs_1_thread"], "GB/s");
-    add("triad", all, p["triad_gbs_all_threads"], "GB/s");
-    c.write("peak.csv", csv_of(rows, {"ceiling", "threads", "median", "best", "worst", "unit", "repetitions",
-                                      "others_busy_cpus"}).csv());
-    return outcome::ok;
+    return r.exit_code == 0 && fs::exists(c.dir / "peak.json") ? outcome::ok : outcome::failed;
 }
 
 /// The variants the sweep times: check checks those.
@@ -187,8 +165,8 @@ std::vector<std::string> swept_variants(const std::vector<sweep_case>& cases) {
 }
 
 outcome stage_check(run_context& c) {
-    std::vector<std::string> args{"check", "--json", "--seed", std::to_string(c.spec.seed), "--threads",
-                                  std::to_string(c.threads), "--mode", c.spec.check.mode};
+    std::vector<std::string> args{"check", "--out", c.dir.string(), "--seed", std::to_string(c.spec.seed),
+                                  "--threads", std::to_string(c.threads), "--mode", c.spec.check.mode};
     for (const auto& v : swept_variants(c.cases)) args.insert(args.end(), {"--variant", v});
     auto grid = [&](const char* flag, const std::vector<std::size_t>& xs) {
         for (auto x : xs) args.insert(args.end(), {flag, std::to_string(x)});
@@ -199,16 +177,15 @@ outcome stage_check(run_context& c) {
     grid("--seq", c.spec.check.seq);
     grid("--batch", c.spec.check.batch);
     const auto r = c.self_run(args, "check");
-    // 0: all pass; 1: something failed (recorded, the variants are left out of the sweep)
-    if (r.exit_code != 0 && r.exit_code != 1) return outcome::failed;
-    json j = read_json(c.logs() / "check.txt");
-    j["metadata"] = json::parse(to_json(collect_metadata({c.spec.seed, c.threads, c.spec.name})));
-    c.write("check.json", j.dump(2) + "\n");
-    c.write("check.csv", csv_of(j["cases"], {"variant", "precision", "mode", "problem", "max_abs_error",
-                                             "max_rel_error", "nmse", "max_ulp", "error_over_bound", "pass"})
-                             .csv());
-    c.write("check_identities.csv",
-            csv_of(j["identities"], {"identity", "problem", "max_abs_diff", "tolerance", "pass"}).csv());
+    // 0: all pass; 1: something failed (recorded in check.json; those variants are not timed);
+    // anything else, or no check.json: check itself did not finish
+    if ((r.exit_code != 0 && r.exit_code != 1) || !fs::exists(c.dir / "check.json")) {
+        std::fprintf(stderr, "check: did not finish (%s; see %s)\n",
+                     r.signal ? ("killed by signal " + std::to_string(r.signal)).c_str()
+                              : ("exit status " + std::to_string(r.exit_code)).c_str(),
+                     (c.logs() / "check.err").string().c_str());
+        return outcome::failed;
+    }
     return r.exit_code == 0 ? outcome::ok : outcome::failed;
 }
 
@@ -237,13 +214,6 @@ double to_ms(double v, const std::string& unit) {
     if (unit == "us") return v * 1e-3;
     if (unit == "s") return v * 1e3;
     return v;
-}
-
-double median(std::vector<double> v) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 const std::vector<std::string> counter_keys{"gflops_matmul", "gflops_full", "pct_peak", "peak_gflops", "bytes",
@@ -317,12 +287,12 @@ void summarise(json& rec, const json& benchmarks) {
         rec["error"] = "the harness reported no benchmark for this case";
         return;
     }
-    json s = {{"time_ms", median(times)},
+    json s = {{"time_ms", stats::median(times)},
               {"time_ms_min", *std::min_element(times.begin(), times.end())},
               {"time_ms_max", *std::max_element(times.begin(), times.end())},
-              {"cpu_time_ms", median(cpu)},
-              {"core_time_ms", core_times.empty() ? json(nullptr) : json(median(core_times))}};
-    for (const auto& k : counter_keys) s[k] = counters.count(k) ? json(median(counters[k])) : json(nullptr);
+              {"cpu_time_ms", stats::median(cpu)},
+              {"core_time_ms", core_times.empty() ? json(nullptr) : json(stats::median(core_times))}};
+    for (const auto& k : counter_keys) s[k] = counters.count(k) ? json(stats::median(counters[k])) : json(nullptr);
     rec["status"] = "ok";
     rec["summary"] = s;
 }
@@ -615,10 +585,10 @@ std::vector<std::string> stage_names() {
 /// Re-renders the plots and report.md from what `dir` holds.
 int render(const fs::path& dir) {
     aggregate_perf(dir);
-    std::string python = ATTNBENCH_PYTHON;
+    std::string python = attn::build().python;
     if (const char* env = std::getenv("ATTNBENCH_PYTHON"); env && *env) python = env;
     require(!python.empty(), "no Python with matplotlib was found at configure time (set ATTNBENCH_PYTHON)");
-    const fs::path script = fs::path(ATTNBENCH_SOURCE_DIR) / "experiments" / "plots" / "report.py";
+    const fs::path script = fs::path(attn::build().source_dir) / "experiments" / "plots" / "report.py";
     require(fs::exists(script), script.string() + ": not found (the plots script of this build's source tree)");
     fs::create_directories(dir / "logs");
     const auto r = run_process({python, script.string(), dir.string()}, "", (dir / "logs" / "plot.err").string());

@@ -5,7 +5,7 @@
 #include <string>
 #include "commands.hpp"
 #include "output.hpp"
-import attn.seeds;
+import attn.sources;
 import attn.results;
 
 namespace attn::cli {
@@ -16,7 +16,7 @@ struct toy_args {
     std::string out;
 };
 
-void print_matrix(const seeds::matrix& m) {
+void print_matrix(const sources::matrix& m) {
     std::printf("%s  (%zu x %zu)\n", m.name.c_str(), m.rows, m.cols);
     for (std::size_t i = 0; i < m.rows; ++i) {
         std::printf("  [");
@@ -28,7 +28,7 @@ void print_matrix(const seeds::matrix& m) {
 }
 
 void toy(const toy_args& a) {
-    const auto r = seeds::cat_sleeps();
+    const auto r = sources::cat_sleeps();
     nlohmann::json steps = nlohmann::json::array(), cmp = nlohmann::json::array();
     for (const auto& m : r.steps)
         steps.push_back({{"name", m.name}, {"rows", m.rows}, {"cols", m.cols}, {"values", m.v}});
@@ -36,7 +36,7 @@ void toy(const toy_args& a) {
     for (const auto& c : r.compared) {
         cmp.push_back({{"what", c.what}, {"document", c.document}, {"decimals", c.decimals}, {"ours", c.ours},
                        {"ours_rounded", c.ours_rounded}, {"agree", c.agree}});
-        t.add_row({c.what, c.document, c.ours_rounded, seeds::rounded(c.ours, 6), c.agree ? "agree" : "DISAGREE"});
+        t.add_row({c.what, c.document, c.ours_rounded, sources::rounded(c.ours, 6), c.agree ? "agree" : "DISAGREE"});
     }
     const std::size_t n = r.compared.size(), ok = r.agree();
     nlohmann::json j = {{"metadata", metadata("toy")},

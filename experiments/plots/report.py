@@ -344,8 +344,9 @@ def claims_section(cl):
     out = (f"{s['total']} quantitative claims of the seed documents, each checked by a command: "
            f"{s['confirmed']} confirmed, {s['qualified']} hold with qualification, {s['refuted']} refuted. "
            "The full ledger, with what was measured and why, is [claims.md](claims.md).\n\n")
+    # the verdict keys attnbench claims writes (attn::claims::key); an unknown one is an error
     verdict = {"confirmed": "confirmed", "qualified": "holds with qualification", "refuted": "**refuted**"}
-    rows = [[c["id"], c["claim"], c["source"], f"`{c['command']}`", verdict.get(c["verdict"], c["verdict"])]
+    rows = [[c["id"], c["claim"], c["source"], f"`{c['command']}`", verdict[c["verdict"]]]
             for c in cl["claims"]]
     return out + md_table(["id", "claim (paraphrased)", "source", "checked by", "verdict"], rows) + "\n"
 

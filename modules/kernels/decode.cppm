@@ -1,6 +1,6 @@
-// attn.kernels.decode -- the attention core for one query row per sequence (n_q = 1: a decode
+// attn.kernels:decode -- the attention core for one query row per sequence (n_q = 1: a decode
 // step over a key/value cache). The tiled core would pack every key tile into GEMM panels for a
-// single row of scores -- a transposed copy of the whole cache per query head; here the cache is
+// single row of scores, a transposed copy of the whole cache per query head; here the cache is
 // read in place and streamed once:
 //  - one work item is (sequence b, key/value head g, key chunk c). Its R = H/G query heads share
 //    g, so each K and V tile, read from memory once, serves all R heads from L1;
@@ -9,22 +9,12 @@
 //    R is 1 (dot products, C = lanes), 4 (GQA) or 16 (MQA, C = 1): the step stays a matter of
 //    bandwidth, not of wasted lanes (decode_item has the details);
 //  - while a tile is computed, the rows decode_prefetch keys ahead are prefetched into L2, past
-//    the end of the item into the next chunk of the same head (the next item in the thread's
-//    run, below). Without it the hardware prefetcher stays only a little ahead of the loads, so
-//    memory and arithmetic took turns: for G <= 4, where each cache byte carries 2-8 FLOPs, the
-//    time was the sum of the two (MQA, batch 8, L = 64k: about 8 ms of memory + 13 ms of
-//    arithmetic, 21 ms measured; 14 ms with the prefetch). Prefetching into L1 instead measured
-//    slower than none (the current and the next K and V tiles together exceed its 32 KiB); 64,
-//    128 and 256 keys ahead measured alike within this VM's noise, 512 worse;
+//    the end of the item into the next chunk of the same head, so memory and arithmetic overlap
+//    instead of taking turns. Into L1 it is slower: the current and the next K and V tiles
+//    together exceed its 32 KiB;
 //  - items go to the threads in contiguous runs (OpenMP's guided schedule), so a thread's next
 //    item usually continues the keys it is streaming and the prefetch runs on across the chunk
-//    boundary. Items handed out one at a time alternated between the threads, every chunk began
-//    cold, and chunks are short at mid-size contexts (256 keys for L = 2k). Alternating runs at
-//    batch 8 (GB/s of cache read): G = 8, L = 2k: 22-23 one at a time, 37-40 in runs with the
-//    prefetch across; G = 4, L = 8k: 26-27 against 34-35; G = 2, L = 16k: 26 against 29-30;
-//    MQA, L = 32k: 18-19 against 20. With the runs, MHA gains from the prefetch too (batch 8,
-//    L = 16k: 28-31 GB/s without, 31-33 with; batch 1, L = 64k: 31 against 33), where one item
-//    at a time it had measured slower with it;
+//    boundary;
 //  - keys are split into chunks (a function of n_kv only, never of the thread count), each chunk
 //    leaves (max m, sum l, unnormalised output acc) per head, and a final pass combines them in
 //    chunk order: out = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c. The split is what lets
@@ -36,19 +26,19 @@
 // tile of scores, plus the partials, B x G x chunks x R x (d_head + 2) floats with chunks <= 16:
 // O(batch x d_model), whatever the context length. The buffers are thread_local and grow only,
 // so steady-state decode steps allocate nothing.
+// Measured: MQA, batch 8, L = 64k, 21 ms a step without the L2 prefetch, 14 ms with it.
 module;
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <immintrin.h>
 #include <limits>
 #include <xsimd/xsimd.hpp>
-export module attn.kernels.decode;
-import attn.kernels.gemm;
-import attn.kernels.gemv;
+export module attn.kernels:decode;
+import :isa;
+import :gemm;
+import :softmax;
 import attn.core;
 
 export namespace attn::kernels {
@@ -159,94 +149,7 @@ void transpose_sum(batch* v) {
 /// Asks for the cache lines of a row of d floats (the next tile's, while this one is computed).
 inline void prefetch_row(const float* p, std::size_t d) {
     const char* c = reinterpret_cast<const char*>(p);
-    for (std::size_t off = 0; off < d * sizeof(float); off += 64) _mm_prefetch(c + off, _MM_HINT_T1);
-}
-
-/// C consecutive floats at p repeated across the batch (one broadcasting load).
-template <std::size_t C>
-batch broadcast_chunk(const float* p) {
-    if constexpr (C == 1) {
-        return batch(*p);
-    } else if constexpr (C == lanes) {
-        return batch::load_unaligned(p);
-    } else {
-#if XSIMD_WITH_AVX512F
-        if constexpr (lanes == 16 && C == 2) {
-            double x;
-            std::memcpy(&x, p, sizeof x);
-            return batch(_mm512_castpd_ps(_mm512_set1_pd(x)));
-        } else if constexpr (lanes == 16 && C == 4) {
-            return batch(_mm512_broadcast_f32x4(_mm_loadu_ps(p)));
-        } else if constexpr (lanes == 16 && C == 8) {
-            return batch(_mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(p)))));
-        }
-#elif XSIMD_WITH_AVX
-        if constexpr (lanes == 8 && C == 2) {
-            double x;
-            std::memcpy(&x, p, sizeof x);
-            return batch(_mm256_castpd_ps(_mm256_set1_pd(x)));
-        } else if constexpr (lanes == 8 && C == 4) {
-            return batch(_mm256_broadcast_ps(reinterpret_cast<const __m128*>(p)));
-        }
-#endif
-        alignas(64) float t[lanes];
-        for (std::size_t i = 0; i < lanes; ++i) t[i] = p[i % C];
-        return batch::load_aligned(t);
-    }
-}
-
-/// exp(x) for x <= 0, -inf included (softmax arguments: score minus running maximum). With
-/// AVX-512: x clamped at -104 (e^-104 is below the smallest fp32 subnormal), n = round(x log2 e),
-/// f = x - n ln2 in two FMAs (Cody-Waite: ln2 split in a head exact in 9 bits and a tail), e^f
-/// by its degree-7 Taylor polynomial (|f| <= 0.35: truncation below 1e-9 relative) and 2^n by
-/// vscalefps, which rounds to subnormals and underflows to exactly 0: 13 vector operations, about
-/// half of the general xsimd::exp's range checks and reconstruction. Elsewhere xsimd::exp.
-inline batch exp_nonpos(batch x) {
-#if XSIMD_WITH_AVX512F
-    if constexpr (lanes == 16) {
-        x = xsimd::max(x, batch(-104.0f));
-        const batch n(_mm512_roundscale_ps((x * batch(1.44269504088896341f)).data, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-        batch f = fused(n, batch(-0.693359375f), x);
-        f = fused(n, batch(2.12194440e-4f), f);
-        batch p(1.0f / 5040.0f);
-        for (const float c : {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f}) p = fused(p, f, batch(c));
-        return batch(_mm512_scalef_ps(p.data, n.data));
-    }
-#endif
-    return xsimd::exp(x);
-}
-
-/// max of x[0:n] (also the tiled core's row maximum)
-inline float row_max(const float* x, std::size_t n) {
-    batch mx(-std::numeric_limits<float>::infinity());
-    std::size_t j = 0;
-    for (; j + lanes <= n; j += lanes) mx = xsimd::max(mx, batch::load_unaligned(x + j));
-    alignas(64) float t[lanes];
-    mx.store_aligned(t);
-    float r = t[0];
-    for (std::size_t k = 1; k < lanes; ++k) r = std::max(r, t[k]);
-    for (; j < n; ++j) r = std::max(r, x[j]);
-    return r;
-}
-
-/// x[j] = exp(x[j] - m) for j < n (x has room for a whole batch past n); returns the sum.
-inline float exp_row(float* x, std::size_t n, float m) {
-    const batch mb(m);
-    batch sum(0.0f);
-    std::size_t j = 0;
-    for (; j + lanes <= n; j += lanes) {
-        const batch e = exp_nonpos(batch::load_unaligned(x + j) - mb);
-        e.store_unaligned(x + j);
-        sum += e;
-    }
-    if (j < n) { // the tail through the same vector exp, padded with -inf (exp = 0)
-        alignas(64) float t[lanes];
-        for (std::size_t k = 0; k < lanes; ++k) t[k] = j + k < n ? x[j + k] : -std::numeric_limits<float>::infinity();
-        const batch e = exp_nonpos(batch::load_aligned(t) - mb);
-        e.store_unaligned(x + j);
-        sum += e;
-    }
-    return xsimd::hadd(sum);
+    for (std::size_t off = 0; off < d * sizeof(float); off += 64) isa::prefetch_l2(c + off);
 }
 
 /// out rows [0, RB) (each dp apart) = out * corr[r*C] + sum_{j<n} P[r, j] v_j, where P[r, j] is
@@ -271,7 +174,7 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
             for (std::size_t c = 0; c < DC; ++c) vb[c] = batch::load_unaligned(vj + c * lanes);
             for (std::size_t r = 0; r < RV; ++r) {
                 const batch pr(pj[r * C]);
-                for (std::size_t c = 0; c < DC; ++c) a[r][c] = fused(pr, vb[c], a[r][c]);
+                for (std::size_t c = 0; c < DC; ++c) a[r][c] = isa::fused(pr, vb[c], a[r][c]);
             }
         }
         for (std::size_t r = 0; r < RV; ++r) {
@@ -349,12 +252,12 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
                     for (std::size_t ch = 0; ch < DC; ++ch) qb[ch] = batch::load_aligned(qa + ch * lanes);
                     for (std::size_t i = 0; i < MK; ++i) {
                         if (kb + i >= n) break;
-                        for (std::size_t ch = 0; ch < DC; ++ch) acc[i] = fused(batch::load_unaligned(kr[i] + ch * C), qb[ch], acc[i]);
+                        for (std::size_t ch = 0; ch < DC; ++ch) acc[i] = isa::fused(batch::load_unaligned(kr[i] + ch * C), qb[ch], acc[i]);
                     }
                 } else {
                     for (std::size_t ch = 0; ch < nch; ++ch) {
                         const batch qv = batch::load_aligned(qa + ch * lanes);
-                        for (std::size_t i = 0; i < MK; ++i) acc[i] = fused(broadcast_chunk<C>(kr[i] + ch * C), qv, acc[i]);
+                        for (std::size_t i = 0; i < MK; ++i) acc[i] = isa::fused(isa::broadcast_chunk<C>(kr[i] + ch * C), qv, acc[i]);
                     }
                 }
                 for (std::size_t gi = 0; gi < MK / C; ++gi) {
@@ -379,13 +282,8 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
             batch mx = m;
             for (std::size_t gi = 0; gi < groups; ++gi) mx = xsimd::max(mx, batch::load_aligned(s + gi * lanes));
             mx = group_max<C>(mx);
-            const batch corr = exp_nonpos(m - mx); // 0 on the first tile
-            batch sum(0.0f);
-            for (std::size_t gi = 0; gi < groups; ++gi) {
-                const batch e = exp_nonpos(batch::load_aligned(s + gi * lanes) - mx);
-                e.store_aligned(s + gi * lanes);
-                sum += e;
-            }
+            const batch corr = isa::exp_nonpos(m - mx); // 0 on the first tile
+            const batch sum = exp_batches(s, groups, mx);
             mx.store_aligned(mp);
             (l * corr + group_sum<C>(sum)).store_aligned(mp + lanes);
             alignas(64) float cr[lanes];

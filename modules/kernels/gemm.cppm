@@ -1,4 +1,4 @@
-// attn.kernels.gemm -- C (+)= A * B with B packed into panels of `nr` columns (two SIMD
+// attn.kernels:gemm -- C (+)= A * B with B packed into panels of `nr` columns (two SIMD
 // registers wide) and a register-blocked micro-kernel: `mr` rows x nr columns of C stay in
 // registers while the inner dimension streams through, one broadcast of A and two loads of B
 // per `2*mr` FMAs. The same kernel serves the projections (B = W^T), the scores (B = K^T)
@@ -10,17 +10,17 @@ module;
 #include <cstddef>
 #include <vector>
 #include <xsimd/xsimd.hpp>
-export module attn.kernels.gemm;
-import attn.kernels.gemv;
+export module attn.kernels:gemm;
+import :isa;
+import :gemv;
 
 export namespace attn::kernels {
 
-using batch = xsimd::batch<float>;
-inline constexpr std::size_t lanes = batch::size;
-inline constexpr std::size_t nr = 2 * lanes;           ///< panel width (columns of C per micro-tile)
-inline constexpr std::size_t mr = lanes >= 16 ? 8 : 6; ///< rows of C per micro-tile (AVX-512 has 32 registers)
-inline constexpr std::size_t kc = 256;                 ///< inner-dimension block (A strip and panel slice in L1)
-inline constexpr std::size_t nc_panels = 8;            ///< panels per L2 group
+inline constexpr std::size_t nr = 2 * lanes; ///< panel width (columns of C per micro-tile)
+/// rows of C per micro-tile: 2 x mr accumulators, two B batches and a broadcast in registers
+inline constexpr std::size_t mr = isa::vector_registers >= 32 ? 8 : 6;
+inline constexpr std::size_t kc = 256;      ///< inner-dimension block (A strip and panel slice in L1)
+inline constexpr std::size_t nc_panels = 8; ///< panels per L2 group
 
 template <class T>
 using aligned_vector = std::vector<T, xsimd::aligned_allocator<T, 64>>;
@@ -69,8 +69,8 @@ inline void micro(std::size_t K, const float* a, std::size_t lda, const float* p
         const batch b1 = batch::load_aligned(panel + k * nr + lanes);
         for (std::size_t r = 0; r < MR; ++r) {
             const batch ar(a[r * lda + k]);
-            c0[r] = detail::fused(ar, b0, c0[r]); // one vfmadd (attn.kernels.gemv)
-            c1[r] = detail::fused(ar, b1, c1[r]);
+            c0[r] = isa::fused(ar, b0, c0[r]);
+            c1[r] = isa::fused(ar, b1, c1[r]);
         }
     }
     if (ncols == nr) {

@@ -1,5 +1,5 @@
-// attn.kernels.gemv -- y = x W^T + b for a handful of rows (a decode step projects one token
-// per sequence). With so few rows the packed GEMM of attn.kernels.gemm spends more time
+// attn.kernels:gemv -- y = x W^T + b for a handful of rows (a decode step projects one token
+// per sequence). With so few rows the packed GEMM of attn.kernels:gemm spends more time
 // packing W^T (a transposed copy of the whole matrix, allocated per call) than multiplying; here
 // each output is a dot product of x's row with W's row, read in place: W streams through once,
 // with no copy and no allocation, and every row of x (<= gemv_max_rows) reuses each W load.
@@ -8,9 +8,9 @@
 module;
 #include <algorithm>
 #include <cstddef>
-#include <immintrin.h>
 #include <xsimd/xsimd.hpp>
-export module attn.kernels.gemv;
+export module attn.kernels:gemv;
+import :isa;
 
 export namespace attn::kernels {
 
@@ -19,38 +19,24 @@ inline constexpr std::size_t gemv_max_rows = 8;
 
 namespace detail {
 
-using fbatch = xsimd::batch<float>;
-
-/// a * b + c as one fused instruction (xsimd 8.1's fma is a separate multiply and add on
-/// AVX2/AVX-512 batches).
-inline fbatch fused(fbatch a, fbatch b, fbatch c) {
-#if XSIMD_WITH_AVX512F
-    return fbatch(_mm512_fmadd_ps(a, b, c)); // xsimd's default batch is then 16 lanes
-#elif XSIMD_WITH_FMA3_AVX2
-    return fbatch(_mm256_fmadd_ps(a, b, c));
-#else
-    return xsimd::fma(a, b, c);
-#endif
-}
-
 /// y[r, o] for R rows and the outputs [o0, o1), two outputs at a time (2R independent chains).
 template <std::size_t R>
 void gemv_band(const float* x, const float* w, const float* bias, float* y, std::size_t in, std::size_t out,
                std::size_t o0, std::size_t o1) {
-    constexpr std::size_t L = fbatch::size;
+    constexpr std::size_t L = batch::size;
     const std::size_t full = in / L * L;
     std::size_t o = o0;
     for (; o + 2 <= o1; o += 2) {
         const float* w0 = w + o * in;
         const float* w1 = w0 + in;
-        fbatch a0[R], a1[R];
-        for (std::size_t r = 0; r < R; ++r) a0[r] = a1[r] = fbatch(0.0f);
+        batch a0[R], a1[R];
+        for (std::size_t r = 0; r < R; ++r) a0[r] = a1[r] = batch(0.0f);
         for (std::size_t k = 0; k < full; k += L) {
-            const fbatch b0 = fbatch::load_unaligned(w0 + k), b1 = fbatch::load_unaligned(w1 + k);
+            const batch b0 = batch::load_unaligned(w0 + k), b1 = batch::load_unaligned(w1 + k);
             for (std::size_t r = 0; r < R; ++r) {
-                const fbatch xr = fbatch::load_unaligned(x + r * in + k);
-                a0[r] = fused(xr, b0, a0[r]);
-                a1[r] = fused(xr, b1, a1[r]);
+                const batch xr = batch::load_unaligned(x + r * in + k);
+                a0[r] = isa::fused(xr, b0, a0[r]);
+                a1[r] = isa::fused(xr, b1, a1[r]);
             }
         }
         for (std::size_t r = 0; r < R; ++r) {
@@ -65,11 +51,11 @@ void gemv_band(const float* x, const float* w, const float* bias, float* y, std:
     }
     for (; o < o1; ++o) { // an odd last output
         const float* w0 = w + o * in;
-        fbatch a0[R];
-        for (std::size_t r = 0; r < R; ++r) a0[r] = fbatch(0.0f);
+        batch a0[R];
+        for (std::size_t r = 0; r < R; ++r) a0[r] = batch(0.0f);
         for (std::size_t k = 0; k < full; k += L) {
-            const fbatch b0 = fbatch::load_unaligned(w0 + k);
-            for (std::size_t r = 0; r < R; ++r) a0[r] = fused(fbatch::load_unaligned(x + r * in + k), b0, a0[r]);
+            const batch b0 = batch::load_unaligned(w0 + k);
+            for (std::size_t r = 0; r < R; ++r) a0[r] = isa::fused(batch::load_unaligned(x + r * in + k), b0, a0[r]);
         }
         for (std::size_t r = 0; r < R; ++r) {
             float s0 = xsimd::hadd(a0[r]);

@@ -1,4 +1,4 @@
-// attn.kernels.tiled -- the attention core in tiles with a streaming (online) softmax, on the
+// attn.kernels:tiled -- the attention core in tiles with a streaming (online) softmax, on the
 // SIMD GEMM. One work item is (batch, head, query tile): the scaled query tile is packed once,
 // then each key/value tile is packed, scored with one GEMM, folded into a running row maximum
 // m and row sum l (rescaling the running output by exp(m_old - m_new) when the maximum grows),
@@ -9,13 +9,12 @@ module;
 #include <cmath>
 #include <cstddef>
 #include <limits>
-#include <string>
-#include <utility>
 #include <vector>
 #include <xsimd/xsimd.hpp>
-export module attn.kernels.tiled;
-import attn.kernels.gemm;
-import attn.kernels.decode;
+export module attn.kernels:tiled;
+import :isa;
+import :gemm;
+import :softmax;
 import attn.core;
 
 export namespace attn::kernels {
@@ -95,7 +94,7 @@ inline void tile_core(const problem& p, const core_io<float>& io, std::size_t b,
             }
             const float m_new = std::max(w.m[r], detail::row_max(sr, n));
             const float corr = std::exp(w.m[r] - m_new); // 0 on the first visible tile
-            const float sum = detail::exp_row(sr, n, m_new); // one vector exp per element (attn.kernels.decode)
+            const float sum = detail::exp_row(sr, n, m_new); // one vector exp per element
             std::fill(sr + n, sr + tk_pad, 0.0f);            // masked and padding columns weigh nothing
             w.l[r] = w.l[r] * corr + sum;
             if (corr != 1.0f) detail::scale_row(w.acc.data() + r * w.acc_ld, w.acc_ld, corr);
@@ -120,7 +119,6 @@ inline void tile_core(const problem& p, const core_io<float>& io, std::size_t b,
 /// Items are independent and each is computed the same way on any thread: the result does not
 /// depend on the thread count. Heavier (later, under a causal mask) tiles are handed out first.
 inline void tiled_core(const problem& p, const core_io<float>& io, tiles t, int threads) {
-    if (p.n_q == 1) return decode_core(p, io, threads); // one query row: stream K and V once (a decode step)
     const std::size_t n_tiles = (p.n_q + t.q - 1) / t.q;
     const std::size_t items = p.batch * p.heads * n_tiles;
 #pragma omp parallel num_threads(threads) if (threads > 1)
@@ -138,27 +136,7 @@ inline void tiled_core(const problem& p, const core_io<float>& io, tiles t, int 
 
 /// Extra memory of tiled_core: one scratch per thread.
 inline std::size_t tiled_scratch_bytes(const problem& p, tiles t, int threads) {
-    if (p.n_q == 1) return decode_scratch_bytes(p, threads);
     return tiled_scratch(p, t).bytes() * std::size_t(std::max(threads, 1));
-}
-
-/// A variant on these kernels: threaded ones use run_options::threads, the others one thread.
-inline variant tiled_variant(std::string name, std::string description, bool threaded) {
-    variant v;
-    v.name = std::move(name);
-    v.description = std::move(description);
-    v.threaded = threaded;
-    auto threads = [threaded](const run_options& o) { return threaded ? o.threads : 1; };
-    v.f32.core = [threads](const problem& p, const core_io<float>& io, const run_options& o) {
-        tiled_core(p, io, resolve_tiles(o), threads(o));
-    };
-    v.f32.linear = [threads](const linear_io<float>& io, const run_options& o) {
-        linear(io.x, io.w, io.b, io.y, io.rows, io.in, io.out, threads(o));
-    };
-    v.scratch_bytes = [threads](const problem& p, const run_options& o) {
-        return tiled_scratch_bytes(p, resolve_tiles(o), threads(o));
-    };
-    return v;
 }
 
 } // namespace attn::kernels

@@ -1,12 +1,9 @@
+// attn.results:machine -- /proc and /sys facts, build info, metadata and its JSON.
 module;
-#include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <chrono>
-#include <cmath>
+#include <cstddef>
 #include <cstdio>
-#include <cstring>
 #include <ctime>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -24,39 +21,6 @@ module attn.results;
 namespace attn {
 
 namespace fs = std::filesystem;
-
-void write_atomic(const std::string& path, const std::string& text) {
-    require(!path.empty(), "cannot write a file with an empty path");
-    const fs::path dest(path);
-    std::error_code ec;
-    if (dest.has_parent_path()) {
-        fs::create_directories(dest.parent_path(), ec);
-        require(!ec, path + ": cannot write (cannot create directory " + dest.parent_path().string() + ": " +
-                         ec.message() + ")");
-    }
-    // A unique name in the same directory, so the rename stays on one file system and is atomic,
-    // and two writers (threads or processes) never share a temporary.
-    static std::atomic<unsigned> counter{0};
-    fs::path tmp = dest;
-    tmp.replace_filename("." + dest.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
-                         std::to_string(counter++));
-    auto fail = [&](const std::string& why) {
-        std::error_code ignored;
-        fs::remove(tmp, ignored);
-        throw error(path + ": cannot write (" + why + ")");
-    };
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        if (!out) fail(std::strerror(errno));
-        out.write(text.data(), std::streamsize(text.size()));
-        out.flush();
-        if (!out) fail(std::strerror(errno));
-        out.close();
-        if (out.fail()) fail(std::strerror(errno));
-    }
-    fs::rename(tmp, dest, ec);
-    if (ec) fail(ec.message());
-}
 
 namespace {
 
@@ -218,12 +182,12 @@ const metadata& static_metadata() {
         r.emplace_back("os", os_name());
         r.emplace_back("kernel", have_uname ? std::string(u.sysname) + " " + u.release + " " + u.machine : "unknown");
         r.emplace_back("hostname", or_unknown(host));
-        r.emplace_back("compiler", or_unknown(ATTNBENCH_COMPILER));
-        r.emplace_back("flags", or_unknown(ATTNBENCH_FLAGS));
-        r.emplace_back("build_type", or_unknown(ATTNBENCH_BUILD_TYPE));
+        r.emplace_back("compiler", or_unknown(build().compiler));
+        r.emplace_back("flags", or_unknown(build().flags));
+        r.emplace_back("build_type", or_unknown(build().build_type));
         r.emplace_back("blas", blas_name());
         r.emplace_back("openmp_max_threads", std::to_string(omp_get_max_threads()));
-        r.emplace_back("commit", or_unknown(ATTNBENCH_COMMIT));
+        r.emplace_back("commit", or_unknown(build().commit));
         for (auto& [k, v] : r) {
             // Collapse the double spaces that empty CMake variables leave in the flags.
             std::string t;
@@ -244,12 +208,6 @@ std::string utc_now() {
     char buf[32];
     std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
     return buf;
-}
-
-std::size_t display_width(const std::string& s) {
-    std::size_t n = 0;
-    for (unsigned char c : s) n += (c & 0xC0) != 0x80; // count UTF-8 code points
-    return n;
 }
 
 } // namespace
@@ -323,90 +281,18 @@ std::string to_json(const metadata& m, int indent) {
     return r + "}";
 }
 
-std::string format_bytes(std::size_t bytes) {
-    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    double v = double(bytes);
-    while (v >= 1024.0 && u < 4) {
-        v /= 1024.0;
-        ++u;
-    }
-    if (u == 0) return std::to_string(bytes) + " B";
-    const bool whole = std::fabs(v - std::round(v)) < 1e-9;
-    return format_number(v, whole ? 0 : 2) + " " + units[u];
+long long proc_status_kib(const std::string& key) {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1));
+    return -1;
 }
 
-std::string format_number(double value, int precision) {
-    if (std::isnan(value)) return "nan";
-    if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.*f", precision < 0 ? 0 : precision, value);
-    return buf;
-}
-
-text_table::text_table(std::vector<column> columns) : columns_(std::move(columns)) {
-    require(!columns_.empty(), "a text table needs at least one column");
-}
-
-text_table::text_table(const std::vector<std::string>& headers) {
-    require(!headers.empty(), "a text table needs at least one column");
-    for (std::size_t c = 0; c < headers.size(); ++c) columns_.push_back({headers[c], "", c > 0});
-}
-
-void text_table::add_row(std::vector<std::string> cells) {
-    require(cells.size() == columns_.size(), "text table row has " + std::to_string(cells.size()) +
-                                                 " cells, expected " + std::to_string(columns_.size()));
-    rows_.push_back(std::move(cells));
-}
-
-std::string text_table::render() const {
-    const std::size_t n = columns_.size();
-    std::vector<std::string> heads(n);
-    std::vector<std::size_t> width(n);
-    for (std::size_t c = 0; c < n; ++c) {
-        heads[c] = columns_[c].header + (columns_[c].unit.empty() ? "" : " [" + columns_[c].unit + "]");
-        width[c] = display_width(heads[c]);
-        for (const auto& row : rows_) width[c] = std::max(width[c], display_width(row[c]));
-    }
-    auto cell = [&](const std::string& s, std::size_t c) {
-        const std::string fill(width[c] - display_width(s), ' ');
-        return columns_[c].numeric ? fill + s : s + fill;
-    };
-    auto line = [&](const std::vector<std::string>& cells) {
-        std::string r;
-        for (std::size_t c = 0; c < n; ++c) r += (c ? "  " : "") + cell(cells[c], c);
-        while (!r.empty() && r.back() == ' ') r.pop_back();
-        return r + "\n";
-    };
-    std::string out = line(heads);
-    std::size_t total = 0;
-    for (std::size_t c = 0; c < n; ++c) total += width[c] + (c ? 2 : 0);
-    out += std::string(total, '-') + "\n";
-    for (const auto& row : rows_) out += line(row);
-    return out;
-}
-
-void text_table::print(std::FILE* f) const { std::fputs(render().c_str(), f); }
-
-std::string text_table::csv() const {
-    auto quote = [](std::string c) {
-        if (!c.empty() && c.find_first_not_of("0123456789,") == std::string::npos) // a grouped integer
-            c.erase(std::remove(c.begin(), c.end(), ','), c.end());
-        if (c.find_first_of(",\"\n") == std::string::npos) return c;
-        std::string q = "\"";
-        for (char ch : c) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-        return q + "\"";
-    };
-    auto line = [&](const std::vector<std::string>& cells) {
-        std::string r;
-        for (std::size_t c = 0; c < cells.size(); ++c) r += (c ? "," : "") + quote(cells[c]);
-        return r + "\n";
-    };
-    std::vector<std::string> heads;
-    for (const auto& c : columns_) heads.push_back(c.header + (c.unit.empty() ? "" : " [" + c.unit + "]"));
-    std::string out = line(heads);
-    for (const auto& row : rows_) out += line(row);
-    return out;
+bool reset_peak_rss() {
+    std::ofstream f("/proc/self/clear_refs");
+    f << "5";
+    return bool(f);
 }
 
 std::string render_metadata(const metadata& m) {

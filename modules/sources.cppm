@@ -1,4 +1,5 @@
-// attn.seeds -- the seed documents' worked examples and numerical claims, recomputed:
+// attn.sources -- the source documents' (shared/seeds/) worked examples and numerical claims,
+// recomputed ("sources", not "seeds": the project's seeds are RNG seeds):
 //  - seed 000's "Cat sleeps" toy (d_model = 4, H = 2, identity weights), run through the real
 //    reference with its trace, next to every number the document prints;
 //  - seed 003's convex-hull argument: a dense search over single-head queries, the closed-form
@@ -13,11 +14,11 @@ module;
 #include <numbers>
 #include <string>
 #include <vector>
-export module attn.seeds;
+export module attn.sources;
 export import attn.core;
 import attn.reference;
 
-export namespace attn::seeds {
+export namespace attn::sources {
 
 /// A small row-major matrix with a label, for printing and JSON.
 struct matrix {
@@ -119,9 +120,9 @@ struct variance_row {
 std::vector<variance_row> scaling_variance(const std::vector<std::size_t>& d_ks, std::size_t samples,
                                            std::size_t n_keys, std::uint64_t seed);
 
-} // namespace attn::seeds
+} // namespace attn::sources
 
-namespace attn::seeds {
+namespace attn::sources {
 
 std::string rounded(double v, int decimals) {
     char buf[64];
@@ -388,4 +389,4 @@ std::vector<variance_row> scaling_variance(const std::vector<std::size_t>& d_ks,
     return out;
 }
 
-} // namespace attn::seeds
+} // namespace attn::sources

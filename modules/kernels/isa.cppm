@@ -1,0 +1,152 @@
+// attn.kernels:isa -- every instruction-set-specific piece of the kernels (and of attn.peak's
+// FMA probe), one section per instruction set as xsimd's arch/ files do, chosen at compile time
+// by xsimd's XSIMD_WITH_* macros (which follow -march): AVX-512, AVX/AVX2 with FMA, generic.
+// Everything else is written on xsimd::batch<float> and these functions.
+//
+// Why explicit FMAs: xsimd 8.1 has FMA kernels only for its fma3<sse4_2|avx|avx2> and fma4
+// architectures. xsimd::fma on the default batch of an AVX-512 build (avx512bw), and on plain
+// batch<float, avx2>, falls back to x*y + z, which clang (-ffp-contract=on) emits as a separate
+// multiply and add: the same throughput as an FMA, but longer latency and two roundings.
+module;
+#include <cstddef>
+#include <cstring>
+#include <immintrin.h>
+#include <xsimd/xsimd.hpp>
+export module attn.kernels:isa;
+
+export namespace attn::kernels {
+
+using batch = xsimd::batch<float>;                 ///< the kernels' register: xsimd's default arch
+inline constexpr std::size_t lanes = batch::size; ///< f32 lanes per batch
+
+namespace isa {
+
+/// C consecutive floats at p repeated across the batch, any C dividing lanes: the portable
+/// version (the sections below use one broadcasting load where the ISA has one).
+template <std::size_t C>
+batch broadcast_chunk_generic(const float* p) {
+    if constexpr (C == 1) {
+        return batch(*p);
+    } else if constexpr (C == lanes) {
+        return batch::load_unaligned(p);
+    } else {
+        alignas(64) float t[lanes];
+        for (std::size_t i = 0; i < lanes; ++i) t[i] = p[i % C];
+        return batch::load_aligned(t);
+    }
+}
+
+#if XSIMD_WITH_AVX512F
+// ---- AVX-512: 16 lanes, 32 vector registers --------------------------------------------------
+static_assert(lanes == 16, "xsimd's default batch of an AVX-512 build has 16 lanes");
+
+inline constexpr int vector_registers = 32;
+
+/// a * b + c, one vfmadd.
+inline batch fused(batch a, batch b, batch c) { return batch(_mm512_fmadd_ps(a, b, c)); }
+
+template <std::size_t C>
+batch broadcast_chunk(const float* p) {
+    if constexpr (C == 2) {
+        double x;
+        std::memcpy(&x, p, sizeof x);
+        return batch(_mm512_castpd_ps(_mm512_set1_pd(x)));
+    } else if constexpr (C == 4) {
+        return batch(_mm512_broadcast_f32x4(_mm_loadu_ps(p)));
+    } else if constexpr (C == 8) {
+        return batch(_mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(p)))));
+    } else {
+        return broadcast_chunk_generic<C>(p);
+    }
+}
+
+/// exp(x) for x <= 0, -inf included (softmax arguments: score minus running maximum). x clamped
+/// at -104 (e^-104 is below the smallest fp32 subnormal), n = round(x log2 e), f = x - n ln2 in
+/// two FMAs (Cody-Waite: ln2 split in a head exact in 9 bits and a tail), e^f by its degree-7
+/// Taylor polynomial (|f| <= 0.35: truncation below 1e-9 relative) and 2^n by vscalefps, which
+/// rounds to subnormals and underflows to exactly 0: 13 vector operations, about half of the
+/// general xsimd::exp's range checks and reconstruction.
+inline batch exp_nonpos(batch x) {
+    x = xsimd::max(x, batch(-104.0f));
+    const batch n(_mm512_roundscale_ps((x * batch(1.44269504088896341f)).data, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    batch f = fused(n, batch(-0.693359375f), x);
+    f = fused(n, batch(2.12194440e-4f), f);
+    batch p(1.0f / 5040.0f);
+    for (const float c : {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f}) p = fused(p, f, batch(c));
+    return batch(_mm512_scalef_ps(p.data, n.data));
+}
+
+/// attn.peak's FMA probe: the default batch and its vfmadd.
+using fma_batch = batch;
+inline fma_batch fma(fma_batch x, fma_batch y, fma_batch z) { return fused(x, y, z); }
+inline constexpr const char* fma_instruction = "vfmadd231ps zmm (AVX-512F)";
+
+#elif XSIMD_WITH_AVX
+// ---- AVX, AVX2 and FMA: 8 lanes, 16 vector registers ------------------------------------------
+inline constexpr int vector_registers = 16;
+
+/// a * b + c: one vfmadd with FMA3 and AVX2, a multiply and an add otherwise.
+inline batch fused(batch a, batch b, batch c) {
+#if XSIMD_WITH_FMA3_AVX2
+    return batch(_mm256_fmadd_ps(a, b, c));
+#else
+    return xsimd::fma(a, b, c);
+#endif
+}
+
+template <std::size_t C>
+batch broadcast_chunk(const float* p) {
+    if constexpr (lanes == 8 && C == 2) {
+        double x;
+        std::memcpy(&x, p, sizeof x);
+        return batch(_mm256_castpd_ps(_mm256_set1_pd(x)));
+    } else if constexpr (lanes == 8 && C == 4) {
+        return batch(_mm256_broadcast_ps(reinterpret_cast<const __m128*>(p)));
+    } else {
+        return broadcast_chunk_generic<C>(p);
+    }
+}
+
+/// exp(x) for x <= 0: xsimd::exp.
+inline batch exp_nonpos(batch x) { return xsimd::exp(x); }
+
+#if XSIMD_WITH_FMA3_AVX2
+/// attn.peak's FMA probe: xsimd's fma3<avx2> batch, whose fma is one vfmadd.
+using fma_batch = xsimd::batch<float, xsimd::fma3<xsimd::avx2>>;
+inline fma_batch fma(fma_batch x, fma_batch y, fma_batch z) { return xsimd::fma(x, y, z); }
+inline constexpr const char* fma_instruction = "vfmadd231ps ymm (FMA3)";
+#else
+using fma_batch = batch;
+inline fma_batch fma(fma_batch x, fma_batch y, fma_batch z) { return xsimd::fma(x, y, z); }
+inline constexpr const char* fma_instruction = "xsimd::fma (no FMA instructions in this build)";
+#endif
+
+#else
+// ---- generic: whatever xsimd's default batch is -------------------------------------------------
+inline constexpr int vector_registers = 16;
+
+inline batch fused(batch a, batch b, batch c) { return xsimd::fma(a, b, c); }
+
+template <std::size_t C>
+batch broadcast_chunk(const float* p) {
+    return broadcast_chunk_generic<C>(p);
+}
+
+inline batch exp_nonpos(batch x) { return xsimd::exp(x); }
+
+using fma_batch = batch;
+inline fma_batch fma(fma_batch x, fma_batch y, fma_batch z) { return xsimd::fma(x, y, z); }
+inline constexpr const char* fma_instruction = "xsimd::fma (no FMA instructions in this build)";
+#endif
+
+/// Asks for the cache line at p into L2 (prefetcht1 on x86).
+inline void prefetch_l2(const void* p) {
+#if XSIMD_WITH_SSE2
+    _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
+#else
+    __builtin_prefetch(p, 0, 2);
+#endif
+}
+
+} // namespace isa
+} // namespace attn::kernels

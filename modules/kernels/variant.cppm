@@ -1,0 +1,48 @@
+// attn.kernels:variant -- a variant on these kernels (`simd`, `parallel`): a problem with one
+// query row (a decode step) goes to decode_core, which streams K and V once; any other to
+// tiled_core.
+module;
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <utility>
+export module attn.kernels:variant;
+import :gemm;
+import :tiled;
+import :decode;
+import attn.core;
+
+export namespace attn::kernels {
+
+/// The attention core: decode_core for n_q == 1, tiled_core otherwise.
+inline void attention_core(const problem& p, const core_io<float>& io, tiles t, int threads) {
+    if (p.n_q == 1) return decode_core(p, io, threads);
+    tiled_core(p, io, t, threads);
+}
+
+/// Extra memory of attention_core.
+inline std::size_t attention_scratch_bytes(const problem& p, tiles t, int threads) {
+    if (p.n_q == 1) return decode_scratch_bytes(p, threads);
+    return tiled_scratch_bytes(p, t, threads);
+}
+
+/// A variant on these kernels: threaded ones use run_options::threads, the others one thread.
+inline variant tiled_variant(std::string name, std::string description, bool threaded) {
+    variant v;
+    v.name = std::move(name);
+    v.description = std::move(description);
+    v.threaded = threaded;
+    auto threads = [threaded](const run_options& o) { return threaded ? o.threads : 1; };
+    v.f32.core = [threads](const problem& p, const core_io<float>& io, const run_options& o) {
+        attention_core(p, io, resolve_tiles(o), threads(o));
+    };
+    v.f32.linear = [threads](const linear_io<float>& io, const run_options& o) {
+        linear(io.x, io.w, io.b, io.y, io.rows, io.in, io.out, threads(o));
+    };
+    v.scratch_bytes = [threads](const problem& p, const run_options& o) {
+        return attention_scratch_bytes(p, resolve_tiles(o), threads(o));
+    };
+    return v;
+}
+
+} // namespace attn::kernels

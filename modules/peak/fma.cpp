@@ -1,0 +1,116 @@
+// attn.peak -- the FMA ceiling: `Chains` independent FMA chains per thread on the batch and FMA
+// instruction attn.kernels:isa chooses, with 8, 12 or 16 chains tried and the fastest kept.
+module;
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <vector>
+#include <omp.h>
+#include <xsimd/xsimd.hpp>
+module attn.peak;
+import :probe;
+
+namespace attn::peak {
+
+namespace {
+
+/// `iters` rounds of `Chains` independent FMA chains acc = acc*a + b. acc converges towards
+/// b/(1-a) = 1, so values stay normal (no denormal slow path) and finite. Returns a sum of the
+/// chains, which the caller keeps, so the loop cannot be deleted.
+///
+/// Hiding the FMA latency needs (FMA ports) x (latency in cycles) chains in flight: 2 x 4 = 8
+/// for 256-bit FMAs on AMD Zen cores (2 x 4-5 on Intel cores), fewer for 512-bit ones where a
+/// core issues them at one per cycle. measure() tries 8, 12 and 16 and keeps the fastest, so
+/// the ceiling does not rest on a guess of the latency.
+template <int Chains>
+float fma_chains(std::size_t iters, float seed) {
+    batch acc[Chains];
+    for (int i = 0; i < Chains; ++i) acc[i] = batch(seed + 0.001f * float(i));
+    const batch a(0.9999f), b(0.0001f);
+    for (std::size_t it = 0; it < iters; ++it) {
+#pragma unroll
+        for (int i = 0; i < Chains; ++i) acc[i] = fused(acc[i], a, b);
+    }
+    batch s = acc[0];
+    for (int i = 1; i < Chains; ++i) s += acc[i];
+    return xsimd::hadd(s);
+}
+
+constexpr fma_kernel fma_kernels[] = {{8, &fma_chains<8>}, {12, &fma_chains<12>}, {16, &fma_chains<16>}};
+
+} // namespace
+
+fma_kernel kernel_with(int chains) {
+    for (const auto& k : fma_kernels)
+        if (k.chains == chains) return k;
+    throw error("peak: FMA accumulators must be 0 (choose), 8, 12 or 16 (got " + std::to_string(chains) + ")");
+}
+
+namespace {
+
+/// GFLOP/s of a `threads`-wide team each running `iters` rounds of `k`; sets `granted`.
+double time_fma(const fma_kernel& k, int threads, std::size_t iters, int& granted, double* seconds = nullptr) {
+    std::vector<float> sink(std::size_t(std::max(threads, 1)), 0.0f);
+    int team = 1;
+    auto t0 = steady::now();
+#pragma omp parallel num_threads(threads)
+    {
+#pragma omp single nowait
+        team = omp_get_num_threads();
+        sink[std::size_t(omp_get_thread_num())] = k.run(iters, 1.0f + 0.01f * float(omp_get_thread_num()));
+    }
+    const double s = std::max(seconds_since(t0), 1e-9);
+    escape(sink.data());
+    for (float v : sink) require(std::isfinite(v), "peak: FMA kernel produced a non-finite value");
+    granted = team;
+    if (seconds) *seconds = s;
+    return 2.0 * double(team) * double(iters) * double(k.chains) * double(batch::size) / s * 1e-9;
+}
+
+/// Rounds of `k` that take about `target` seconds on one thread (the runs warm the core up).
+std::size_t calibrate(const fma_kernel& k, double target) {
+    std::size_t iters = 256;
+    int granted = 0;
+    double s = 0;
+    time_fma(k, 1, iters, granted, &s);
+    while (s < std::min(0.01, target) && iters < (std::size_t(1) << 40)) {
+        iters *= 4;
+        time_fma(k, 1, iters, granted, &s);
+    }
+    return std::max<std::size_t>(1, std::size_t(double(iters) * target / s));
+}
+
+} // namespace
+
+/// The chain count that runs fastest here: best of three short runs each.
+fma_kernel choose_kernel(const options& opt) {
+    if (opt.accumulators) return kernel_with(opt.accumulators);
+    fma_kernel best = fma_kernels[0];
+    double best_rate = 0;
+    for (const auto& k : fma_kernels) {
+        const std::size_t iters = calibrate(k, opt.fma_seconds / 4);
+        int granted = 0;
+        double rate = 0;
+        for (int r = 0; r < 3; ++r) rate = std::max(rate, time_fma(k, 1, iters, granted));
+        if (rate > best_rate) {
+            best_rate = rate;
+            best = k;
+        }
+    }
+    return best;
+}
+
+stats fma_impl(const fma_kernel& k, int threads, const options& opt, int& granted) {
+    const std::size_t iters = calibrate(k, opt.fma_seconds);
+    return repeated(opt.repetitions, [&] { return time_fma(k, threads, iters, granted); });
+}
+
+stats fma_gflops(int threads, const options& opt) {
+    check_options(opt);
+    int granted = 0;
+    return fma_impl(choose_kernel(opt), resolve_threads(threads), opt, granted);
+}
+
+} // namespace attn::peak

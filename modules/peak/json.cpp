@@ -1,0 +1,108 @@
+// attn.peak -- the ceilings as JSON (to_json, from_json), the form `attnbench peak --json` prints.
+module;
+#include <cstddef>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+module attn.peak;
+
+namespace attn::peak {
+
+namespace {
+
+nlohmann::ordered_json stats_json(const stats& s) {
+    nlohmann::ordered_json j;
+    j["median"] = s.median;
+    j["best"] = s.best;
+    j["worst"] = s.worst;
+    j["repetitions"] = s.samples.size();
+    j["samples"] = s.samples;
+    j["others_busy_cpus"] = s.others_busy_cpus;
+    return j;
+}
+
+stats stats_from(const nlohmann::json& j, const char* key) {
+    require(j.contains(key) && j[key].is_object(), std::string("peak JSON: missing object \"") + key + "\"");
+    const auto& o = j[key];
+    stats s;
+    try {
+        s.median = o.at("median").get<double>();
+        s.best = o.at("best").get<double>();
+        s.worst = o.at("worst").get<double>();
+        if (o.contains("samples")) s.samples = o["samples"].get<std::vector<double>>();
+        if (o.contains("others_busy_cpus")) s.others_busy_cpus = o["others_busy_cpus"].get<double>();
+    } catch (const nlohmann::json::exception& e) {
+        throw error(std::string("peak JSON: \"") + key + "\": " + e.what());
+    }
+    return s;
+}
+
+} // namespace
+
+std::string to_json(const ceilings& c, int indent) {
+    nlohmann::ordered_json j;
+    j["fma_f32_gflops_1_thread"] = stats_json(c.fma_1t_gflops);
+    j["fma_f32_gflops_all_threads"] = stats_json(c.fma_all_gflops);
+    j["triad_gbs_1_thread"] = stats_json(c.triad_1t_gbs);
+    j["triad_gbs_all_threads"] = stats_json(c.triad_all_gbs);
+    j["threads"] = c.threads;
+    j["fma_accumulators_per_thread"] = c.accumulators;
+    j["simd_arch"] = c.simd_arch;
+    j["fma_instruction"] = c.fma_instruction;
+    j["simd_f32_lanes"] = c.simd_lanes;
+    j["triad_array_bytes"] = c.triad_array_bytes;
+    j["triad_elements"] = c.triad_elements;
+    j["triad_bytes_per_element"] = 12;
+    nlohmann::ordered_json probe = nlohmann::ordered_json::array();
+    for (const auto& p : c.stream) {
+        nlohmann::ordered_json x;
+        x["fmas_per_batch"] = p.fmas;
+        x["flop_per_byte"] = p.flop_per_byte;
+        x["gbs"] = stats_json(p.gbs);
+        x["roof_gbs"] = roof_gbs(c.triad_all_gbs.median, c.fma_all_gflops.median, p.flop_per_byte);
+        probe.push_back(x);
+    }
+    j["stream_fma"] = probe;
+    j["units"] = {{"fma", "GFLOP/s, 10^9 FLOP/s, one FMA = 2 FLOP"},
+                  {"triad", "GB/s, 10^9 byte/s, 12 byte per element (read b, c; write a; write-allocate not counted); arrays "
+                            "2 MiB-aligned with MADV_HUGEPAGE, like the key/value cache (attn::big_allocator)"},
+                  {"stream_fma", "GB/s read (10^9 byte/s) on all threads by a loop that feeds every batch read from the triad's "
+                                 "arrays b and c to fmas_per_batch FMAs (flop_per_byte = fmas_per_batch / 2); roof_gbs = "
+                                 "min(triad, FMA / flop_per_byte) from the medians"}};
+    return j.dump(indent > 0 ? indent : -1);
+}
+
+ceilings from_json(const std::string& text) {
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        throw error(std::string("peak JSON: cannot parse (") + e.what() + ")");
+    }
+    if (j.contains("peak")) j = j["peak"];
+    require(j.is_object(), "peak JSON: expected an object");
+    ceilings c;
+    c.fma_1t_gflops = stats_from(j, "fma_f32_gflops_1_thread");
+    c.fma_all_gflops = stats_from(j, "fma_f32_gflops_all_threads");
+    c.triad_1t_gbs = stats_from(j, "triad_gbs_1_thread");
+    c.triad_all_gbs = stats_from(j, "triad_gbs_all_threads");
+    c.threads = j.value("threads", 1);
+    c.accumulators = j.value("fma_accumulators_per_thread", 0);
+    c.simd_arch = j.value("simd_arch", std::string());
+    c.fma_instruction = j.value("fma_instruction", std::string());
+    c.simd_lanes = j.value("simd_f32_lanes", 0);
+    c.triad_array_bytes = j.value("triad_array_bytes", std::size_t(0));
+    c.triad_elements = j.value("triad_elements", std::size_t(0));
+    if (j.contains("stream_fma") && j["stream_fma"].is_array())
+        for (const auto& x : j["stream_fma"]) {
+            require(x.is_object() && x.contains("gbs"), "peak JSON: \"stream_fma\" entries need \"gbs\"");
+            stream_point p;
+            p.fmas = x.value("fmas_per_batch", 0);
+            p.flop_per_byte = x.value("flop_per_byte", 0.0);
+            p.gbs = stats_from(x, "gbs");
+            c.stream.push_back(p);
+        }
+    return c;
+}
+
+} // namespace attn::peak

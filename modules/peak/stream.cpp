@@ -1,0 +1,91 @@
+// attn.peak -- the streaming probe: every batch read once from the triad's arrays feeds a fixed
+// number of FMAs, which shows where between the triad and the FMA ceiling the roofline bends.
+module;
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <initializer_list>
+#include <string>
+#include <vector>
+#include <omp.h>
+#include <xsimd/xsimd.hpp>
+module attn.peak;
+import :probe;
+
+namespace attn::peak {
+
+namespace {
+
+/// Reads x[0, n) once (n a multiple of the batch size), each batch feeding Fmas FMAs into as
+/// many accumulators. The accumulators start apart and the multiplier is not 1, so no two chains
+/// are the same computation and none folds into an add; values grow by at most 8 per batch read.
+template <int Fmas>
+float stream_chains(const float* x, std::size_t n) {
+    batch acc[Fmas];
+    for (int i = 0; i < Fmas; ++i) acc[i] = batch(float(i));
+    const batch a(0.5f);
+    for (std::size_t i = 0; i < n; i += batch::size) {
+        const batch v = batch::load_aligned(x + i);
+#pragma unroll
+        for (int k = 0; k < Fmas; ++k) acc[k] = fused(v, a, acc[k]);
+    }
+    batch s = acc[0];
+    for (int i = 1; i < Fmas; ++i) s += acc[i];
+    return xsimd::hadd(s);
+}
+
+using stream_kernel = float (*)(const float*, std::size_t);
+
+stream_kernel stream_kernel_for(int fmas) {
+    switch (fmas) {
+    case 1: return &stream_chains<1>;
+    case 2: return &stream_chains<2>;
+    case 4: return &stream_chains<4>;
+    case 8: return &stream_chains<8>;
+    case 12: return &stream_chains<12>;
+    case 16: return &stream_chains<16>;
+    case 24: return &stream_chains<24>;
+    default: throw error("peak: streaming FMAs per batch must be 1, 2, 4, 8, 12, 16 or 24 (got " + std::to_string(fmas) + ")");
+    }
+}
+
+} // namespace
+
+/// Each thread reads its static share of b, then of c (the triad's arrays, read only).
+stats stream_impl(triad_arrays& arr, int threads, int fmas, int repetitions) {
+    const stream_kernel k = stream_kernel_for(fmas);
+    const std::size_t n = arr.n / batch::size * batch::size;
+    const float *b = arr.b.get(), *c = arr.c.get();
+    return repeated(repetitions, [&] {
+        std::vector<float> sink(std::size_t(std::max(threads, 1)), 0.0f);
+        const auto t0 = steady::now();
+#pragma omp parallel num_threads(threads)
+        {
+            const std::size_t t = std::size_t(omp_get_thread_num()), nt = std::size_t(omp_get_num_threads());
+            const std::size_t per = (n / batch::size + nt - 1) / nt * batch::size;
+            const std::size_t i0 = std::min(n, t * per), i1 = std::min(n, i0 + per);
+            float s = 0.0f;
+            for (const float* x : {b, c}) s += k(x + i0, i1 - i0);
+            sink[t] = s;
+        }
+        const double sec = std::max(seconds_since(t0), 1e-9);
+        escape(sink.data());
+        for (float v : sink) require(std::isfinite(v), "peak: streaming probe produced a non-finite value");
+        return 2.0 * double(n) * sizeof(float) / sec * 1e-9;
+    });
+}
+
+double roof_gbs(double triad, double fma, double flop_per_byte) {
+    return flop_per_byte > 0 ? std::min(triad, fma / flop_per_byte) : triad;
+}
+
+stats stream_gbs(int threads, int fmas, const options& opt) {
+    check_options(opt);
+    stream_kernel_for(fmas);
+    const std::size_t n = std::max<std::size_t>(triad_array_bytes(opt) / sizeof(float), 16);
+    triad_arrays arr(n);
+    return stream_impl(arr, resolve_threads(threads), fmas, opt.repetitions);
+}
+
+} // namespace attn::peak

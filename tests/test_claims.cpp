@@ -1,0 +1,123 @@
+// attn.claims: the criterion on figures made by hand, and the real ledger's claims fed a
+// deliberately wrong printed number. Every expected verdict is the criterion applied by hand to
+// numbers worked out by hand (the toy: X = [[1,2,0,0],[0,0,1,2]], identity weights, H = 2).
+#include <cmath>
+#include <string>
+#include <vector>
+#include <catch2/catch.hpp>
+import attn.claims;
+
+namespace cl = attn::claims;
+
+namespace {
+// Cat's head-1 softmax weight on itself: scores (5, 0) scaled by 1/sqrt(2).
+const double p_cat = 1.0 / (1.0 + std::exp(-5.0 / std::sqrt(2.0)));
+
+cl::claim copy_of(const std::string& text) { return cl::find(cl::ledger(), text); }
+} // namespace
+
+TEST_CASE("claims: each figure holds by its relation and tolerance", "[claims]") {
+    // a printed decimal: half a unit of its last digit
+    CHECK(cl::printed("w", "0.97", 0.9717).tolerance == Approx(0.005));
+    CHECK(cl::holds(cl::printed("w", "0.97", 0.9717)));
+    CHECK_FALSE(cl::holds(cl::printed("w", "0.97", 0.9751)));
+    CHECK(cl::holds(cl::printed("n", "2", 2.4)));
+    CHECK_FALSE(cl::holds(cl::printed("n", "2", 2.6)));
+    // the tolerance itself is inside (0.5 and 1.5 are exact in binary)
+    CHECK(cl::holds(cl::figure{"edge", 1.0, 1.5, cl::relation::within, 0.5, cl::part::core}));
+    CHECK(cl::holds(cl::exact("count", 3, 3)));
+    CHECK_FALSE(cl::holds(cl::exact("count", 3, 4)));
+    CHECK(cl::holds(cl::bound("at most", cl::relation::at_most, 0.5, 0.5)));
+    CHECK_FALSE(cl::holds(cl::bound("at most", cl::relation::at_most, 0.5, 0.5000001)));
+    CHECK(cl::holds(cl::bound("at least", cl::relation::at_least, 0.8, 0.918)));
+    CHECK_FALSE(cl::holds(cl::bound("at least", cl::relation::at_least, 0.8, 0.79)));
+    CHECK(cl::holds(cl::estimate("Var", 64, 66.0))); // 5% of 64 is 3.2
+    CHECK_FALSE(cl::holds(cl::estimate("Var", 64, 67.5)));
+    CHECK(cl::holds(cl::cost("ratio", 1, 1.0085))); // within 1%
+    CHECK_FALSE(cl::holds(cl::cost("ratio", 1, 1.0768)));
+    CHECK(cl::holds(cl::identity("residual", 0, 4e-15)));
+    CHECK_FALSE(cl::holds(cl::unmeasured("speed")));
+}
+
+TEST_CASE("claims: confirmed, qualified, refuted from core and scope figures", "[claims]") {
+    const auto ok = cl::exact("core holds", 1, 1), bad = cl::exact("core fails", 1, 2);
+    const auto scope_ok = cl::exact("scope holds", 1, 1, cl::part::scope);
+    const auto scope_bad = cl::exact("scope fails", 1, 2, cl::part::scope);
+    CHECK(cl::judge({ok, scope_ok}) == cl::verdict::confirmed);
+    CHECK(cl::judge({ok, scope_bad}) == cl::verdict::qualified);
+    CHECK(cl::judge({ok, cl::unmeasured("not measured")}) == cl::verdict::qualified);
+    CHECK(cl::judge({bad, scope_ok}) == cl::verdict::refuted);
+    CHECK(cl::judge({ok, bad, scope_bad}) == cl::verdict::refuted);
+    CHECK_THROWS(cl::judge({scope_ok}));
+    CHECK(std::string(cl::key(cl::verdict::qualified)) == "qualified");
+    CHECK(std::string(cl::label(cl::verdict::qualified)) == "holds with qualification");
+}
+
+TEST_CASE("claims: a wrong printed number changes the verdict", "[claims]") {
+    SECTION("d_k = 512 / 8 = 64; printed as 65 it is refuted") {
+        auto c = copy_of("each head has d_k = 64");
+        CHECK(cl::find(c, "d_k").computed == 64);
+        CHECK(c.result == cl::verdict::confirmed);
+        cl::find(c, "d_k").claimed = 65;
+        CHECK(cl::judge(c.figures) == cl::verdict::refuted);
+    }
+    SECTION("head 2: Cat's query is (0, 0), so its output is the mean of V2's rows, (0.5, 1.0)") {
+        auto c = copy_of("Head 2's output is");
+        CHECK(cl::find(c, "Head_2[0,0]").computed == Approx(0.5));
+        CHECK(cl::find(c, "Head_2[0,1]").computed == Approx(1.0));
+        CHECK(cl::find(c, "Head_2[1,1]").computed == Approx(2 * p_cat));
+        CHECK(c.result == cl::verdict::refuted); // the document prints (0.00, 0.00)
+        cl::find(c, "Head_2[0,0]").claimed = 0.50;
+        cl::find(c, "Head_2[0,1]").claimed = 1.00;
+        CHECK(cl::judge(c.figures) == cl::verdict::confirmed); // sleeps' row 0.97, 1.94 agrees
+    }
+    SECTION("'no attention': the score is 0, the weight 1 - p = 0.028, printed 0.03 elsewhere") {
+        auto c = copy_of("pays no attention");
+        CHECK(cl::find(c, "attention weight").computed == Approx(1 - p_cat));
+        CHECK(c.result == cl::verdict::qualified); // 0.028 is not 0 at two decimals
+        cl::find(c, "attention weight").claimed = 0.03;
+        CHECK(cl::judge(c.figures) == cl::verdict::confirmed);
+        cl::find(c, "Q_1 K_1^T[0,1]").claimed = 1; // the raw score Q1[Cat].K1[sleeps] = (1,2).(0,0) = 0
+        CHECK(cl::judge(c.figures) == cl::verdict::refuted);
+    }
+    SECTION("the matmuls cost 2 (4 N d^2 + 2 N^2 d) FLOPs for any H; 'H times' is refuted") {
+        auto c = copy_of("Multiple heads do not multiply the computation.");
+        CHECK(cl::find(c, "matmul-only FLOPs, H=64").computed == 1);
+        // scale and softmax add >= 4 FLOPs per (head, query, key): at H=64, N=1024, d=512 that is
+        // 63 * 4 * 1024^2 more, > 1% of the 2 (4 N d^2 + 2 N^2 d) = 4.3e9 matmul FLOPs
+        CHECK(cl::find(c, "full FLOPs, H=64").computed > 1 + 63.0 * 4 * 1024 * 1024 / 4.3e9);
+        CHECK(c.result == cl::verdict::qualified);
+        cl::find(c, "matmul-only FLOPs, H=64").claimed = 64;
+        CHECK(cl::judge(c.figures) == cl::verdict::refuted);
+    }
+    SECTION("eight 512-wide heads: 8 times the multiply-adds of one; printed as 7 it is refuted") {
+        auto c = copy_of("Eight full-size");
+        CHECK(cl::find(c, "multiply-adds").computed == Approx(8));
+        CHECK(c.result == cl::verdict::confirmed);
+        cl::find(c, "multiply-adds").claimed = 7;
+        CHECK(cl::judge(c.figures) == cl::verdict::refuted);
+    }
+}
+
+TEST_CASE("claims: every verdict is the criterion applied to the claim's own figures", "[claims]") {
+    const auto all = cl::ledger();
+    REQUIRE(all.size() == 35);
+    std::vector<std::string> refuted, qualified;
+    for (const auto& c : all) {
+        INFO(c.id << ": " << c.text);
+        CHECK(c.result == cl::judge(c.figures));
+        if (c.result == cl::verdict::refuted) refuted.push_back(c.text);
+        if (c.result == cl::verdict::qualified) qualified.push_back(c.text);
+    }
+    // By hand: only head 2's printed output is wrong (Cat's row); seven claims hold in their core
+    // and fail a reading their words extend to: a nonzero weight, Z's values inherited from head 2,
+    // the softmax count growing with H (three cost claims), k3 on the hull's edge, and MQA's
+    // expressivity and speed (not measured).
+    REQUIRE(refuted.size() == 1);
+    CHECK(refuted[0].find("Head 2's output") != std::string::npos);
+    CHECK(qualified.size() == 7);
+    for (const char* q :
+         {"pays no attention", "matrix Z printed", "no significant hardware cost", "stays close to one full-width head",
+          "do not multiply the computation", "never an interior point", "Multi-Query Attention"})
+        CHECK(cl::find(all, q).result == cl::verdict::qualified);
+}
