@@ -234,10 +234,31 @@ inline double triad_ceiling_at(double one_thread, double all_threads, int thread
     return threads <= 1 ? one_thread : all_threads;
 }
 
+/// The roofline's arithmetic side as a bandwidth: the bytes per second that `fma_gflops`
+/// FLOP/s can consume at `intensity` FLOP per byte (unbounded for 0).
+inline double arithmetic_roof_gbs(double fma_gflops, double intensity) {
+    return intensity > 0 ? fma_gflops / intensity : HUGE_VAL;
+}
+
 /// The roofline as a bandwidth: the GB/s a kernel of `intensity` FLOP per byte can reach,
 /// min(bandwidth ceiling, FMA ceiling / I).
 inline double roofline_gbs(double bandwidth_gbs, double fma_gflops, double intensity) {
-    return intensity > 0 ? std::min(bandwidth_gbs, fma_gflops / intensity) : bandwidth_gbs;
+    return std::min(bandwidth_gbs, arithmetic_roof_gbs(fma_gflops, intensity));
+}
+
+/// The context length at which a decode cache of `layer` (its batch and key/value heads)
+/// grows past `bytes` -- e.g. the last-level cache: the smallest L whose 2 B G d_head (L+1)
+/// elements exceed it, floor(bytes / (2 B G d_head e)) (0 when even one token does).
+inline std::size_t decode_context_exceeding(const problem& layer, std::uint64_t bytes, std::size_t bytes_per_element) {
+    return std::size_t(bytes / (layer.batch * kv_cache_bytes_per_token(layer, bytes_per_element)));
+}
+
+/// How many times fewer cache bytes a decode step of `layer` reads than MHA's of the same
+/// d_model and heads (G = H): H / G.
+inline double decode_cache_ratio_to_mha(const problem& layer) {
+    problem mha_layer = layer;
+    mha_layer.kv_heads = layer.heads;
+    return double(decode_cost(mha_layer, 0, 1).kv_read_bytes) / double(decode_cost(layer, 0, 1).kv_read_bytes);
 }
 
 /// A decode step's attention-core FLOPs per cache byte: per key, QK^T and PV cost 4 d_head FLOPs

@@ -165,6 +165,60 @@ inline std::size_t decode_extra_bytes(const variant& var, const problem& layer, 
     return ws + var.scratch_bytes(decode_problem(layer, context), opt);
 }
 
+/// A decode step set up to be timed again and again: the layer's weights, a cache holding
+/// `context` tokens, one new token per sequence, the output and the workspace. The cache holds
+/// one random block repeated (a cache read is a cache read; the values only need to be finite
+/// and varied). step() cuts the cache back to `context` tokens and decodes one token, so every
+/// step attends over exactly context + 1 keys; core() runs the attention core alone over those
+/// context + 1 keys with the last step's queries: the part of a step that reads the cache.
+template <class T>
+class decode_fixture {
+public:
+    decode_fixture(const variant& var, const problem& layer, std::size_t context, const run_options& opt,
+                   std::uint64_t seed)
+        : var_(var), layer_(layer), context_(context), opt_(opt), w_(random_weights<T>(layer, seed)),
+          cache_(layer, context + 1), ws_(layer), x_(random_values<T>(layer.batch * layer.d_model, seed * 31 + 7)),
+          y_(layer.batch * layer.d_model) {
+        const std::size_t block = std::size_t(1) << 16, per_head = context * layer.head_dim();
+        const auto r = random_values<T>(block, seed * 977 + 13);
+        for (T* base : {cache_.key_data(), cache_.value_data()})
+            for (std::size_t b = 0; b < layer.batch; ++b)
+                for (std::size_t g = 0; g < layer.kv_heads; ++g)
+                    for (std::size_t i = 0; i < per_head; i += block)
+                        std::copy_n(r.data(), std::min(block, per_head - i), base + cache_.offset(b, g, 0) + i);
+        step(); // writes row `context`, which core() reads, and sizes every buffer
+    }
+
+    void step() {
+        cache_.resize(context_);
+        decode_step<T>(var_, layer_, w_, x_.data(), cache_, y_.data(), opt_, ws_);
+    }
+
+    void core() {
+        cache_.resize(context_ + 1);
+        const std::size_t B = layer_.batch, d = layer_.head_dim();
+        var_.get<T>().core(decode_problem(layer_, context_),
+                           {interleaved_heads<const T>(ws_.q.data(), B, 1, layer_.heads, d), cache_.keys(),
+                            cache_.values(), interleaved_heads<T>(ws_.ctx.data(), B, 1, layer_.heads, d)},
+                           opt_);
+    }
+
+    const T* output() const { return y_.data(); }
+    const T* context_output() const { return ws_.ctx.data(); }
+    /// Bytes held: the cache at capacity and the weights.
+    std::size_t bytes() const { return cache_.bytes() + sizeof(T) * analytic_params(layer_).total(); }
+
+private:
+    const variant& var_;
+    problem layer_;
+    std::size_t context_;
+    run_options opt_;
+    weights<T> w_;
+    kv_cache<T> cache_;
+    decode_workspace<T> ws_;
+    std::vector<T> x_, y_;
+};
+
 /// How the equivalence check builds the cache.
 enum class decode_fill {
     steps,   ///< L+1 decode steps from an empty cache; every step's output is checked (row t of the forward)

@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# Reproduces issue 7's results: the machine's ceilings, the decode experiment (full grid by
-# default, about 10 minutes on 2 cores; pass --quick for seconds) and its plots, under results/decode.
+# Incremental decoding with a key/value cache, MHA vs GQA vs MQA: the decode preset
+# (experiments/sweeps/decode.toml; about 10 minutes on 2 cores) through attnbench report --
+# the machine's ceilings, the decode check, every case timed by attnbench-bench, the figures and
+# the section in results/decode-<UTC date>/report.md. Extra arguments go to attnbench report
+# (e.g. --out DIR; --resume --out DIR finishes an interrupted run).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(bash "$root/scripts/build.sh" release)
-out=$root/results/decode
-mkdir -p "$out"
-"$build/attnbench" peak --out "$out" >/dev/null
-"$build/attnbench" decode --peak "$out/peak.json" --out "$out" "$@"
-
-"$root/.venv/bin/python" "$root/experiments/plots/decode.py" "$out"
+cd "$root"
+exec "$build/attnbench" report --preset decode "$@"

@@ -1,7 +1,8 @@
 // Decoding with a key/value cache: every step's output is the matching row of the full causal
 // forward (fp64 reference), for every family and every variant, under attn.check's tolerance
 // policy; the cache's layout and errors; the decode core's thread-count independence; the
-// analytic per-token costs. Timings are measured by `attnbench decode`, never asserted here.
+// analytic per-token costs. Timings are measured by attnbench-bench's decode mode, never
+// asserted here.
 #include <cmath>
 #include <cstdint>
 #include <cstring>

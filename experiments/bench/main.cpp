@@ -7,7 +7,11 @@
 // SkipWithError, never timed. Each benchmark is named by the case's id and labelled with the
 // case itself as JSON, so whoever reads the output reads structured fields. Derived figures
 // (GFLOP/s, bytes, intensity, % of the ceilings) come from attn.count's formulas and are
-// written as counters. All --benchmark_* flags work; the JSON is written atomically.
+// written as counters. A decode case is two benchmarks, the whole step (ID) and the attention
+// core alone (ID/core), and any run with decode cases also runs a triad (triad-tT) whose
+// figure the JSON pairs with every core (bench.decode). All --benchmark_* flags work
+// (--benchmark_enable_random_interleaving shuffles the repetitions of every benchmark of the
+// run together); the JSON is written atomically.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -21,107 +25,22 @@
 #include <benchmark/benchmark.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
-import attn.cases;
-import attn.check;
 import attn.count;
-import attn.decode;
 import attn.peak;
 import attn.results;
 import attn.variants;
+import bench.decode;
+import bench.harness;
 
 namespace {
 
 using attn::problem;
+using bench::mib;
+using bench::timed_case;
 using benchmark::Counter;
 using json = nlohmann::json;
 
-/// What one registered case shares across Google Benchmark's calls: the case, its inputs and
-/// the check's verdict.
-struct timed_case {
-    attn::sweep_case k;
-    const attn::variant* var = nullptr;
-    problem p;
-    attn::run_options opt;
-    double peak_gflops = 0, peak_gbs = 0; ///< the measured ceilings at the case's thread count
-    double max_memory_bytes = 0;
-    std::uint64_t seed = 1;
-    bool checked = false;
-    double extra_bytes = -2; ///< measured peak extra memory of one call (-2: not yet measured)
-    std::string check_error;
-    std::unique_ptr<attn::check::inputs> in;
-};
-
-std::string mib(double bytes) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.0f MiB", bytes / 1048576.0);
-    return b;
-}
-
-/// Peak resident memory a call adds, measured: resets the process's high-water mark
-/// (/proc/self/clear_refs, "5"), runs `fn`, and subtracts the resident size before it. -1 where
-/// the kernel does not offer the reset.
-template <class F>
-double measured_extra_bytes(F&& fn) {
-    if (!attn::reset_peak_rss()) return -1;
-    const long long before = attn::proc_status_kib("VmRSS");
-    fn();
-    const long long high = attn::proc_status_kib("VmHWM");
-    return before < 0 || high < 0 ? -1 : std::max(0.0, 1024.0 * double(high) - 1024.0 * double(before));
-}
-
-/// Times `step` and records the counters every mode shares.
-template <class F>
-void time_calls(benchmark::State& state, timed_case& c, F&& step) {
-    if (c.extra_bytes < -1.5) c.extra_bytes = measured_extra_bytes(step); // once, on first use
-    for (auto _ : state) step();
-    state.counters["extra_mib"] = Counter(std::max(0.0, c.extra_bytes) / 1048576.0);
-    state.counters["peak_gflops"] = Counter(c.peak_gflops);
-    state.SetLabel(json(c.k).dump());
-}
-
-/// One decode step per iteration: project the new token of each sequence, append it to a cache
-/// holding `context` tokens, attend over context + 1 keys, project out. The cache is cut back to
-/// `context` tokens before each step (the only untimed-worthy work, and it is O(1)).
-void run_decode(benchmark::State& state, timed_case& c) {
-    const std::size_t L = c.k.context;
-    const auto cost = attn::decode_cost(c.p, L, sizeof(float));
-    const double cache_bytes = double(cost.kv_read_bytes);
-    if (cache_bytes > c.max_memory_bytes)
-        return state.SkipWithError(("the cache would need " + mib(cache_bytes) + " > --max-memory " + mib(c.max_memory_bytes)).c_str());
-    if (!c.checked) { // against the fp64 full causal forward's last row; long contexts checked at 4200
-        c.checked = true;
-        const auto met = attn::check_decode<float>(*c.var, c.p, std::min<std::size_t>(L, 4200), attn::decode_fill::prefill,
-                                                   c.opt, c.seed);
-        if (!met.pass) c.check_error = "decode output differs from the fp64 reference: " + std::to_string(met.ratio) + " x the bound";
-    }
-    if (!c.check_error.empty()) return state.SkipWithError(c.check_error.c_str());
-    const auto w = attn::random_weights<float>(c.p, c.seed);
-    attn::kv_cache<float> cache(c.p, L + 1);
-    const std::size_t kw = c.p.batch * c.p.kv_width();
-    std::vector<std::vector<float>> rows;
-    for (int r = 0; r < 4; ++r) rows.push_back(attn::random_values<float>(kw, c.seed * 31 + std::uint64_t(r)));
-    for (std::size_t t = 0; t < L; ++t) cache.append(rows[t % 4].data(), rows[(t + 1) % 4].data());
-    const auto x = attn::random_values<float>(c.p.batch * c.p.d_model, c.seed + 7);
-    std::vector<float> y(c.p.batch * c.p.d_model);
-    attn::decode_workspace<float> ws;
-    time_calls(state, c, [&] {
-        cache.resize(L);
-        attn::decode_step<float>(*c.var, c.p, w, x.data(), cache, y.data(), c.opt, ws);
-        benchmark::DoNotOptimize(y.data());
-        benchmark::ClobberMemory();
-    });
-    state.counters["gflops_matmul"] = Counter(double(cost.matmul_flops) * 1e-9, Counter::kIsIterationInvariantRate);
-    state.counters["gflops_full"] = Counter(double(cost.full_flops) * 1e-9, Counter::kIsIterationInvariantRate);
-    state.counters["kv_gbs"] = Counter(double(cost.kv_read_bytes) * 1e-9, Counter::kIsIterationInvariantRate);
-    state.counters["kv_bytes_per_token"] = Counter(double(cost.kv_read_bytes) / double(c.p.batch));
-    state.counters["tokens_per_s"] = Counter(double(c.p.batch), Counter::kIsIterationInvariantRate);
-    state.counters["cache_mib"] = Counter(cache_bytes / 1048576.0);
-    state.counters["intensity"] = Counter(attn::decode_intensity(c.p, sizeof(float)));
-    state.counters["peak_gbs"] = Counter(c.peak_gbs);
-}
-
 void run_case(benchmark::State& state, timed_case& c) {
-    if (c.k.mode == "decode") return run_decode(state, c);
     const bool layer = c.k.mode == "layer";
     const auto m = layer ? attn::check::mode::layer : attn::check::mode::core;
     const std::size_t d = c.p.head_dim();
@@ -193,6 +112,7 @@ void add_derived(benchmark::BenchmarkReporter::Run& r) {
         const double roof = attn::roofline_gbs(get("peak_gbs"), get("peak_gflops"), get("intensity"));
         r.counters["roof_gbs"] = Counter(roof);
         r.counters["pct_roof"] = Counter(100.0 * get("kv_gbs") / roof);
+        r.counters["arith_roof_gbs"] = Counter(attn::arithmetic_roof_gbs(get("peak_gflops"), get("intensity")));
     }
     if (get("gflops_matmul") > 0 && get("peak_gflops") > 0) // a rate is already per second here
         r.counters["pct_peak"] = Counter(100.0 * get("gflops_matmul") / get("peak_gflops"));
@@ -200,14 +120,30 @@ void add_derived(benchmark::BenchmarkReporter::Run& r) {
         it = std::isfinite(it->second.value) ? std::next(it) : r.counters.erase(it);
 }
 
+/// A reporter that adds the derived columns. The file reporter also holds every run back to
+/// the end, so that each decode core can be paired with the triad measured in the same run
+/// (bench::pair_triads); the console prints as the runs come.
 template <class Base>
 class with_derived : public Base {
 public:
+    explicit with_derived(bool hold = false) : hold_(hold) {}
     void ReportRuns(const std::vector<benchmark::BenchmarkReporter::Run>& runs) override {
         auto copy = runs;
         for (auto& r : copy) add_derived(r);
-        Base::ReportRuns(copy);
+        if (hold_) held_.insert(held_.end(), copy.begin(), copy.end());
+        else Base::ReportRuns(copy);
     }
+    void Finalize() override {
+        if (hold_ && !held_.empty()) {
+            bench::pair_triads(held_);
+            Base::ReportRuns(held_);
+        }
+        Base::Finalize();
+    }
+
+private:
+    bool hold_;
+    std::vector<benchmark::BenchmarkReporter::Run> held_;
 };
 
 /// The cases to run: --case and --cases when given, the flags' grid otherwise.
@@ -339,10 +275,22 @@ int main(int argc, char** argv) {
         static std::vector<timed_case> cases;
         for (const auto& k : cases_from(case_json, cases_file, g, peak.threads))
             cases.push_back(prepare(k, peak, max_memory, seed, tile_q, tile_kv));
-        for (auto& c : cases)
-            benchmark::RegisterBenchmark(c.k.id().c_str(), [p = &c](benchmark::State& s) { run_case(s, *p); })
-                ->UseRealTime()
-                ->Unit(benchmark::kMillisecond);
+        std::vector<int> triad_threads; // one triad per thread count of the decode cases
+        for (auto& c : cases) {
+            const bool decode = c.k.mode == "decode";
+            benchmark::RegisterBenchmark(c.k.id().c_str(), [p = &c, decode](benchmark::State& s) {
+                decode ? bench::run_decode_step(s, *p) : run_case(s, *p);
+            })->UseRealTime()->Unit(benchmark::kMillisecond);
+            if (!decode) continue;
+            benchmark::RegisterBenchmark((c.k.id() + "/core").c_str(), [p = &c](benchmark::State& s) {
+                bench::run_decode_core(s, *p);
+            })->UseRealTime()->Unit(benchmark::kMillisecond);
+            if (std::find(triad_threads.begin(), triad_threads.end(), c.opt.threads) == triad_threads.end())
+                triad_threads.push_back(c.opt.threads);
+        }
+        for (int t : triad_threads)
+            benchmark::RegisterBenchmark(bench::triad_name(t).c_str(), [t](benchmark::State& s) { bench::run_triad(s, t); })
+                ->UseManualTime()->Unit(benchmark::kMillisecond);
 
         attn::run_info info;
         info.seed = seed;
@@ -358,12 +306,16 @@ int main(int argc, char** argv) {
             "count (attn::fma_ceiling_at); pct_peak: gflops_matmul / peak_gflops (%); bytes: minimum traffic (inputs "
             "once, outputs once; attn::min_bytes); intensity: matmul FLOP per byte (decode: per cache byte); scratch_mib: "
             "the variant's own account of its extra memory (MiB); extra_mib: measured peak resident memory one call adds "
-            "(MiB, VmHWM after a reset; layer mode includes the projection buffers); decode: kv_gbs: cache bytes read per "
-            "step / time (GB/s, 2 B G d_head (L+1) 4 bytes); peak_gbs: measured triad at the case's thread count; "
-            "pct_triad: kv_gbs / peak_gbs (%); roof_gbs: min(peak_gbs, peak_gflops / intensity); pct_roof (%); "
-            "tokens_per_s; kv_bytes_per_token; cache_mib");
+            "(MiB, VmHWM after a reset; layer mode includes the projection buffers). decode, the step (ID): us_per_token, "
+            "tokens_per_s, gflops_matmul and gflops_full of the step, step_gbs: cache and weight bytes / step time, "
+            "kv_bytes_per_token, cache_mib (2 B G d_head (L+1) 4 bytes), weight_mib, cache_ratio_to_mha (H/G), llc_mib "
+            "(the last-level cache), llc_context (the L past which this batch and G's cache outgrows it); the core alone "
+            "(ID/core): core_us, kv_gbs: cache bytes / core time (GB/s), gflops_core, peak_gbs: measured triad at the "
+            "case's thread count, pct_triad (%), roof_gbs: min(peak_gbs, peak_gflops / intensity), pct_roof (%), "
+            "arith_roof_gbs: peak_gflops / intensity; with the triad run alongside (triad-tT, counter triad_gbs): "
+            "triad_alongside_gbs, pct_triad_alongside, roof_alongside_gbs, pct_roof_alongside");
         with_derived<benchmark::ConsoleReporter> console;
-        with_derived<benchmark::JSONReporter> file, json_display;
+        with_derived<benchmark::JSONReporter> file(true), json_display(true);
         benchmark::BenchmarkReporter* display = &console;
         if (format == "json") display = &json_display;
         if (format == "csv") display = nullptr; // Google Benchmark's own CSV (without the derived columns)

@@ -23,6 +23,5 @@ void add_hull(CLI::App& app);
 void add_claims(CLI::App& app);
 void add_report(CLI::App& app); // and `plot`
 void add_compare(CLI::App& app);
-void add_decode(CLI::App& app);
 
 } // namespace attn::cli

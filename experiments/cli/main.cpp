@@ -22,7 +22,6 @@ int main(int argc, char** argv) {
     attn::cli::add_claims(app);
     attn::cli::add_report(app);
     attn::cli::add_compare(app);
-    attn::cli::add_decode(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

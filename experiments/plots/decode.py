@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Plots for the decode experiment (issue 7): where MQA and GQA pay off.
+"""The report's decoding section: where MQA and GQA pay off.
 
-Reads decode.json that `attnbench decode --out DIR` wrote and writes PNG and SVG next to it.
-A separate, re-runnable step: no numbers are computed here beyond unit conversions.
+Reads the decode rows of a report run's perf.json (attnbench-bench's decode mode: the whole
+step and the attention core alone over the cache, per case) and draws the four figures and
+writes the section's tables and prose (decode_text.py). Every figure it shows -- bytes,
+intensity, roofline, % of the triad, where a cache outgrows the last-level cache, the byte
+ratio H/G -- is read from the JSON, where the harness wrote it from attn.count; this file
+draws and words, and computes nothing but medians' ratios.
 
-    /usr/bin/python3 experiments/plots/decode.py results/decode
+    python3 experiments/plots/decode.py results/<run-id>     # the figures alone
 """
 import json
 import os
@@ -14,7 +18,9 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.ticker  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plotting  # noqa: E402
 
 G_STYLE = {  # one colour and marker per G, fixed across every figure
@@ -42,6 +48,16 @@ def save(fig, d, stem):
     plotting.save(fig, d, stem)
 
 
+def plain_log_y(ax):
+    """Log y axis labelled 0.5, 1, 2, 5, ... (not 10^0 alone); call after plotting."""
+    ax.set_yscale("log")
+    lo, hi = ax.get_ylim()
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_ylim(lo, hi)
+
+
 def log2_axis(ax, ls):
     ax.set_xscale("log", base=2)
     ax.set_xticks(ls)
@@ -49,96 +65,114 @@ def log2_axis(ax, ls):
     ax.minorticks_off()
 
 
-def leaves_l3(l3, batch, g, dh):
-    """Context L at which the cache of (batch, G) outgrows the last-level cache."""
-    per_token = 2 * batch * g * dh * 4
-    return l3 / per_token
+class Decode:
+    """The decode rows of one variant (the first in the run) at one model size, indexed."""
 
+    def __init__(self, perf, meta=None):
+        rows = [r for r in perf["cases"] if r["mode"] == "decode" and r["status"] == "ok" and r.get("time_ms")]
+        self.failed = [r for r in perf["cases"] if r["mode"] == "decode" and r["status"] != "ok"]
+        self.rows = []
+        if not rows:
+            return
+        first = rows[0]
+        self.variant, self.d_model, self.h = first["variant"], first["d_model"], first["heads"]
+        self.rows = [r for r in rows if (r["variant"], r["d_model"], r["heads"]) == (self.variant, self.d_model, self.h)]
+        self.dh = first["d_head"]
+        self.threads = max(r["threads"] for r in self.rows)
+        self.rows = [r for r in self.rows if r["threads"] == self.threads]
+        self.batches = sorted({r["batch"] for r in self.rows})
+        self.gs = sorted({r["kv_heads"] for r in self.rows})
+        self.ls = sorted({r["context"] for r in self.rows})
+        self.reps = max(r["repetitions"] for r in self.rows)
+        self.by = {(r["batch"], r["kv_heads"], r["context"]): r for r in self.rows}
+        self.triad = first["peak_gbs"]  # the run's triad at the cases' thread count (peak.json)
+        self.llc_mib = first.get("llc_mib") or 0
+        cpu = (meta or {}).get("cpu_model", "")
+        self.sub = (f"d_model {self.d_model}, H {self.h}, d_head {self.dh}, fp32, variant '{self.variant}', "
+                    f"{self.threads} threads; median of {self.reps} repetitions" + (f"; {cpu}" if cpu else ""))
 
-def main(d):
-    with open(os.path.join(d, "decode.json")) as f:
-        j = json.load(f)
-    cfg = j["config"]
-    h, dh = cfg["heads"], cfg["d_head"]
-    rows = [r for r in j["rows"] if "skipped" not in r]
-    variant = cfg["variants"][0]
-    rows = [r for r in rows if r["variant"] == variant]
-    l3 = j.get("l3_bytes") or 0
-    triad = j["triad_gbs"]
-    fma = j.get("fma_gflops", 0)
-    meta = j["metadata"]
-    reps = cfg["repetitions"]
-    batches = sorted({r["batch"] for r in rows})
-    gs = sorted({r["kv_heads"] for r in rows})
-    ls = sorted({r["context"] for r in rows})
-    sub = (f"d_model {cfg['d_model']}, H {h}, d_head {dh}, fp32, variant '{variant}', "
-           f"{cfg['threads']} threads; median of {reps} repetitions; {meta.get('cpu_model', '')}")
+    def get(self, b, g, l):
+        return self.by.get((b, g, l))
 
-    def series(b, g, key):
-        pts = sorted((r["context"], r[key]) for r in rows if r["batch"] == b and r["kv_heads"] == g)
+    def series(self, b, g, key):
+        pts = [(l, self.by[(b, g, l)].get(key)) for l in self.ls if (b, g, l) in self.by]
+        pts = [(x, y) for x, y in pts if y is not None]
         return [p[0] for p in pts], [p[1] for p in pts]
 
-    # 1. time per token vs L, one line per G; where each cache leaves L3 marked on its line
-    fig, axes = plt.subplots(1, len(batches), figsize=(6.2 * len(batches), 4.6), squeeze=False)
-    for ax, b in zip(axes[0], batches):
-        for g in gs:
-            x, y = series(b, g, "step_us_median")
-            ax.plot(x, [v / 1000 for v in y], label=label(g, h), **style(g))
-            if l3:
-                lx = leaves_l3(l3, b, g, dh)
-                if ls[0] <= lx <= ls[-1]:
-                    ax.axvline(lx, color=style(g)["color"], ls=":", lw=1)
+
+def plot_time_vs_context(dec, d):
+    """Time per decode step against L, one line per G; where each cache outgrows the LLC marked."""
+    h, ls = dec.h, dec.ls
+    fig, axes = plt.subplots(1, len(dec.batches), figsize=(6.2 * len(dec.batches), 4.6), squeeze=False)
+    for ax, b in zip(axes[0], dec.batches):
+        for g in dec.gs:
+            x, y = dec.series(b, g, "time_ms")
+            ax.plot(x, y, label=label(g, h), **style(g))
+            row = next((dec.get(b, g, l) for l in ls if dec.get(b, g, l)), None)
+            lx = row.get("llc_context") if row else None
+            if lx and ls[0] <= lx <= ls[-1]:
+                ax.axvline(lx, color=style(g)["color"], ls=":", lw=1)
         log2_axis(ax, ls)
-        ax.set_yscale("log")
+        plain_log_y(ax)
         ax.set_xlabel("cached tokens L (context length)")
         ax.set_ylabel("time per decode step (ms, log scale)")
         ax.set_title(f"batch {b}: every sequence gets one token per step")
         ax.grid(True, which="major", alpha=0.3)
         ax.legend(title="family", fontsize=8)
-    if l3:
-        fig.text(0.5, -0.02, f"dotted lines: L at which that G's cache (2·B·G·d_head·L·4 bytes) outgrows the "
-                 f"{l3 / 2**20:.0f} MiB last-level cache", ha="center", fontsize=8)
-    fig.suptitle("Decode step latency vs context length\n" + sub, fontsize=9, y=1.05)
+    if dec.llc_mib:
+        fig.text(0.5, -0.02, f"dotted lines: L at which that G's cache (2·B·G·d_head·(L+1)·4 bytes) outgrows the "
+                 f"{dec.llc_mib:.0f} MiB last-level cache", ha="center", fontsize=8)
+    fig.suptitle("Decode step latency vs context length\n" + dec.sub, fontsize=9, y=1.05)
     save(fig, d, "decode_time_vs_context")
 
-    # 2. achieved bandwidth vs L, with the measured triad ceiling
-    fig, axes = plt.subplots(1, len(batches), figsize=(6.2 * len(batches), 4.6), squeeze=False, sharey=True)
-    for ax, b in zip(axes[0], batches):
-        for g in gs:
-            x, y = series(b, g, "core_kv_gbs")
+
+def plot_bandwidth_vs_context(dec, d):
+    """The attention core's cache read rate against L, with the triad and the arithmetic roofs."""
+    h, ls = dec.h, dec.ls
+    fig, axes = plt.subplots(1, len(dec.batches), figsize=(6.2 * len(dec.batches), 4.6), squeeze=False, sharey=True)
+    for ax, b in zip(axes[0], dec.batches):
+        for g in dec.gs:
+            x, y = dec.series(b, g, "kv_gbs")
             ax.plot(x, y, label=label(g, h), **style(g))
-        adj = sorted((r["context"], r["triad_now_gbs"]) for r in rows
-                     if r["batch"] == b and r.get("triad_now_gbs", 0) > 0)
-        if adj:
-            ax.plot([p[0] for p in adj], [p[1] for p in adj], ls="none", marker="x", color="gray", ms=5,
-                    label="triad measured alongside")
-        ax.axhline(triad, color="black", lw=1.5, ls="--", label=f"triad ceiling (attnbench peak) {triad:.1f} GB/s")
-        ax.axhline(0.7 * triad, color="gray", lw=1, ls=":", label="70% of triad")
-        for g in gs:  # the roofline's arithmetic side, where it lies below the triad
-            cap = fma / (h / (2 * g)) if fma else 0
-            if 0 < cap < triad:
+        along = [(l, next((dec.get(b, g, l)["triad_alongside_gbs"] for g in dec.gs
+                           if dec.get(b, g, l) and dec.get(b, g, l).get("triad_alongside_gbs")), None)) for l in ls]
+        along = [p for p in along if p[1]]
+        if along:
+            ax.plot(*zip(*along), ls="none", marker="x", color="gray", ms=6, label="triad measured alongside")
+        ax.axhline(dec.triad, color="black", lw=1.5, ls="--",
+                   label=f"triad ceiling (attnbench peak) {dec.triad:.1f} GB/s")
+        ax.axhline(0.7 * dec.triad, color="gray", lw=1, ls=":", label="70% of triad")
+        top_triad = max([dec.triad] + [p[1] for p in along])
+        for g in dec.gs:  # the roofline's arithmetic side, where it lies below a triad drawn
+            row = next((dec.get(b, g, l) for l in ls if dec.get(b, g, l)), None)
+            cap = row.get("arith_roof_gbs") if row else None
+            if cap and cap < top_triad:
                 ax.axhline(cap, color=style(g)["color"], lw=1.2, ls="-.",
-                           label=f"{label(g, h)} arithmetic roof: FMA peak / {h / (2 * g):g} FLOP/B = {cap:.1f} GB/s")
+                           label=f"{label(g, h)} arithmetic roof: FMA peak / {row['intensity']:g} FLOP/B = {cap:.1f} GB/s")
         log2_axis(ax, ls)
         ax.set_xlabel("cached tokens L (context length)")
         ax.set_ylabel("cache read rate, GB/s (KV bytes / attention core time)")
         ax.set_title(f"batch {b}")
         ax.grid(True, alpha=0.3)
-        ax.set_ylim(bottom=0)
+    axes[0][0].set_ylim(0, 1.08 * max(ax.dataLim.y1 for ax in axes[0]))  # shared: every panel's data in view
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, bbox_to_anchor=(0.5, -0.16))
     fig.suptitle("Rate at which the attention core reads the key/value cache vs the measured triad ceiling\n"
-                 "(above the ceiling: the data still fits the last-level cache)\n" + sub, fontsize=9, y=1.08)
+                 "(above the triads: the data still fits the last-level cache; ×: the triad measured in the same "
+                 "harness run as that batch and L)\n" + dec.sub, fontsize=9, y=1.08)
     save(fig, d, "decode_bandwidth_vs_context")
 
-    # 3. time per token vs G at fixed L (the GQA paper's time-vs-groups figure)
-    fixed = [l for l in (4096, 65536) if l in ls] or [ls[-1]]
+
+def plot_time_vs_groups(dec, d):
+    """Time per decode step against G at fixed L (the GQA paper's time-vs-groups figure)."""
+    h, gs = dec.h, dec.gs
+    fixed = [l for l in (4096, 65536) if l in dec.ls] or [dec.ls[-1]]
     fig, axes = plt.subplots(1, len(fixed), figsize=(6.2 * len(fixed), 4.6), squeeze=False)
     for ax, lfix in zip(axes[0], fixed):
-        for b in batches:
-            pts = sorted((r["kv_heads"], r["step_us_median"]) for r in rows
-                         if r["batch"] == b and r["context"] == lfix)
-            ax.plot([p[0] for p in pts], [p[1] / 1000 for p in pts], marker="o", label=f"batch {b}")
+        for b in dec.batches:
+            pts = [(g, dec.get(b, g, lfix)["time_ms"]) for g in gs if dec.get(b, g, lfix)]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=f"batch {b}")
         ax.set_xscale("log", base=2)
         ax.set_xticks(gs)
         ax.set_xticklabels([f"{g}\n{family(g, h)}" for g in gs])
@@ -149,26 +183,49 @@ def main(d):
         ax.set_title(f"L = {lfix} cached tokens")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle("Decode step time vs number of key/value heads\n" + sub, fontsize=9, y=1.05)
+    fig.suptitle("Decode step time vs number of key/value heads\n" + dec.sub, fontsize=9, y=1.05)
     save(fig, d, "decode_time_vs_groups")
 
-    # 4. KV-cache size vs L (analytic; what a step reads)
+
+def plot_cache_size(dec, d):
+    """The key/value cache a step reads against L (analytic, from the harness's cache_mib)."""
+    h = dec.h
     fig, ax = plt.subplots(figsize=(6.4, 4.6))
-    for b, ls_ in zip(batches, ("-", "--")):
-        for g in gs:
-            x, y = series(b, g, "cache_mib")
+    for b, ls_ in zip(dec.batches, ("-", "--", "-.", ":")):
+        for g in dec.gs:
+            x, y = dec.series(b, g, "cache_mib")
             ax.plot(x, y, ls=ls_, label=f"{label(g, h)}, batch {b}", **style(g))
-    if l3:
-        ax.axhline(l3 / 2**20, color="black", lw=1, ls=":", label=f"last-level cache {l3 / 2**20:.0f} MiB")
-    log2_axis(ax, ls)
+    if dec.llc_mib:
+        ax.axhline(dec.llc_mib, color="black", lw=1, ls=":", label=f"last-level cache {dec.llc_mib:.0f} MiB")
+    log2_axis(ax, dec.ls)
     ax.set_yscale("log", base=2)
     ax.set_xlabel("cached tokens L (context length)")
     ax.set_ylabel("KV cache per layer (MiB, log2 scale)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
-    ax.set_title(f"KV cache size, 2·B·G·d_head·(L+1)·4 bytes (d_head {dh}, fp32)", fontsize=9)
+    ax.set_title(f"KV cache size, 2·B·G·d_head·(L+1)·4 bytes (d_head {dec.dh}, fp32)", fontsize=9)
     save(fig, d, "decode_cache_size")
 
 
+def plot_all(dec, d):
+    plot_time_vs_context(dec, d)
+    plot_bandwidth_vs_context(dec, d)
+    plot_time_vs_groups(dec, d)
+    plot_cache_size(dec, d)
+
+
+def main(d):
+    with open(os.path.join(d, "perf.json")) as f:
+        perf = json.load(f)
+    meta = {}
+    if os.path.exists(os.path.join(d, "metadata.json")):
+        with open(os.path.join(d, "metadata.json")) as f:
+            meta = json.load(f)
+    dec = Decode(perf, meta)
+    if not dec.rows:
+        sys.exit(f"{d}/perf.json has no decode case that ran")
+    plot_all(dec, os.path.join(d, "figures"))
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "results/decode")
+    main(sys.argv[1] if len(sys.argv) > 1 else ".")

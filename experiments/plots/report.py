@@ -22,7 +22,8 @@ import matplotlib.ticker  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plotting  # noqa: E402
 import claims  # noqa: E402  (the params / FLOPs / hull plots)
-import decode as decode_plots  # noqa: E402  (the decode plots)
+import decode as decode_plots  # noqa: E402  (the decode figures)
+import decode_text  # noqa: E402  (the decode section's tables and prose)
 
 # Plot styles are derived, not listed per name: each variant of a run gets the next colour and
 # marker in sorted order (assign_styles), so a newly registered variant needs no edit here.
@@ -309,6 +310,8 @@ def flops_section(flops):
 def perf_table(perf, peak):
     rows = []
     for r in perf["cases"]:
+        if r["mode"] == "decode":  # in the decoding section
+            continue
         rows.append([r["variant"], r["mode"], r["d_model"], r["heads"], r["kv_heads"], r["n_q"], r["batch"],
                      r["threads"],
                      "yes" if r["causal"] else "no",
@@ -429,26 +432,25 @@ def main():
                       "arithmetic intensity per head drops, and the softmax work grows with H·N².\n")
             md.append(f"![free_lunch]({path})\n")
             md.append(free_lunch_table(configs, series) + "\n")
-        md.append("### Medians, every case\n")
-        md.append(perf_table(perf, peak) + "\n")
+        if any(r["mode"] != "decode" for r in perf["cases"]):
+            md.append("### Medians, every case\n")
+            if any(r["mode"] == "decode" for r in perf["cases"]):
+                md.append("Decode cases are in their own section below.\n")
+            md.append(perf_table(perf, peak) + "\n")
     else:
         md.append("Not run in this sweep.\n")
 
-    decode_dir = os.path.join(d, "decode")
-    if os.path.exists(os.path.join(decode_dir, "decode.json")):
-        md.append("## Incremental decoding: where MQA and GQA pay off\n")
+    dec = decode_plots.Decode(perf, meta) if perf else None
+    if dec and (dec.rows or dec.failed):
         decode_figs = {}
 
         def save_decode(fig, _d, stem):
             decode_figs[stem] = save(fig, figdir, stem)
 
         decode_plots.save = save_decode
-        decode_plots.main(decode_dir)
-        md += figures_md(decode_figs)
-        summary = os.path.join(decode_dir, "decode.md")
-        if os.path.exists(summary):
-            with open(summary) as f:
-                md.append(f.read().replace("\n# ", "\n### ").replace("\n## ", "\n### ") + "\n")
+        if dec.rows:
+            decode_plots.plot_all(dec, figdir)
+        md.append(decode_text.section(dec, peak, figures_md(decode_figs)))
 
     md.append("## Parameters\n")
     md += figures_md(claim_figs, "params")

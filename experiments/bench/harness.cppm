@@ -1,0 +1,67 @@
+// bench.harness -- what every benchmark of attnbench-bench shares: the case as registered (its
+// variant, problem, options and the measured ceilings at its thread count), the check's
+// verdict, and the timing loop that records the counters every mode carries.
+module;
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
+export module bench.harness;
+export import attn.cases;
+export import attn.check;
+export import attn.decode;
+import attn.results;
+
+export namespace bench {
+
+/// One registered case and what Google Benchmark's calls share: its inputs, the check's
+/// verdict and, for decode, the step set up over its cache (built on first use; the decode
+/// mode may release it to bound the memory held, and builds it again when needed).
+struct timed_case {
+    attn::sweep_case k;
+    const attn::variant* var = nullptr;
+    attn::problem p;
+    attn::run_options opt;
+    double peak_gflops = 0, peak_gbs = 0; ///< the measured ceilings at the case's thread count
+    double max_memory_bytes = 0;
+    std::uint64_t seed = 1;
+    bool checked = false;
+    double extra_bytes = -2; ///< measured peak extra memory of one call (-2: not yet measured)
+    std::string check_error;
+    std::unique_ptr<attn::check::inputs> in;
+    std::unique_ptr<attn::decode_fixture<float>> fixture;
+    std::uint64_t last_use = 0; ///< when the fixture was last timed (a counter), for releasing the oldest
+};
+
+inline std::string mib(double bytes) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.0f MiB", bytes / 1048576.0);
+    return b;
+}
+
+/// Peak resident memory a call adds, measured: resets the process's high-water mark
+/// (/proc/self/clear_refs, "5"), runs `fn`, and subtracts the resident size before it. -1 where
+/// the kernel does not offer the reset.
+template <class F>
+double measured_extra_bytes(F&& fn) {
+    if (!attn::reset_peak_rss()) return -1;
+    const long long before = attn::proc_status_kib("VmRSS");
+    fn();
+    const long long high = attn::proc_status_kib("VmHWM");
+    return before < 0 || high < 0 ? -1 : std::max(0.0, 1024.0 * double(high) - 1024.0 * double(before));
+}
+
+/// Times `step` and records the counters every mode shares; the label is the case as JSON.
+template <class F>
+void time_calls(benchmark::State& state, timed_case& c, F&& step) {
+    if (c.extra_bytes < -1.5) c.extra_bytes = measured_extra_bytes(step); // once, on first use
+    for (auto _ : state) step();
+    state.counters["extra_mib"] = benchmark::Counter(std::max(0.0, c.extra_bytes) / 1048576.0);
+    state.counters["peak_gflops"] = benchmark::Counter(c.peak_gflops);
+    state.SetLabel(nlohmann::json(c.k).dump());
+}
+
+} // namespace bench

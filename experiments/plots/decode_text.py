@@ -1,0 +1,204 @@
+"""The words of the report's decoding section: the speed-up tables, the paragraph on weights
+against cache, the byte ratio H/G, the overshoot where MHA's cache leaves the last-level cache,
+and the bandwidth against the triad and the roofline. Every figure quoted comes from the decode
+rows of perf.json (decode.Decode); the only arithmetic here is the ratio of two medians (the
+speed-up) and the thresholds the wording uses.
+"""
+
+
+def fmt(v, d):
+    return f"{v:,.{d}f}"
+
+
+def span(a, b, d):
+    """'a-b' with d decimals, or just 'a' when both print the same."""
+    return fmt(a, d) if fmt(a, d) == fmt(b, d) else f"{fmt(a, d)}-{fmt(b, d)}"
+
+
+def first(r, *keys):
+    """The first of the keys the row has a value for (perf.json writes null where none)."""
+    return next((r[k] for k in keys if r.get(k) is not None), None)
+
+
+def md_table(header, rows):
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def name(dec, g):
+    return f"{'MHA' if g == dec.h else 'MQA' if g == 1 else 'GQA'} G={g}"
+
+
+def speedup(dec, b, g, l):
+    """MHA's median step time over the family's at (batch, L), or None."""
+    m, q = dec.get(b, dec.h, l), dec.get(b, g, l)
+    return m["time_ms"] / q["time_ms"] if m and q else None
+
+
+def speedup_tables(dec):
+    out = []
+    for b in dec.batches:
+        rows = []
+        for l in dec.ls:
+            m = dec.get(b, dec.h, l)
+            if not m:
+                continue
+            cells = [f"{fmt(speedup(dec, b, g, l), 2)}×" if dec.get(b, g, l) else "–" for g in dec.gs]
+            rows.append([l] + cells + [fmt(m["time_ms"] * 1e3, 0), fmt(m["us_per_token"], 0), fmt(m["cache_mib"], 0)])
+        out.append(md_table([f"batch {b}: L"] + [name(dec, g) for g in dec.gs]
+                            + ["MHA µs/step", "MHA µs/token", "MHA cache MiB"], rows))
+    return "\n\n".join(out)
+
+
+def case_table(dec):
+    rows = []
+    for b in dec.batches:
+        for g in dec.gs:
+            for l in dec.ls:
+                r = dec.get(b, g, l)
+                if not r:
+                    continue
+                along = r.get("pct_triad_alongside")
+                rows.append([b, name(dec, g), l, fmt(r["cache_mib"], 1), fmt(r["time_ms"] * 1e3, 0),
+                             fmt(r["us_per_token"], 0), fmt(r["core_us"], 0), fmt(r["kv_gbs"], 1),
+                             fmt(r["pct_triad"], 0), fmt(along, 0) if along is not None else "–",
+                             fmt(first(r, "pct_roof_alongside", "pct_roof"), 0), fmt(r["gflops_matmul"], 1)])
+    return md_table(["batch", "family", "L", "cache MiB", "µs/step", "µs/token", "core µs", "core GB/s",
+                     "% triad", "% triad alongside", "% roof", "step GFLOP/s"], rows)
+
+
+def family_paragraph(dec):
+    """Speed-up at the shortest and longest L, weights against cache, and where each family's
+    speed-up peaks and ends against its byte ratio H/G."""
+    h, gs, ls = dec.h, dec.gs, dec.ls
+    b0, gmin, lmin, lmax = dec.batches[0], gs[0], ls[0], ls[-1]
+    s = []
+    lo_m, lo_q, hi_m, hi_q = dec.get(b0, h, lmin), dec.get(b0, gmin, lmin), dec.get(b0, h, lmax), dec.get(b0, gmin, lmax)
+    if gmin < h and lo_m and lo_q and hi_m and hi_q:
+        s.append(f"At batch {b0}, {name(dec, gmin)} decodes a token {fmt(speedup(dec, b0, gmin, lmin), 2)}× as fast as MHA "
+                 f"at L = {lmin} ({fmt(lo_q['time_ms'] * 1e3, 0)} vs {fmt(lo_m['time_ms'] * 1e3, 0)} µs per step) and "
+                 f"{fmt(speedup(dec, b0, gmin, lmax), 2)}× at L = {lmax} ({fmt(hi_q['time_ms'] * 1e3, 0)} vs "
+                 f"{fmt(hi_m['time_ms'] * 1e3, 0)} µs).")
+    w = {g: next(r["weight_mib"] for r in dec.rows if r["kv_heads"] == g) for g in gs}
+    s.append(f"A step reads the layer's weights once ({fmt(w[gs[0]], 1)} MiB at G = {gs[0]} to {fmt(w[gs[-1]], 1)} MiB "
+             f"at G = {gs[-1]}: W_k and W_v grow with G) and the whole cache once, 2·B·G·d_head·(L+1)·4 bytes, G/H of "
+             "MHA's. At short contexts the weights dominate and the families cost about the same; the speed-up grows "
+             "with L towards the byte ratio H/G as the cache takes over.")
+    listing, overshoot, below_w, below_k, below_c = [], [], [], [], []
+    settles = True
+    for g in gs:
+        if g >= h:
+            continue
+        pts = [(l, speedup(dec, b0, g, l)) for l in ls if speedup(dec, b0, g, l)]
+        if not pts:
+            continue
+        l_best, best = max(pts, key=lambda p: p[1])
+        last = pts[-1][1]
+        ratio = next(r["cache_ratio_to_mha"] for r in dec.rows if r["kv_heads"] == g)
+        listing.append(f"{name(dec, g)}: " + (f"{fmt(last, 2)}× at L = {lmax} (its largest)" if l_best == lmax else
+                                              f"up to {fmt(best, 2)}× (L = {l_best}), {fmt(last, 2)}× at L = {lmax}")
+                       + f", byte ratio {fmt(ratio, 0)}")
+        if best > 1.05 * ratio:
+            overshoot.append(name(dec, g))
+            settles = settles and last < 0.95 * best
+        q, m = dec.get(b0, g, lmax), dec.get(b0, h, lmax)
+        if last < 0.9 * ratio and q:
+            if q["cache_mib"] < 2 * q["weight_mib"]:
+                below_w.append(name(dec, g))
+            elif q["arith_roof_gbs"] < q["peak_gbs"]:  # the roofline's arithmetic side binds
+                below_c.append(name(dec, g))
+            elif m and q["kv_gbs"] < m["kv_gbs"]:
+                below_k.append(f"{name(dec, g)} ({fmt(q['kv_gbs'], 1)} GB/s against MHA's {fmt(m['kv_gbs'], 1)})")
+    if listing:
+        s.append(f"At batch {b0}, per family: " + "; ".join(listing) + ".")
+    mha = dec.get(b0, h, lmax) or dec.rows[0]
+    if overshoot and dec.llc_mib:
+        s.append(f"The ratio does not grow smoothly: MHA's cache leaves the {fmt(dec.llc_mib, 0)} MiB last-level cache at "
+                 f"L ≈ {mha['llc_context']:.0f} (batch {b0}), while a G times smaller cache stays cached up to an H/G "
+                 "times longer context, so in between MHA streams from DRAM (the triad measured "
+                 f"{fmt(dec.triad, 1)} GB/s) while the smaller cache is read from the last-level cache: the speed-up "
+                 f"overshoots the byte ratio ({', '.join(overshoot)})"
+                 + (", then comes back towards it once both caches are in DRAM." if settles else "."))
+    if below_w:
+        s.append(f"It ends below the byte ratio for {', '.join(below_w)}: at the longest context measured the cache "
+                 "is still smaller than twice the weights every step reads.")
+    if below_k:
+        s.append(f"It ends below the byte ratio for {', '.join(below_k)} at L = {lmax}: their roofline is the triad, "
+                 "as MHA's is, but the decode core reads their caches more slowly than MHA's (cache GB/s at that L "
+                 "in brackets).")
+    if below_c:
+        s.append(f"It ends below the byte ratio for {', '.join(below_c)}: with H/G query heads per key/value head "
+                 "every cache byte carries H/(2G) FLOPs, and at the measured FMA peak that arithmetic caps the read "
+                 "rate below the triad (the roofline, below).")
+    return " ".join(s)
+
+
+def bandwidth_paragraph(dec, peak):
+    """Caches larger than 64 MiB: the core's read rate against the triad (the run's and the one
+    measured alongside) and against the roofline; which families arithmetic caps, and what the
+    streaming probe of `attnbench peak` reaches at their intensity."""
+    parts, capped = [], []
+    for g in dec.gs:
+        rs = [r for r in dec.rows if r["kv_heads"] == g and r["cache_mib"] > 64]
+        if not rs:
+            continue
+        col = lambda k: [r[k] for r in rs if r.get(k) is not None]  # noqa: E731
+        kv, pct, along, roof = col("kv_gbs"), col("pct_triad"), col("pct_triad_alongside"), col("pct_roof_alongside")
+        roof = roof or col("pct_roof")
+        parts.append(f"{name(dec, g)} {span(min(kv), max(kv), 1)} GB/s, {span(min(pct), max(pct), 0)}% of the run's "
+                     "triad" + (f" ({span(min(along), max(along), 0)}% of the triad measured alongside)" if along else "")
+                     + f", {span(min(roof), max(roof), 0)}% of its roofline")
+        n = sum(1 for r in rs if first(r, "roof_alongside_gbs", "roof_gbs")
+                < 0.7 * first(r, "triad_alongside_gbs", "peak_gbs"))
+        if n:
+            capped.append(f"{name(dec, g)} in {n} of its {len(rs)} cases ({rs[0]['intensity']:g} FLOP/B caps its read "
+                          f"rate at {fmt(rs[0]['arith_roof_gbs'], 1)} GB/s)")
+    if not parts:
+        return ""
+    s = ("Bandwidth for caches larger than 64 MiB (KV bytes over the attention core's time, every batch and L): "
+         + "; ".join(parts) + ". The roofline is min(triad, FMA peak / I) with I = H/(2G) FLOPs per cache byte and the "
+         f"measured {fmt(dec.rows[0]['peak_gflops'], 0)} GFLOP/s FMA peak.")
+    probe = []
+    stream = (peak or {}).get("peak", {}).get("stream_fma", [])
+    for g in dec.gs:
+        r = next(r for r in dec.rows if r["kv_heads"] == g)
+        for p in stream:
+            if abs(p["flop_per_byte"] - r["intensity"]) < 1e-9 and r["arith_roof_gbs"] < r["peak_gbs"]:
+                probe.append(f"{name(dec, g)}'s {p['flop_per_byte']:g} FLOP/B: {fmt(p['gbs']['median'], 1)} GB/s "
+                             f"against a roof of {fmt(p['roof_gbs'], 1)}")
+    if probe:
+        s += (" Where the arithmetic side binds, a loop that only streams and does FMAs (`attnbench peak`, its stream "
+              "rows) reaches (GB/s against the roofline): " + "; ".join(probe) + ".")
+    if capped:
+        s += (" No kernel can read at 70% of the triad for " + "; ".join(capped)
+              + ": the step is bound by arithmetic there, not by memory, even at the FMA peak.")
+    return s
+
+
+def section(dec, peak, figure_lines):
+    """The decoding section of report.md, under one heading."""
+    md = ["## Incremental decoding: where MQA and GQA pay off\n"]
+    if not dec.rows:
+        return "\n".join(md + ["No decode case ran in this sweep" + (
+            " (" + "; ".join(f"{r['id']}: {r.get('error', r['status'])}" for r in dec.failed) + ")" if dec.failed else "")
+            + ".\n"])
+    md.append(f"Measured by attnbench-bench's decode mode (variant `{dec.variant}`, {dec.threads} threads; d_model "
+              f"{dec.d_model}, H {dec.h}, d_head {dec.dh}, fp32): per case the whole decode step (project the new token "
+              "of every sequence, append it to the cache, attend over L+1 keys, project out) and the attention core "
+              f"alone over the cache, medians of {dec.reps} repetitions. The G of one batch and L ran in one process, "
+              "their repetitions interleaved at random with each other's and with a triad measured alongside. "
+              f"Speed-up of a step over MHA (G = {dec.h}): MHA's median step time divided by the family's.\n")
+    md += figure_lines
+    md.append(speedup_tables(dec) + "\n")
+    md.append(family_paragraph(dec) + "\n")
+    bw = bandwidth_paragraph(dec, peak)
+    if bw:
+        md.append(bw + "\n")
+    md.append("Every decode case (% roof: of the roofline with the triad measured alongside):\n")
+    md.append(case_table(dec) + "\n")
+    if dec.failed:
+        md.append("Not timed: " + "; ".join(f"{r['id']} ({r.get('error', r['status'])})" for r in dec.failed) + ".\n")
+    md.append("perf.csv's decode rows have every figure above and the rest (bytes, intensity, FLOP/s, the triad "
+              "measured alongside).\n")
+    return "\n".join(md)

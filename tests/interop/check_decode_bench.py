@@ -1,0 +1,43 @@
+"""Validates attnbench-bench's decode mode on a grid: every case ran its whole step (ID) and its
+attention core (ID/core), checked and timed; a triad ran beside them and every core was paired
+with it; the counters are present, positive and consistent with the case (cache bytes
+2 B G d_head (L+1) 4, the byte ratio H/G, the shares of the triad alongside).
+
+usage: check_decode_bench.py FILE.json EXPECTED_CASES
+"""
+import json
+import math
+import sys
+
+path, expected = sys.argv[1], int(sys.argv[2])
+d = json.load(open(path))
+runs = [b for b in d["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
+errors = [f"{b['name']}: {b['error_message']}" for b in runs if b.get("error_occurred")]
+assert not errors, "cases failed: " + "; ".join(errors)
+triads = [b for b in runs if json.loads(b["label"]).get("probe") == "triad"]
+assert triads and all(b["triad_gbs"] > 0 for b in triads), "no triad ran beside the decode cases"
+steps, cores = {}, {}
+for b in runs:
+    label = json.loads(b["label"])
+    if "probe" in label:
+        continue
+    assert label["mode"] == "decode", b["name"]
+    (cores if "/core" in b["run_name"] else steps).setdefault(b["run_name"].split("/")[0], []).append((label, b))
+assert len(steps) == expected and set(cores) == set(steps), (len(steps), sorted(steps), sorted(cores))
+for name, reps in steps.items():
+    for case, b in reps:
+        cache = 2 * case["batch"] * case["kv_heads"] * case["d_head"] * (case["context"] + 1) * 4
+        assert math.isclose(b["cache_mib"], cache / 2**20, rel_tol=1e-9), (name, b["cache_mib"])
+        assert math.isclose(b["cache_ratio_to_mha"], case["heads"] / case["kv_heads"]), name
+        assert math.isclose(b["intensity"], case["heads"] / (2 * case["kv_heads"])), name
+        for c in ("us_per_token", "tokens_per_s", "gflops_matmul", "step_gbs", "weight_mib", "peak_gbs"):
+            assert b[c] > 0, f"{name}: {c} = {b[c]}"
+        assert math.isclose(b["us_per_token"] * case["batch"], b["real_time"] * 1e3, rel_tol=1e-6), name  # ms -> us
+for name, reps in cores.items():
+    for case, b in reps:
+        for c in ("core_us", "kv_gbs", "pct_triad", "roof_gbs", "pct_roof", "triad_alongside_gbs",
+                  "pct_triad_alongside", "pct_roof_alongside"):
+            assert b[c] > 0, f"{name}/core: {c} = {b[c]}"
+        assert math.isclose(b["pct_triad_alongside"], 100 * b["kv_gbs"] / b["triad_alongside_gbs"], rel_tol=1e-9)
+        assert b["roof_gbs"] <= b["peak_gbs"] * (1 + 1e-12) and b["arith_roof_gbs"] > 0, name
+print(f"{len(steps)} decode cases: step and core checked and timed, counters consistent, triad paired")

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# attnbench report on a tiny decode sweep (tests/report/decode.toml) through the real harness:
+# one record per case, the G of one (batch, L) run together with a triad beside them, the decode
+# counters in perf.csv, and report.md with one decoding section and its four figures.
+# usage: decode_report.sh ATTNBENCH PYTHON WORKDIR
+set -euo pipefail
+ab=$1 py=$2 work=$3
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work" && mkdir -p "$work"
+"$ab" report --sweep "$here/decode.toml" --out "$work/run" 2>"$work/stderr" || {
+    cat "$work/stderr"; echo "FAIL: report exited $?"; exit 1; }
+"$py" - "$work/run" <<'PY'
+import csv, json, os, sys
+run = sys.argv[1]
+rows = list(csv.DictReader(open(os.path.join(run, "perf.csv"))))
+assert len(rows) == 12 and all(r["status"] == "ok" and r["mode"] == "decode" for r in rows), rows
+for r in rows:
+    for c in ("time_ms", "core_time_ms", "us_per_token", "kv_gbs", "pct_triad", "pct_roof", "cache_mib", "weight_mib",
+              "gflops_matmul", "triad_alongside_gbs", "pct_triad_alongside", "cache_ratio_to_mha"):
+        assert r[c] and float(r[c]) > 0, (r["id"], c, r[c])
+perf = json.load(open(os.path.join(run, "perf.json")))["cases"]
+assert set(perf[0]) >= set(rows[0]), "perf.csv has columns perf.json lacks"
+for r in perf:
+    rec = json.load(open(os.path.join(run, "cases", r["id"] + ".json")))
+    assert rec["case"]["kv_heads"] == r["kv_heads"] and len(rec["run_with"]) == 3, rec.get("run_with")
+    names = {b["run_name"].split("/")[0] for b in rec["benchmarks"]}
+    assert names == {r["id"], "triad-t" + str(r["threads"])}, names
+md = open(os.path.join(run, "report.md")).read()
+assert md.count("## Incremental decoding") == 1 and "## Decoding with" not in md, "one decoding section"
+for stem in ("decode_time_vs_context", "decode_bandwidth_vs_context", "decode_time_vs_groups", "decode_cache_size"):
+    assert f"figures/{stem}.png" in md and os.path.getsize(os.path.join(run, "figures", stem + ".svg")) > 0, stem
+assert "| batch 1: L |" in md and "| batch 2: L |" in md and "byte ratio" in md, "speed-up tables and prose"
+print("decode report ok:", len(rows), "cases")
+PY
+echo ok
