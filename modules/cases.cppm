@@ -21,8 +21,8 @@ export namespace attn {
 /// One timed run. For decode, n_q = 1 and n_kv = context + 1 (the new token attends over the
 /// cache and itself); otherwise context = 0.
 struct sweep_case {
-    std::string variant;          ///< the provider: a registered variant or a peer's name
-    std::string mode = "core";    ///< core, layer or decode
+    std::string variant;       ///< the provider: a registered variant or a peer's name
+    std::string mode = "core"; ///< core, layer or decode
     std::string precision = "f32";
     std::size_t d_model = 0, heads = 0, kv_heads = 0, d_head = 0;
     std::size_t n_q = 0, n_kv = 0, context = 0, batch = 1, threads = 1;
@@ -66,11 +66,10 @@ struct sweep_case {
 /// nlohmann's ADL hooks, for json and ordered_json alike.
 template <class Json>
 void to_json(Json& j, const sweep_case& c) {
-    j = Json{{"variant", c.variant}, {"mode", c.mode},         {"precision", c.precision},
-                       {"d_model", c.d_model}, {"heads", c.heads},       {"kv_heads", c.kv_heads},
-                       {"d_head", c.d_head},   {"n_q", c.n_q},           {"n_kv", c.n_kv},
-                       {"context", c.context}, {"batch", c.batch},       {"threads", c.threads},
-                       {"causal", c.causal},   {"grids", c.grids}};
+    j = Json{{"variant", c.variant}, {"mode", c.mode},         {"precision", c.precision}, {"d_model", c.d_model},
+             {"heads", c.heads},     {"kv_heads", c.kv_heads}, {"d_head", c.d_head},       {"n_q", c.n_q},
+             {"n_kv", c.n_kv},       {"context", c.context},   {"batch", c.batch},         {"threads", c.threads},
+             {"causal", c.causal},   {"grids", c.grids}};
 }
 
 /// Reads a case; every field but the provider, mode and shape has a default. Throws
@@ -144,8 +143,8 @@ inline std::vector<std::string> select_variants(const std::string& selector) {
             (selector == "threaded" && v.threaded) || selector == v.name)
             out.push_back(v.name);
     }
-    if (out.empty() && std::find(variant_selectors().begin(), variant_selectors().end(), selector) ==
-                           variant_selectors().end()) {
+    if (out.empty() &&
+        std::find(variant_selectors().begin(), variant_selectors().end(), selector) == variant_selectors().end()) {
         std::string known;
         for (const auto& v : registry()) known += ", " + v.name;
         throw error("unknown variant '" + selector + "' (known: all, fast, loops, threaded" + known + ")");
@@ -177,11 +176,14 @@ inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_th
                                     for (auto b : g.batch)
                                         for (auto t : g.threads)
                                             for (bool causal : decode ? std::vector<bool>{true} : g.causal) {
-                                                nlohmann::json j{{"variant", v}, {"mode", m}, {"precision", prec},
-                                                                 {"d_model", d}, {"heads", h}, {"kv_heads", kv},
-                                                                 {"batch", b}, {"causal", causal && !decode}};
+                                                nlohmann::json j{{"variant", v},      {"mode", m},
+                                                                 {"precision", prec}, {"d_model", d},
+                                                                 {"heads", h},        {"kv_heads", kv},
+                                                                 {"batch", b},        {"causal", causal && !decode}};
                                                 j[decode ? "context" : "n_q"] = n;
-                                                j["threads"] = !threaded ? 1 : t ? t : std::size_t(std::max(1, all_threads));
+                                                j["threads"] = !threaded ? 1
+                                                               : t       ? t
+                                                                         : std::size_t(std::max(1, all_threads));
                                                 sweep_case c = j.get<sweep_case>();
                                                 const auto id = c.id();
                                                 if (auto it = index.find(id); it != index.end()) {

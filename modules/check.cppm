@@ -45,11 +45,11 @@ inline const char* mode_name(mode m) { return m == mode::core ? "core" : "layer"
 
 /// How far a variant's output is from the fp64 reference (rounded to the variant's precision).
 struct metrics {
-    double max_abs = 0;  ///< max |out - ref|
-    double max_rel = 0;  ///< max |out - ref| / |ref| over elements with |ref| > 0
-    double nmse = 0;     ///< sum (out - ref)^2 / sum ref^2
-    double max_ulp = 0;  ///< max distance in units in the last place of the variant's type
-    double ratio = 0;    ///< max |out - ref| / bound: <= 1 passes
+    double max_abs = 0;    ///< max |out - ref|
+    double max_rel = 0;    ///< max |out - ref| / |ref| over elements with |ref| > 0
+    double nmse = 0;       ///< sum (out - ref)^2 / sum ref^2
+    double max_ulp = 0;    ///< max distance in units in the last place of the variant's type
+    double ratio = 0;      ///< max |out - ref| / bound: <= 1 passes
     std::size_t worst = 0; ///< flat index of the element with the largest ratio
     bool pass = true;
 };
@@ -118,7 +118,9 @@ inline inputs make_inputs(const problem& p, mode m, std::uint64_t seed, double m
 namespace detail {
 
 template <class T>
-std::vector<double> widen(const std::vector<T>& v) { return {v.begin(), v.end()}; }
+std::vector<double> widen(const std::vector<T>& v) {
+    return {v.begin(), v.end()};
+}
 
 inline std::vector<double> absolute(std::vector<double> v) {
     for (auto& x : v) x = std::abs(x);
@@ -210,9 +212,11 @@ inline expectation expect(const problem& p, mode m, const inputs& in) {
         reference::linear<double>({xa.data(), wa.data(), bias(ba), y.data(), rows, p.d_model, out});
         return magnitude ? y : detail::absolute(y);
     };
-    const auto q = project(xq, rq, w.wq, w.bq, p.q_width(), false), k = project(xkv, rkv, w.wk, w.bk, p.kv_width(), false),
+    const auto q = project(xq, rq, w.wq, w.bq, p.q_width(), false),
+               k = project(xkv, rkv, w.wk, w.bk, p.kv_width(), false),
                v = project(xkv, rkv, w.wv, w.bv, p.kv_width(), false);
-    const auto qm = project(xq, rq, w.wq, w.bq, p.q_width(), true), km = project(xkv, rkv, w.wk, w.bk, p.kv_width(), true),
+    const auto qm = project(xq, rq, w.wq, w.bq, p.q_width(), true),
+               km = project(xkv, rkv, w.wk, w.bk, p.kv_width(), true),
                vm = project(xkv, rkv, w.wv, w.bv, p.kv_width(), true);
     const auto ctx = detail::context_bounds(p, q, k, v, &qm, &km, &vm, p.d_model, v_max);
     const double out_proj = detail::lambda * std::sqrt(double(p.q_width()));
@@ -259,7 +263,9 @@ std::vector<T> run(const variant& var, const problem& p, mode m, const inputs& i
 
 /// Unit roundoff of T plus the fp64 reference's own.
 template <class T>
-constexpr double unit_roundoff() { return (sizeof(T) == 4 ? 0x1.0p-24 : 0x1.0p-53) + 0x1.0p-53; }
+constexpr double unit_roundoff() {
+    return (sizeof(T) == 4 ? 0x1.0p-24 : 0x1.0p-53) + 0x1.0p-53;
+}
 
 /// `var` at precision T on prepared inputs and expectation.
 template <class T>
@@ -299,8 +305,10 @@ inline inputs tail_inputs(const problem& p, mode m, const inputs& in, std::size_
         }
         return r;
     };
-    if (m == mode::core) out.q = tail(in.q, p.q_width());
-    else out.x_q = tail(in.x_q, p.d_model);
+    if (m == mode::core)
+        out.q = tail(in.q, p.q_width());
+    else
+        out.x_q = tail(in.x_q, p.d_model);
     return out;
 }
 
@@ -333,28 +341,28 @@ inline std::vector<grid_case> default_grid() {
             g.push_back({p, mag});
         }
     };
-    add(single_head(17, 7));               // d_head 17
-    add(mha(64, 4, 129));                  // d_head 16, N 129
-    add(mha(4, 4, 7));                     // d_head 1
-    add(mqa(48, 16, 7));                   // d_head 3, MQA
-    problem gq = gqa(512, 8, 2, 129);      // d_head 64, GQA
+    add(single_head(17, 7));          // d_head 17
+    add(mha(64, 4, 129));             // d_head 16, N 129
+    add(mha(4, 4, 7));                // d_head 1
+    add(mqa(48, 16, 7));              // d_head 3, MQA
+    problem gq = gqa(512, 8, 2, 129); // d_head 64, GQA
     gq.bias = true;
     add(gq);
-    problem g80 = gqa(320, 4, 2, 33);      // d_head 80, batch 2
+    problem g80 = gqa(320, 4, 2, 33); // d_head 80, batch 2
     g80.batch = 2;
     add(g80);
-    add(wide(32, 4, 7));                   // the wide-head counterfactual
-    add(mha(64, 8, 1));                    // N 1
-    problem cross = mha(64, 4, 7);         // cross-attention, fewer queries than keys
+    add(wide(32, 4, 7));           // the wide-head counterfactual
+    add(mha(64, 8, 1));            // N 1
+    problem cross = mha(64, 4, 7); // cross-attention, fewer queries than keys
     cross.n_kv = 129;
     cross.bias = true;
     add(cross);
-    problem rev = gqa(48, 4, 2, 129);      // more queries than keys: causal rows that see nothing
+    problem rev = gqa(48, 4, 2, 129); // more queries than keys: causal rows that see nothing
     rev.n_kv = 7;
     rev.batch = 3;
     add(rev);
-    add(mha(4, 4, 7), 100.0);              // d_head 1, inputs of 100: scores up to +-1e4
-    add(mqa(64, 4, 33), 12.0);             // d_head 16: scores of a few thousand
+    add(mha(4, 4, 7), 100.0);  // d_head 1, inputs of 100: scores up to +-1e4
+    add(mqa(64, 4, 33), 12.0); // d_head 16: scores of a few thousand
     return g;
 }
 

@@ -66,8 +66,8 @@ inline constexpr bool is_projection(stage s) {
 
 /// All three conventions for one problem.
 struct flop_counts {
-    flop_table full;                              ///< every operation, as the reference does it
-    std::array<std::uint64_t, n_stages> macs{};   ///< matmul multiply-adds (M*N*K), per stage
+    flop_table full;                            ///< every operation, as the reference does it
+    std::array<std::uint64_t, n_stages> macs{}; ///< matmul multiply-adds (M*N*K), per stage
 
     std::uint64_t total_macs() const {
         std::uint64_t t = 0;
@@ -180,12 +180,12 @@ inline problem decode_problem(const problem& layer, std::size_t context) {
 /// once per key/value head, 2 B G d_head (L+1) bytes_per_element -- as if the H/G query heads
 /// sharing a head read it once (our decode core does); the weights are counted separately.
 struct decode_costs {
-    std::uint64_t kv_read_bytes = 0;    ///< 2 B G d_head (L+1) x element bytes
-    std::uint64_t kv_write_bytes = 0;   ///< the appended token: 2 B G d_head x element bytes
-    std::uint64_t weight_bytes = 0;     ///< every parameter once (W_q, W_k, W_v, W_o, biases)
-    std::uint64_t matmul_flops = 0;     ///< 2 per multiply-add: the four projections of B tokens, QK^T and PV
-    std::uint64_t attention_flops = 0;  ///< of which QK^T and PV: 4 B H d_head (L+1)
-    std::uint64_t full_flops = 0;       ///< every add, multiply, divide, exp and compare (attn.count's full count)
+    std::uint64_t kv_read_bytes = 0;   ///< 2 B G d_head (L+1) x element bytes
+    std::uint64_t kv_write_bytes = 0;  ///< the appended token: 2 B G d_head x element bytes
+    std::uint64_t weight_bytes = 0;    ///< every parameter once (W_q, W_k, W_v, W_o, biases)
+    std::uint64_t matmul_flops = 0;    ///< 2 per multiply-add: the four projections of B tokens, QK^T and PV
+    std::uint64_t attention_flops = 0; ///< of which QK^T and PV: 4 B H d_head (L+1)
+    std::uint64_t full_flops = 0;      ///< every add, multiply, divide, exp and compare (attn.count's full count)
 };
 
 inline decode_costs decode_cost(const problem& layer, std::size_t context, std::size_t bytes_per_element) {
@@ -278,7 +278,7 @@ inline constexpr std::string_view convention_name(convention c) {
 /// The self-attention length N (N_q = N_kv = N) at which the attention stages' FLOPs overtake
 /// the projections'. Projections grow like N, attention like N^2, so there is one crossover.
 struct crossover {
-    double closed_form = 0;   ///< real root of attention(N) = projections(N), from the formula
+    double closed_form = 0;    ///< real root of attention(N) = projections(N), from the formula
     std::uint64_t first_n = 0; ///< smallest integer N with attention(N) > projections(N), by search
 };
 
@@ -292,8 +292,8 @@ struct crossover {
 /// Causal P = N(N+1)/2, Z = N: N* = 2 (C/H + a1) / a2 - 1.
 /// For MHA without bias under matmul-only this is N* = 2 d_model (non-causal).
 inline double crossover_closed_form(const problem& p, convention c) {
-    const double d = double(p.d_model), H = double(p.heads), dh = double(p.head_dim()),
-                 qw = double(p.q_width()), kw = double(p.kv_width()), b = p.bias ? 1.0 : 0.0;
+    const double d = double(p.d_model), H = double(p.heads), dh = double(p.head_dim()), qw = double(p.q_width()),
+                 kw = double(p.kv_width()), b = p.bias ? 1.0 : 0.0;
     double a2, a1, C;
     if (c == convention::full) {
         a2 = 4 * dh + 5;
@@ -352,17 +352,35 @@ struct counted {
     counted() = default;
     counted(double x) : v(x) {}
 
-    friend counted operator+(counted a, counted b) { detail::tick(op::add); return a.v + b.v; }
-    friend counted operator-(counted a, counted b) { detail::tick(op::add); return a.v - b.v; }
-    friend counted operator*(counted a, counted b) { detail::tick(op::mul); return a.v * b.v; }
-    friend counted operator/(counted a, counted b) { detail::tick(op::div); return a.v / b.v; }
-    friend bool operator<(counted a, counted b) { detail::tick(op::cmp); return a.v < b.v; }
-    friend counted exp(counted a) { detail::tick(op::exp); return std::exp(a.v); }
+    friend counted operator+(counted a, counted b) {
+        detail::tick(op::add);
+        return a.v + b.v;
+    }
+    friend counted operator-(counted a, counted b) {
+        detail::tick(op::add);
+        return a.v - b.v;
+    }
+    friend counted operator*(counted a, counted b) {
+        detail::tick(op::mul);
+        return a.v * b.v;
+    }
+    friend counted operator/(counted a, counted b) {
+        detail::tick(op::div);
+        return a.v / b.v;
+    }
+    friend bool operator<(counted a, counted b) {
+        detail::tick(op::cmp);
+        return a.v < b.v;
+    }
+    friend counted exp(counted a) {
+        detail::tick(op::exp);
+        return std::exp(a.v);
+    }
 };
 
 /// While alive, counted arithmetic on this thread goes into `t`.
 class counting_scope {
-public:
+  public:
     explicit counting_scope(flop_table& t) : previous_(detail::tally) {
         detail::tally = &t;
         detail::current = stage::proj_q;
@@ -371,7 +389,7 @@ public:
     counting_scope(const counting_scope&) = delete;
     counting_scope& operator=(const counting_scope&) = delete;
 
-private:
+  private:
     flop_table* previous_;
 };
 
@@ -410,13 +428,15 @@ flop_table measured_flops(const problem& p, std::uint64_t seed) {
 
 std::vector<problem> flop_check_grid() {
     std::vector<problem> grid;
-    struct family_size { std::size_t d_model, heads, kv_heads, d_head; };
+    struct family_size {
+        std::size_t d_model, heads, kv_heads, d_head;
+    };
     family_size families[5];
-    families[0] = {5, 1, 1, 0};  // single head, odd width
-    families[1] = {6, 3, 3, 0};  // MHA, d_head = 2
-    families[2] = {9, 3, 1, 0};  // MQA, odd d_head = 3
-    families[3] = {8, 4, 2, 0};  // GQA:2
-    families[4] = {3, 2, 2, 3};  // wide: each head as wide as the model
+    families[0] = {5, 1, 1, 0}; // single head, odd width
+    families[1] = {6, 3, 3, 0}; // MHA, d_head = 2
+    families[2] = {9, 3, 1, 0}; // MQA, odd d_head = 3
+    families[3] = {8, 4, 2, 0}; // GQA:2
+    families[4] = {3, 2, 2, 3}; // wide: each head as wide as the model
     const std::size_t lengths[][2] = {{1, 1}, {5, 5}, {3, 7}, {7, 3}};
     for (const auto& f : families)
         for (const auto& n : lengths)

@@ -27,12 +27,12 @@ export namespace attn {
 /// The key/value cache of one layer for `batch` sequences of equal length.
 template <class T>
 class kv_cache {
-public:
+  public:
     kv_cache(std::size_t batch, std::size_t kv_heads, std::size_t d_head, std::size_t capacity)
         : batch_(batch), heads_(kv_heads), dim_(d_head), capacity_(capacity) {
-        require(batch > 0 && kv_heads > 0 && d_head > 0,
-                "kv cache needs batch, kv_heads and d_head >= 1 (got " + std::to_string(batch) + ", " +
-                    std::to_string(kv_heads) + ", " + std::to_string(d_head) + ")");
+        require(batch > 0 && kv_heads > 0 && d_head > 0, "kv cache needs batch, kv_heads and d_head >= 1 (got " +
+                                                             std::to_string(batch) + ", " + std::to_string(kv_heads) +
+                                                             ", " + std::to_string(d_head) + ")");
         k_.resize(batch * kv_heads * capacity * d_head);
         v_.resize(k_.size());
     }
@@ -64,8 +64,8 @@ public:
 
     /// Sets the length without writing (the rows [0, n) hold whatever was put there, e.g. by fill()).
     void resize(std::size_t n) {
-        require(n <= capacity_, "kv cache length " + std::to_string(n) + " exceeds its capacity " +
-                                    std::to_string(capacity_));
+        require(n <= capacity_,
+                "kv cache length " + std::to_string(n) + " exceeds its capacity " + std::to_string(capacity_));
         length_ = n;
     }
     void clear() { length_ = 0; }
@@ -81,7 +81,7 @@ public:
         return ((b * heads_ + g) * capacity_ + i) * dim_;
     }
 
-private:
+  private:
     heads_view<const T> view(const T* data) const {
         return {data, batch_, heads_, length_, dim_, heads_ * capacity_ * dim_, capacity_ * dim_, dim_};
     }
@@ -173,7 +173,7 @@ inline std::size_t decode_extra_bytes(const variant& var, const problem& layer, 
 /// context + 1 keys with the last step's queries: the part of a step that reads the cache.
 template <class T>
 class decode_fixture {
-public:
+  public:
     decode_fixture(const variant& var, const problem& layer, std::size_t context, const run_options& opt,
                    std::uint64_t seed)
         : var_(var), layer_(layer), context_(context), opt_(opt), w_(random_weights<T>(layer, seed)),
@@ -208,7 +208,7 @@ public:
     /// Bytes held: the cache at capacity and the weights.
     std::size_t bytes() const { return cache_.bytes() + sizeof(T) * analytic_params(layer_).total(); }
 
-private:
+  private:
     const variant& var_;
     problem layer_;
     std::size_t context_;
@@ -287,30 +287,30 @@ struct decode_case {
 inline std::vector<decode_case> decode_grid() {
     std::vector<decode_case> g;
     problem p;
-    g.push_back({single_head(17, 1), 0, 1.0});  // d_head 17, L 0: one key
+    g.push_back({single_head(17, 1), 0, 1.0}); // d_head 17, L 0: one key
     g.push_back({single_head(17, 1), 7, 1.0});
-    p = mha(64, 4, 1);                           // d_head 16, batch 2
+    p = mha(64, 4, 1); // d_head 16, batch 2
     p.batch = 2;
     g.push_back({p, 129, 1.0});
-    g.push_back({mqa(48, 16, 1), 7, 1.0});       // d_head 3, MQA
-    p = gqa(512, 8, 2, 1);                       // d_head 64, GQA, bias, batch 3, two key chunks
+    g.push_back({mqa(48, 16, 1), 7, 1.0}); // d_head 3, MQA
+    p = gqa(512, 8, 2, 1);                 // d_head 64, GQA, bias, batch 3, two key chunks
     p.bias = true;
     p.batch = 3;
     g.push_back({p, 300, 1.0});
-    p = gqa(320, 4, 2, 1);                       // d_head 80, batch 2
+    p = gqa(320, 4, 2, 1); // d_head 80, batch 2
     p.batch = 2;
     g.push_back({p, 33, 1.0});
-    g.push_back({wide(32, 4, 1), 7, 1.0});       // the wide-head counterfactual
-    g.push_back({mha(64, 8, 1), 0, 1.0});        // MHA, L 0
-    p = mqa(128, 4, 1);                          // MQA, 16 key chunks, batch 2
+    g.push_back({wide(32, 4, 1), 7, 1.0}); // the wide-head counterfactual
+    g.push_back({mha(64, 8, 1), 0, 1.0});  // MHA, L 0
+    p = mqa(128, 4, 1);                    // MQA, 16 key chunks, batch 2
     p.batch = 2;
     g.push_back({p, 4999, 1.0});
-    g.push_back({mqa(64, 4, 1), 33, 12.0});      // scores of a few thousand
-    p = mqa(256, 16, 1);                         // 16 query heads per kv head: heads in the lanes
+    g.push_back({mqa(64, 4, 1), 33, 12.0}); // scores of a few thousand
+    p = mqa(256, 16, 1);                    // 16 query heads per kv head: heads in the lanes
     p.batch = 2;
     g.push_back({p, 700, 1.0});
-    g.push_back({mqa(512, 8, 1), 300, 1.0});     // 8 per kv head, d_head 64
-    p = gqa(640, 32, 1, 1);                      // 32 per kv head (two groups of lanes), d_head 20
+    g.push_back({mqa(512, 8, 1), 300, 1.0}); // 8 per kv head, d_head 64
+    p = gqa(640, 32, 1, 1);                  // 32 per kv head (two groups of lanes), d_head 20
     p.bias = true;
     g.push_back({p, 77, 1.0});
     return g;

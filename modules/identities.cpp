@@ -72,9 +72,8 @@ identity_result batched_vs_loop(std::uint64_t seed) {
     const xt::xtensor<double, 4> E = xt::exp(S - xt::view(row_max, all(), all(), all(), newaxis()));
     const xt::xtensor<double, 3> row_sum = xt::sum(E, {3});
     const xt::xtensor<double, 4> P = E / xt::view(row_sum, all(), all(), all(), newaxis());
-    const xt::xtensor<double, 4> O =
-        xt::sum(xt::view(P, all(), all(), all(), all(), newaxis()) * xt::view(V, all(), all(), newaxis(), all(), all()),
-                {3});
+    const xt::xtensor<double, 4> O = xt::sum(
+        xt::view(P, all(), all(), all(), all(), newaxis()) * xt::view(V, all(), all(), newaxis(), all(), all()), {3});
     const xt::xtensor<double, 4> back = xt::transpose(O, {0, 2, 1, 3}); // [B, N, H, d]
     const std::vector<double> batched(back.begin(), back.end());
     return make("per-head loop = batched (B, H, N, d) tensors", p, max_abs(loop, batched), max_mag(loop));
@@ -109,7 +108,8 @@ identity_result mha_vs_single_heads(std::uint64_t seed) {
                                     packed_heads<const double>(v.data(), 1, 1, p.n_q, d),
                                     packed_heads<double>(o.data(), 1, 1, p.n_q, d)});
         for (std::size_t i = 0; i < p.n_q; ++i)
-            std::copy(o.begin() + long(i * d), o.begin() + long((i + 1) * d), ctx.begin() + long(i * p.q_width() + h * d));
+            std::copy(o.begin() + long(i * d), o.begin() + long((i + 1) * d),
+                      ctx.begin() + long(i * p.q_width() + h * d));
     }
     std::vector<double> y(p.n_q * dm);
     reference::linear<double>({ctx.data(), w.wo.data(), w.bo.data(), y.data(), p.n_q, p.q_width(), dm});
@@ -124,7 +124,8 @@ identity_result gqa_vs_shared_mha(std::size_t G, std::uint64_t seed) {
     p.causal = true;
     p.bias = true;
     const auto w = random_weights<double>(p, seed);
-    const auto xq = random_values<double>(p.n_q * p.d_model, seed + 5), xkv = random_values<double>(p.n_kv * p.d_model, seed + 6);
+    const auto xq = random_values<double>(p.n_q * p.d_model, seed + 5),
+               xkv = random_values<double>(p.n_kv * p.d_model, seed + 6);
     problem m = p;
     m.kv_heads = p.heads;
     weights<double> wm = w;
@@ -141,8 +142,9 @@ identity_result gqa_vs_shared_mha(std::size_t G, std::uint64_t seed) {
         std::copy_n(w.bv.begin() + long(g * d), d, wm.bv.begin() + long(h * d));
     }
     const auto a = layer(p, w, xq, xkv), b = layer(m, wm, xq, xkv);
-    const std::string label = G == p.heads ? "GQA(G=H) = MHA" : G == 1 ? "GQA(G=1) = MQA = MHA with one shared K/V"
-                                                                      : "GQA(G) = MHA with K/V shared per group";
+    const std::string label = G == p.heads ? "GQA(G=H) = MHA"
+                              : G == 1     ? "GQA(G=1) = MQA = MHA with one shared K/V"
+                                           : "GQA(G) = MHA with K/V shared per group";
     return make(label, p, max_abs(a, b), max_mag(a));
 }
 

@@ -60,8 +60,7 @@ array load(const std::string& path) {
         unsigned char major = 0, minor = 0;
         xt::detail::read_magic(in, &major, &minor);
         require(major == 1 || major == 2, "unsupported .npy version " + std::to_string(major));
-        const std::string header =
-            major == 1 ? xt::detail::read_header_1_0(in) : xt::detail::read_header_2_0(in);
+        const std::string header = major == 1 ? xt::detail::read_header_1_0(in) : xt::detail::read_header_2_0(in);
         require(bool(in), "header is cut short");
         xt::detail::parse_header(header, descr, &fortran, shape);
     } catch (const std::exception& e) {
@@ -74,7 +73,8 @@ array load(const std::string& path) {
     const std::size_t header_end = std::size_t(in.tellg());
     require(file_size >= header_end && file_size - header_end >= n * word,
             path + ": truncated: shape " + shape_string(shape) + " needs " + std::to_string(n * word) +
-                " bytes of data, the file has " + std::to_string(file_size - std::min<std::size_t>(file_size, header_end)));
+                " bytes of data, the file has " +
+                std::to_string(file_size - std::min<std::size_t>(file_size, header_end)));
 
     in.seekg(0);
     auto file = xt::detail::load_npy_file(in);
@@ -91,8 +91,8 @@ namespace {
 std::vector<double> load_shaped(const std::string& path, const std::vector<std::size_t>& expected,
                                 const std::string& meaning) {
     array a = load(path);
-    require(a.shape == expected, path + ": shape " + shape_string(a.shape) + ", expected " +
-                                     shape_string(expected) + " = " + meaning);
+    require(a.shape == expected,
+            path + ": shape " + shape_string(a.shape) + ", expected " + shape_string(expected) + " = " + meaning);
     return std::move(a.values);
 }
 
@@ -106,8 +106,8 @@ weights<double> load_state_dict(const std::string& dir, problem& p) {
     const std::size_t d = p.d_model, h = p.heads, g = p.kv_heads;
     weights<double> w;
     if (exists(f + "in_proj_weight.npy")) {
-        require(h == g, f + "in_proj_weight.npy: a packed projection means MHA, but kv_heads=" +
-                            std::to_string(g) + " != heads=" + std::to_string(h) + " (use q/k/v_proj_weight.npy)");
+        require(h == g, f + "in_proj_weight.npy: a packed projection means MHA, but kv_heads=" + std::to_string(g) +
+                            " != heads=" + std::to_string(h) + " (use q/k/v_proj_weight.npy)");
         p.d_head = d / h;
         require(d % h == 0, "d_model=" + std::to_string(d) + " is not divisible by heads=" + std::to_string(h));
         auto packed = load_shaped(f + "in_proj_weight.npy", {3 * d, d}, "[3*d_model, d_model]");

@@ -12,9 +12,7 @@ import attn.kernels;
 
 namespace attn::peak {
 
-int resolve_threads(int threads) {
-    return threads > 0 ? threads : omp_get_max_threads();
-}
+int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
 
 void check_options(const options& opt) {
     require(opt.repetitions >= 1, "peak: repetitions must be >= 1 (got " + std::to_string(opt.repetitions) + ")");
@@ -43,7 +41,8 @@ ceilings measure(const options& opt) {
     c.triad_1t_gbs = triad_impl(arr, 1, opt.repetitions);
     c.triad_all_gbs = triad_impl(arr, granted, opt.repetitions);
     for (int f : stream_fmas) // the accumulators, the multiplier and the batch read must fit in registers
-        if (f + 2 <= kernels::isa::vector_registers) c.stream.push_back({f, f / 2.0, stream_impl(arr, granted, f, opt.repetitions)});
+        if (f + 2 <= kernels::isa::vector_registers)
+            c.stream.push_back({f, f / 2.0, stream_impl(arr, granted, f, opt.repetitions)});
     return c;
 }
 

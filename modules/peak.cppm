@@ -55,14 +55,14 @@ double roof_gbs(double triad_gbs, double fma_gflops, double flop_per_byte);
 struct ceilings {
     stats fma_1t_gflops, fma_all_gflops;
     stats triad_1t_gbs, triad_all_gbs;
-    int threads = 1;                    ///< threads of the all-thread figures (as OpenMP granted)
-    int accumulators = 0;               ///< independent FMA chains per thread
-    int simd_lanes = 0;                 ///< f32 lanes per batch
-    std::string simd_arch;              ///< xsimd architecture of the FMA batches, e.g. "avx512bw"
-    std::string fma_instruction;        ///< the instruction the FMA loop runs, e.g. "vfmadd231ps zmm (AVX-512F)"
-    std::size_t triad_array_bytes = 0;  ///< bytes per array
-    std::size_t triad_elements = 0;     ///< elements per array
-    std::vector<stream_point> stream;   ///< the streaming probe on all threads (empty in files that predate it)
+    int threads = 1;                   ///< threads of the all-thread figures (as OpenMP granted)
+    int accumulators = 0;              ///< independent FMA chains per thread
+    int simd_lanes = 0;                ///< f32 lanes per batch
+    std::string simd_arch;             ///< xsimd architecture of the FMA batches, e.g. "avx512bw"
+    std::string fma_instruction;       ///< the instruction the FMA loop runs, e.g. "vfmadd231ps zmm (AVX-512F)"
+    std::size_t triad_array_bytes = 0; ///< bytes per array
+    std::size_t triad_elements = 0;    ///< elements per array
+    std::vector<stream_point> stream;  ///< the streaming probe on all threads (empty in files that predate it)
 };
 
 /// fp32 FMA throughput on `threads` threads, in GFLOP/s.
@@ -74,7 +74,7 @@ stats triad_gbs(int threads, const options& opt = {});
 /// The triad on arrays allocated and first-touched once (3 x triad_array_bytes(opt)), for a
 /// triad measured again and again, e.g. beside each case of a sweep, as triad_gbs would measure it.
 class triad_probe {
-public:
+  public:
     explicit triad_probe(const options& opt = {});
     ~triad_probe();
     triad_probe(const triad_probe&) = delete;
@@ -82,7 +82,7 @@ public:
     /// The triad on `threads` threads (0: all), `repetitions` timed passes after one untimed one.
     stats measure(int threads, int repetitions);
 
-private:
+  private:
     struct arrays;
     std::unique_ptr<arrays> arrays_;
 };

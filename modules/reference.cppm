@@ -86,8 +86,7 @@ void core(const problem& p, const core_io<T>& io, trace<T>* tr = nullptr) {
             }
             hook::enter(stage::softmax_exp);
             for (std::size_t i = 0; i < nq; ++i)
-                for (std::size_t j = 0; j < p.visible(i); ++j)
-                    s[i * nkv + j] = exp(s[i * nkv + j] - row_max[i]);
+                for (std::size_t j = 0; j < p.visible(i); ++j) s[i * nkv + j] = exp(s[i * nkv + j] - row_max[i]);
             hook::enter(stage::softmax_sum);
             for (std::size_t i = 0; i < nq; ++i) {
                 if (p.visible(i) == 0) continue;
@@ -119,11 +118,9 @@ void core(const problem& p, const core_io<T>& io, trace<T>* tr = nullptr) {
 
 /// The whole layer, stage by stage, with the reference kernels.
 template <class T>
-void layer(const problem& p, const weights<T>& w, const T* x_q, const T* x_kv, T* y,
-           trace<T>* tr = nullptr) {
+void layer(const problem& p, const weights<T>& w, const T* x_q, const T* x_kv, T* y, trace<T>* tr = nullptr) {
     const std::size_t rq = p.batch * p.n_q, rkv = p.batch * p.n_kv, d = p.head_dim();
-    std::vector<T> q(rq * p.q_width()), k(rkv * p.kv_width()), v(rkv * p.kv_width()),
-        ctx(rq * p.q_width());
+    std::vector<T> q(rq * p.q_width()), k(rkv * p.kv_width()), v(rkv * p.kv_width()), ctx(rq * p.q_width());
     auto bias = [](const std::vector<T>& b) { return b.empty() ? nullptr : b.data(); };
     linear<T>({x_q, w.wq.data(), bias(w.bq), q.data(), rq, p.d_model, p.q_width()}, stage::proj_q);
     linear<T>({x_kv, w.wk.data(), bias(w.bk), k.data(), rkv, p.d_model, p.kv_width()}, stage::proj_k);

@@ -75,16 +75,16 @@ inline double hull_bound(double r) { return 1.0 / (3.0 + std::exp(-3.0 * std::nu
 struct hull_result {
     std::size_t n_theta = 0, n_r = 0;
     double r_min = 0, r_max = 0;
-    std::vector<double> thetas, radii;      ///< the search grid (radians; query magnitudes)
-    std::vector<double> max_w3_by_r;        ///< max over directions of w3, per magnitude
-    std::vector<double> bound_by_r;         ///< hull_bound(r)
-    std::vector<double> w3_by_theta;        ///< at r = r_max, per direction
-    std::vector<int> winner_by_theta;       ///< index of the largest score at each direction (0-based)
+    std::vector<double> thetas, radii; ///< the search grid (radians; query magnitudes)
+    std::vector<double> max_w3_by_r;   ///< max over directions of w3, per magnitude
+    std::vector<double> bound_by_r;    ///< hull_bound(r)
+    std::vector<double> w3_by_theta;   ///< at r = r_max, per direction
+    std::vector<int> winner_by_theta;  ///< index of the largest score at each direction (0-based)
     double best_w3 = 0, best_theta = 0, best_r = 0;
-    double max_margin = -1e300;             ///< max over the grid of s3 - max(s1, s2); <= 0 means never above both
-    std::size_t k3_strictly_first = 0;      ///< grid points where w3 > w1 and w3 > w2
-    double max_abs_search_minus_bound = 0;  ///< over r: |max_theta w3 - hull_bound(r)|
-    double max_mean_residual = 0;           ///< over the grid: |s3 - (s1+s2)/2|
+    double max_margin = -1e300;            ///< max over the grid of s3 - max(s1, s2); <= 0 means never above both
+    std::size_t k3_strictly_first = 0;     ///< grid points where w3 > w1 and w3 > w2
+    double max_abs_search_minus_bound = 0; ///< over r: |max_theta w3 - hull_bound(r)|
+    double max_mean_residual = 0;          ///< over the grid: |s3 - (s1+s2)/2|
 };
 
 /// Dense search over query directions (n_theta, uniformly in [0, 2 pi)) and magnitudes (n_r,
@@ -93,12 +93,12 @@ hull_result hull_search(std::size_t n_theta, std::size_t n_r, double r_min, doub
 
 struct two_head_result {
     double q1[2], q2[2];
-    std::vector<double> s1, s2;      ///< each head's scores for k1..k4
-    std::vector<double> w1, w2;      ///< each head's own softmax weights
-    std::vector<double> readout;     ///< min(s1, s2) per key: the fixed nonlinear readout
-    std::vector<double> betas;       ///< readout temperatures
+    std::vector<double> s1, s2;                 ///< each head's scores for k1..k4
+    std::vector<double> w1, w2;                 ///< each head's own softmax weights
+    std::vector<double> readout;                ///< min(s1, s2) per key: the fixed nonlinear readout
+    std::vector<double> betas;                  ///< readout temperatures
     std::vector<std::vector<double>> selection; ///< softmax(beta * readout), per beta
-    int winner = -1;                 ///< argmax of the readout (0-based)
+    int winner = -1;                            ///< argmax of the readout (0-based)
 };
 
 /// Two heads, q1 = (1, eps), q2 = (eps, 1), read out by min over heads of the scores.
@@ -108,9 +108,9 @@ two_head_result two_heads(double eps, std::vector<double> betas);
 
 struct variance_row {
     std::size_t d_k = 0, samples = 0;
-    double var_product = 0;  ///< Var(q_l k_l) estimated
-    double var_score = 0;    ///< Var(q.k) estimated
-    double var_scaled = 0;   ///< Var(q.k / sqrt(d_k)) estimated
+    double var_product = 0;         ///< Var(q_l k_l) estimated
+    double var_score = 0;           ///< Var(q.k) estimated
+    double var_scaled = 0;          ///< Var(q.k / sqrt(d_k)) estimated
     double max_weight_unscaled = 0; ///< mean over trials of the largest softmax weight over n_keys keys
     double max_weight_scaled = 0;
     std::size_t n_keys = 0;
@@ -264,8 +264,8 @@ std::vector<double> hull_weights(double qx, double qy) {
 hull_result hull_search(std::size_t n_theta, std::size_t n_r, double r_min, double r_max) {
     require(n_theta >= 8 && n_r >= 2, "hull search needs >= 8 directions and >= 2 magnitudes (got " +
                                           std::to_string(n_theta) + ", " + std::to_string(n_r) + ")");
-    require(r_min > 0 && r_max > r_min, "hull search needs 0 < r_min < r_max (got " + std::to_string(r_min) + ", " +
-                                            std::to_string(r_max) + ")");
+    require(r_min > 0 && r_max > r_min,
+            "hull search needs 0 < r_min < r_max (got " + std::to_string(r_min) + ", " + std::to_string(r_max) + ")");
     hull_result h;
     h.n_theta = n_theta;
     h.n_r = n_r;

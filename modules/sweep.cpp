@@ -18,13 +18,20 @@ namespace {
 
 const char* type_name(const toml::node& n) {
     switch (n.type()) {
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    default: return "a date or time";
+    case toml::node_type::table:
+        return "a table";
+    case toml::node_type::array:
+        return "an array";
+    case toml::node_type::string:
+        return "a string";
+    case toml::node_type::integer:
+        return "an integer";
+    case toml::node_type::floating_point:
+        return "a float";
+    case toml::node_type::boolean:
+        return "a boolean";
+    default:
+        return "a date or time";
     }
 }
 
@@ -36,7 +43,7 @@ std::string join(const std::vector<std::string>& v) {
 
 /// Reads one sweep file; every error names the file, the line and the key.
 class reader {
-public:
+  public:
     explicit reader(std::string source) : source_(std::move(source)) {}
 
     [[noreturn]] void fail(std::size_t line, const std::string& key, const std::string& what) const {
@@ -65,9 +72,12 @@ public:
 
     double number(const toml::node& n, const std::string& key) const {
         double v = 0;
-        if (n.is_integer()) v = double(n.as_integer()->get());
-        else if (n.is_floating_point()) v = n.as_floating_point()->get();
-        else fail(n, key, std::string("must be a number, not ") + type_name(n));
+        if (n.is_integer())
+            v = double(n.as_integer()->get());
+        else if (n.is_floating_point())
+            v = n.as_floating_point()->get();
+        else
+            fail(n, key, std::string("must be a number, not ") + type_name(n));
         if (!(v > 0 && v < 1e6)) fail(n, key, "must be a positive number of seconds (got " + std::to_string(v) + ")");
         return v;
     }
@@ -80,7 +90,8 @@ public:
     /// An integer or a non-empty array of integers, each >= min.
     std::vector<std::size_t> sizes(const toml::node& n, const std::string& key, std::int64_t min) const {
         std::vector<std::size_t> out;
-        if (n.is_integer()) out.push_back(std::size_t(integer(n, key, min)));
+        if (n.is_integer())
+            out.push_back(std::size_t(integer(n, key, min)));
         else if (const auto* a = n.as_array()) {
             if (a->empty()) fail(n, key, "must not be an empty array");
             for (const auto& e : *a) {
@@ -88,7 +99,8 @@ public:
                     fail(e, key, std::string("must be an array of integers, but holds ") + type_name(e));
                 out.push_back(std::size_t(integer(e, key, min)));
             }
-        } else fail(n, key, std::string("must be an integer or an array of integers, not ") + type_name(n));
+        } else
+            fail(n, key, std::string("must be an integer or an array of integers, not ") + type_name(n));
         return out;
     }
 
@@ -96,11 +108,13 @@ public:
     std::vector<std::string> names(const toml::node& n, const std::string& key, const std::vector<std::string>& allowed,
                                    const std::string& what) const {
         std::vector<const toml::node*> items;
-        if (n.is_string()) items.push_back(&n);
+        if (n.is_string())
+            items.push_back(&n);
         else if (const auto* a = n.as_array()) {
             if (a->empty()) fail(n, key, "must not be an empty array");
             for (const auto& e : *a) items.push_back(&e);
-        } else fail(n, key, std::string("must be a string or an array of strings, not ") + type_name(n));
+        } else
+            fail(n, key, std::string("must be a string or an array of strings, not ") + type_name(n));
         std::vector<std::string> out;
         for (const auto* e : items) {
             if (!e->is_string()) fail(*e, key, std::string("must be an array of strings, but holds ") + type_name(*e));
@@ -115,14 +129,17 @@ public:
 
     std::vector<bool> booleans(const toml::node& n, const std::string& key) const {
         std::vector<bool> out;
-        if (n.is_boolean()) out.push_back(n.as_boolean()->get());
+        if (n.is_boolean())
+            out.push_back(n.as_boolean()->get());
         else if (const auto* a = n.as_array()) {
             if (a->empty()) fail(n, key, "must not be an empty array");
             for (const auto& e : *a) {
-                if (!e.is_boolean()) fail(e, key, std::string("must be an array of booleans, but holds ") + type_name(e));
+                if (!e.is_boolean())
+                    fail(e, key, std::string("must be an array of booleans, but holds ") + type_name(e));
                 out.push_back(e.as_boolean()->get());
             }
-        } else fail(n, key, std::string("must be a boolean or an array of booleans, not ") + type_name(n));
+        } else
+            fail(n, key, std::string("must be a boolean or an array of booleans, not ") + type_name(n));
         return out;
     }
 
@@ -131,12 +148,12 @@ public:
         return *n.as_table();
     }
 
-private:
+  private:
     std::string source_;
 };
 
-const std::vector<std::string> grid_keys{"variants", "modes", "precisions", "d_model", "heads", "kv_heads",
-                                         "seq", "batch", "threads", "causal", "context"};
+const std::vector<std::string> grid_keys{"variants", "modes", "precisions", "d_model", "heads",  "kv_heads",
+                                         "seq",      "batch", "threads",    "causal",  "context"};
 const std::vector<std::string> known_modes{"core", "layer", "decode"};
 const std::vector<std::string> known_precisions{"f32"};
 
@@ -159,17 +176,28 @@ void read_grid_keys(const reader& r, const toml::table& t, located_grid& lg) {
         const std::string key(k.str());
         if (std::find(grid_keys.begin(), grid_keys.end(), key) == grid_keys.end()) continue;
         lg.line[key] = v.source().begin.line;
-        if (key == "variants") g.variants = r.names(v, key, known_variants(), "variant");
-        else if (key == "modes") g.modes = r.names(v, key, known_modes, "mode");
-        else if (key == "precisions") g.precisions = r.names(v, key, known_precisions, "precision");
-        else if (key == "d_model") g.d_model = r.sizes(v, key, 1);
-        else if (key == "heads") g.heads = r.sizes(v, key, 1);
-        else if (key == "kv_heads") g.kv_heads = r.sizes(v, key, 0);
-        else if (key == "seq") g.seq = r.sizes(v, key, 1);
-        else if (key == "batch") g.batch = r.sizes(v, key, 1);
-        else if (key == "threads") g.threads = r.sizes(v, key, 0);
-        else if (key == "context") g.context = r.sizes(v, key, 0);
-        else if (key == "causal") g.causal = r.booleans(v, key);
+        if (key == "variants")
+            g.variants = r.names(v, key, known_variants(), "variant");
+        else if (key == "modes")
+            g.modes = r.names(v, key, known_modes, "mode");
+        else if (key == "precisions")
+            g.precisions = r.names(v, key, known_precisions, "precision");
+        else if (key == "d_model")
+            g.d_model = r.sizes(v, key, 1);
+        else if (key == "heads")
+            g.heads = r.sizes(v, key, 1);
+        else if (key == "kv_heads")
+            g.kv_heads = r.sizes(v, key, 0);
+        else if (key == "seq")
+            g.seq = r.sizes(v, key, 1);
+        else if (key == "batch")
+            g.batch = r.sizes(v, key, 1);
+        else if (key == "threads")
+            g.threads = r.sizes(v, key, 0);
+        else if (key == "context")
+            g.context = r.sizes(v, key, 0);
+        else if (key == "causal")
+            g.causal = r.booleans(v, key);
     }
 }
 
@@ -180,13 +208,14 @@ void check_combinations(const reader& r, const located_grid& lg, const std::stri
     for (auto d : g.d_model)
         for (auto h : g.heads)
             if (d % h)
-                r.fail(line("heads"), "heads", "value " + std::to_string(h) + " does not divide d_model " +
-                                                   std::to_string(d) + where);
+                r.fail(line("heads"), "heads",
+                       "value " + std::to_string(h) + " does not divide d_model " + std::to_string(d) + where);
     for (auto h : g.heads)
         for (auto kv : g.kv_heads)
             if (kv && (kv > h || h % kv))
-                r.fail(line("kv_heads"), "kv_heads", "value " + std::to_string(kv) + " does not divide heads " +
-                                                         std::to_string(h) + where + " (0 means kv_heads = heads)");
+                r.fail(line("kv_heads"), "kv_heads",
+                       "value " + std::to_string(kv) + " does not divide heads " + std::to_string(h) + where +
+                           " (0 means kv_heads = heads)");
     const bool decode = std::find(g.modes.begin(), g.modes.end(), "decode") != g.modes.end();
     if (!decode && line("context") && !(g.context.size() == 1 && g.context[0] == 0))
         r.fail(line("context"), "context", "applies to mode 'decode' only, and modes does not include it" + where);
@@ -194,13 +223,14 @@ void check_combinations(const reader& r, const located_grid& lg, const std::stri
 
 } // namespace
 
-sweep_spec parse_sweep(const std::string& text, const std::string& source, const std::vector<std::string>& known_stages) {
+sweep_spec parse_sweep(const std::string& text, const std::string& source,
+                       const std::vector<std::string>& known_stages) {
     toml::table root;
     try {
         root = toml::parse(text, source);
     } catch (const toml::parse_error& e) {
-        throw error(source + ":" + std::to_string(e.source().begin.line) + ": not valid TOML: " +
-                    std::string(e.description()));
+        throw error(source + ":" + std::to_string(e.source().begin.line) +
+                    ": not valid TOML: " + std::string(e.description()));
     }
     const reader r(source);
     sweep_spec s;
@@ -229,17 +259,23 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source, const
         for (auto&& [k, v] : t) {
             const std::string key(k.str());
             lg.line[key] = v.source().begin.line;
-            if (key == "d_model") s.check.d_model = r.sizes(v, key, 1);
-            else if (key == "heads") s.check.heads = r.sizes(v, key, 1);
-            else if (key == "kv_heads") s.check.kv_heads = r.sizes(v, key, 1);
-            else if (key == "seq") s.check.seq = r.sizes(v, key, 1);
-            else if (key == "batch") s.check.batch = r.sizes(v, key, 1);
+            if (key == "d_model")
+                s.check.d_model = r.sizes(v, key, 1);
+            else if (key == "heads")
+                s.check.heads = r.sizes(v, key, 1);
+            else if (key == "kv_heads")
+                s.check.kv_heads = r.sizes(v, key, 1);
+            else if (key == "seq")
+                s.check.seq = r.sizes(v, key, 1);
+            else if (key == "batch")
+                s.check.batch = r.sizes(v, key, 1);
             else if (key == "mode") {
                 s.check.mode = r.string(v, key);
                 if (s.check.mode != "core" && s.check.mode != "layer" && s.check.mode != "decode" &&
                     s.check.mode != "both" && s.check.mode != "all")
-                    r.fail(v, key, "must be \"core\", \"layer\", \"decode\", \"both\" or \"all\" (got \"" +
-                                       s.check.mode + "\")");
+                    r.fail(v, key,
+                           "must be \"core\", \"layer\", \"decode\", \"both\" or \"all\" (got \"" + s.check.mode +
+                               "\")");
             }
         }
         // check's own defaults where the file leaves a size out (d_model 64, heads 4)

@@ -13,7 +13,6 @@ export import attn.cases;
 
 export namespace attn {
 
-
 /// The grid `check` runs on ([check]); empty lists mean check's own embedded grid.
 struct check_grid {
     std::vector<std::size_t> d_model, heads, kv_heads, seq, batch;
@@ -22,16 +21,16 @@ struct check_grid {
 
 /// A whole sweep file, validated.
 struct sweep_spec {
-    std::string source;          ///< the file name, or "preset:quick"
-    std::string text;            ///< the file's text, stored with the run
-    std::string name;            ///< `name`, e.g. "quick"
-    std::string description;     ///< `description`
-    std::uint64_t seed = 1;      ///< `seed`: inputs and weights of every stage
+    std::string source;      ///< the file name, or "preset:quick"
+    std::string text;        ///< the file's text, stored with the run
+    std::string name;        ///< `name`, e.g. "quick"
+    std::string description; ///< `description`
+    std::uint64_t seed = 1;  ///< `seed`: inputs and weights of every stage
     std::vector<std::string> stages;
-    int peak_repetitions = 5;    ///< [peak] repetitions
-    check_grid check;            ///< [check]
-    int repetitions = 3;         ///< [perf] repetitions (Google Benchmark's, for medians)
-    double min_time = 0.1;       ///< [perf] min_time in seconds per repetition
+    int peak_repetitions = 5;      ///< [peak] repetitions
+    check_grid check;              ///< [check]
+    int repetitions = 3;           ///< [perf] repetitions (Google Benchmark's, for medians)
+    double min_time = 0.1;         ///< [perf] min_time in seconds per repetition
     std::vector<attn::grid> grids; ///< [[perf.grid]], defaults from [perf]; attn::expand makes the cases
 };
 

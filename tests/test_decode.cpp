@@ -27,8 +27,8 @@ problem family(const std::string& name) {
     if (name == "single-head") return attn::single_head(24, 1);
     if (name == "MHA") return attn::mha(48, 4, 1);
     if (name == "MQA") return attn::mqa(48, 4, 1);
-    if (name == "GQA") return attn::gqa(64, 8, 2, 1); // d_head 8
-    if (name == "MQA16") return attn::mqa(272, 16, 1);  // d_head 17, 16 query heads per kv head
+    if (name == "GQA") return attn::gqa(64, 8, 2, 1);  // d_head 8
+    if (name == "MQA16") return attn::mqa(272, 16, 1); // d_head 17, 16 query heads per kv head
     return attn::wide(16, 2, 1);
 }
 
@@ -80,7 +80,8 @@ TEST_CASE("the decode grid of attnbench check passes", "[decode][check]") {
         for (const char* name : {"simd", "parallel"}) {
             const auto& v = attn::find_variant(name);
             INFO(label(v, c.layer, c.context, attn::decode_fill::prefill, "f32"));
-            CHECK(attn::check_decode<float>(v, c.layer, c.context, attn::decode_fill::prefill, opt, 3, c.magnitude).pass);
+            CHECK(
+                attn::check_decode<float>(v, c.layer, c.context, attn::decode_fill::prefill, opt, 3, c.magnitude).pass);
         }
     }
 }
@@ -164,7 +165,7 @@ TEST_CASE("decode costs: KV bytes and FLOPs per token", "[decode][count]") {
     CHECK(c.kv_read_bytes == 2ull * 8 * 4 * 64 * 1001 * 4);
     CHECK(c.kv_write_bytes == 2ull * 8 * 4 * 64 * 4);
     CHECK(c.weight_bytes == (2ull * 1024 * 1024 + 2ull * 256 * 1024) * 4);
-    CHECK(c.attention_flops == 4ull * 8 * 16 * 64 * 1001);                      // QK^T and PV, 2 per MAC
+    CHECK(c.attention_flops == 4ull * 8 * 16 * 64 * 1001); // QK^T and PV, 2 per MAC
     CHECK(c.matmul_flops == c.attention_flops + 2ull * 8 * (2 * 1024 * 1024 + 2 * 256 * 1024));
     CHECK(c.full_flops > c.matmul_flops);
     // O(d_model) extra: the fastest variant's step needs the same extra at L = 65536 as at 2^20
@@ -187,7 +188,8 @@ TEST_CASE("key split: a function of the key count alone, at most 16 chunks", "[d
     }
 }
 
-TEST_CASE("the softmax's vector exp: within 2 ulp of std::exp, exactly 0 for -inf and deep underflow", "[decode][exp]") {
+TEST_CASE("the softmax's vector exp: within 2 ulp of std::exp, exactly 0 for -inf and deep underflow",
+          "[decode][exp]") {
     // exp_row (decode and tiled cores) on x - m <= 0 over the whole fp32 range that matters: normal
     // results, the subnormal ones (x in (-103.3, -87.3)), and arguments whose exp is below half the
     // smallest subnormal. Expected values: std::exp in double, rounded once to float.

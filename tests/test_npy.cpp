@@ -63,8 +63,8 @@ TEST_CASE(".npy round trip in float32 and float64", "[npy]") {
 TEST_CASE("a Fortran-ordered file is read in row-major order", "[npy]") {
     // the 2x3 matrix [[1,2,3],[4,5,6]] stored column by column
     const std::vector<double> col_major{1, 4, 2, 5, 3, 6};
-    write_raw(scratch("fortran.npy"), "<f8", "(2, 3)",
-              std::string(reinterpret_cast<const char*>(col_major.data()), 48), true);
+    write_raw(scratch("fortran.npy"), "<f8", "(2, 3)", std::string(reinterpret_cast<const char*>(col_major.data()), 48),
+              true);
     const auto a = attn::npy::load(scratch("fortran.npy").string());
     CHECK(a.values == std::vector<double>{1, 2, 3, 4, 5, 6});
 }
@@ -129,13 +129,15 @@ TEST_CASE("state_dict directories: round trip, packed in_proj, shape errors", "[
         attn::npy::load_state_dict(dir, wrong);
         FAIL("expected an error");
     } catch (const attn::error& e) {
-        CHECK(std::string(e.what()) == dir + "/k_proj_weight.npy: shape (4, 8), expected (8, 8) = [G*d_head, d_model] with G=4");
+        CHECK(std::string(e.what()) ==
+              dir + "/k_proj_weight.npy: shape (4, 8), expected (8, 8) = [G*d_head, d_model] with G=4");
     }
     fs::remove(dir + "/out_proj.bias.npy");
     try {
         attn::npy::load_state_dict(dir, q);
         FAIL("expected an error");
     } catch (const attn::error& e) {
-        CHECK(std::string(e.what()) == dir + ": in_proj_bias.npy and out_proj.bias.npy must both be present or both absent");
+        CHECK(std::string(e.what()) ==
+              dir + ": in_proj_bias.npy and out_proj.bias.npy must both be present or both absent");
     }
 }

@@ -204,9 +204,9 @@ TEST_CASE("a triad probe measures again and again on the arrays it allocated onc
 }
 
 TEST_CASE("the roofline: min(triad, FMA / intensity)", "[peak]") {
-    CHECK(attn::peak::roof_gbs(50.0, 232.0, 8.0) == 29.0);  // arithmetic-bound: 232 / 8
-    CHECK(attn::peak::roof_gbs(35.0, 232.0, 4.0) == 35.0);  // 58 GB/s of arithmetic: the triad binds
-    CHECK(attn::peak::roof_gbs(35.0, 232.0, 0.0) == 35.0);  // no arithmetic: the triad
+    CHECK(attn::peak::roof_gbs(50.0, 232.0, 8.0) == 29.0);                  // arithmetic-bound: 232 / 8
+    CHECK(attn::peak::roof_gbs(35.0, 232.0, 4.0) == 35.0);                  // 58 GB/s of arithmetic: the triad binds
+    CHECK(attn::peak::roof_gbs(35.0, 232.0, 0.0) == 35.0);                  // no arithmetic: the triad
     CHECK(attn::peak::roof_gbs(35.0, 232.0, 232.0 / 35.0) == Approx(35.0)); // the ridge point
     CHECK_THROWS_AS(attn::peak::stream_gbs(1, 3), attn::error);             // 3 FMAs per batch: not a probe
 }

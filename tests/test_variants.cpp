@@ -62,7 +62,7 @@ TEST_CASE("tile tails: tile sizes that do not divide N, one-key rows", "[variant
             for (std::size_t tq : {std::size_t(0), std::size_t(24)}) {
                 attn::run_options opt;
                 opt.threads = 2;
-                opt.tile_q = tq;          // 24: a multiple of every micro-tile height used here
+                opt.tile_q = tq;           // 24: a multiple of every micro-tile height used here
                 opt.tile_kv = tq ? 32 : 0; // 32: a multiple of the panel width
                 INFO(name << " tile_q " << tq << " on " << q.describe());
                 CHECK(attn::check::check_case<float>(attn::find_variant(name), q, mode::core, opt, 5).pass);
@@ -121,12 +121,13 @@ TEST_CASE("the vector exp is within 2 ulp of exp on [-104, 0]", "[variants][simd
 namespace {
 
 // Plausible wrong kernels, built on the reference: the checker must reject each.
-attn::variant mutant(const std::string& name,
-                     std::function<void(const problem&, const attn::core_io<float>&)> core) {
+attn::variant mutant(const std::string& name, std::function<void(const problem&, const attn::core_io<float>&)> core) {
     attn::variant v;
     v.name = name;
     v.f32.core = [core](const problem& p, const attn::core_io<float>& io, const attn::run_options&) { core(p, io); };
-    v.f32.linear = [](const attn::linear_io<float>& io, const attn::run_options&) { attn::reference::linear<float>(io); };
+    v.f32.linear = [](const attn::linear_io<float>& io, const attn::run_options&) {
+        attn::reference::linear<float>(io);
+    };
     return v;
 }
 
@@ -157,8 +158,8 @@ TEST_CASE("the checker rejects wrong kernels", "[check][mutants]") {
                            view.heads = 1;
                            return view;
                        };
-                       attn::reference::core<float>(one, {sub(io.q, h), sub(io.k, h % p.kv_heads),
-                                                          sub(io.v, h % p.kv_heads), sub(io.out, h)});
+                       attn::reference::core<float>(
+                           one, {sub(io.q, h), sub(io.k, h % p.kv_heads), sub(io.v, h % p.kv_heads), sub(io.out, h)});
                    }
                }),
         mutant("mask one key short",

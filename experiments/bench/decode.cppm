@@ -59,8 +59,9 @@ attn::decode_fixture<float>& fixture_of(timed_case& c) {
         return b;
     };
     while (!live.empty() && held() + need > c.max_memory_bytes) {
-        auto oldest = std::min_element(live.begin(), live.end(),
-                                       [](const timed_case* a, const timed_case* b) { return a->last_use < b->last_use; });
+        auto oldest = std::min_element(live.begin(), live.end(), [](const timed_case* a, const timed_case* b) {
+            return a->last_use < b->last_use;
+        });
         (*oldest)->fixture.reset();
         live.erase(oldest);
     }
@@ -75,19 +76,22 @@ bool ready(benchmark::State& state, timed_case& c) {
     const std::size_t L = c.k.context;
     const double cache_bytes = double(attn::decode_cost(c.p, L, sizeof(float)).kv_read_bytes);
     if (cache_bytes > c.max_memory_bytes) {
-        state.SkipWithError(("the cache would need " + mib(cache_bytes) + " > --max-memory " + mib(c.max_memory_bytes)).c_str());
+        state.SkipWithError(
+            ("the cache would need " + mib(cache_bytes) + " > --max-memory " + mib(c.max_memory_bytes)).c_str());
         return false;
     }
     if (!c.checked) {
         c.checked = true;
-        const auto step = attn::check_decode<float>(*c.var, c.p, std::min<std::size_t>(L, 15), attn::decode_fill::prefill,
-                                                    c.opt, c.seed);
-        const auto core = attn::check::check_case<float>(*c.var, attn::decode_problem(c.p, std::min<std::size_t>(L, 8192)),
-                                                         attn::check::mode::core, c.opt, c.seed);
+        const auto step = attn::check_decode<float>(*c.var, c.p, std::min<std::size_t>(L, 15),
+                                                    attn::decode_fill::prefill, c.opt, c.seed);
+        const auto core = attn::check::check_case<float>(
+            *c.var, attn::decode_problem(c.p, std::min<std::size_t>(L, 8192)), attn::check::mode::core, c.opt, c.seed);
         if (!step.pass)
-            c.check_error = "decode step output differs from the fp64 reference: " + std::to_string(step.ratio) + " x the bound";
+            c.check_error =
+                "decode step output differs from the fp64 reference: " + std::to_string(step.ratio) + " x the bound";
         else if (!core.pass)
-            c.check_error = "decode core output differs from the fp64 reference: " + std::to_string(core.ratio) + " x the bound";
+            c.check_error =
+                "decode core output differs from the fp64 reference: " + std::to_string(core.ratio) + " x the bound";
     }
     if (!c.check_error.empty()) state.SkipWithError(c.check_error.c_str());
     return c.check_error.empty();
@@ -123,7 +127,8 @@ export void run_decode_step(benchmark::State& state, timed_case& c) {
     state.counters["weight_mib"] = Counter(double(cost.weight_bytes) / 1048576.0);
     state.counters["cache_ratio_to_mha"] = Counter(attn::decode_cache_ratio_to_mha(c.p));
     state.counters["llc_mib"] = Counter(l3 / 1048576.0);
-    state.counters["llc_context"] = Counter(double(attn::decode_context_exceeding(c.p, std::uint64_t(l3), sizeof(float))));
+    state.counters["llc_context"] =
+        Counter(double(attn::decode_context_exceeding(c.p, std::uint64_t(l3), sizeof(float))));
     ceilings(state, c);
 }
 
@@ -190,7 +195,8 @@ export void pair_triads(std::vector<benchmark::BenchmarkReporter::Run>& runs) {
         const auto it = triads.find(j.value("threads", 0));
         if (it == triads.end() || !r.counters.count("kv_gbs")) continue;
         const double triad = attn::stats::median(it->second), kv = r.counters.at("kv_gbs").value;
-        const double roof = attn::roofline_gbs(triad, r.counters.at("peak_gflops").value, r.counters.at("intensity").value);
+        const double roof =
+            attn::roofline_gbs(triad, r.counters.at("peak_gflops").value, r.counters.at("intensity").value);
         r.counters["triad_alongside_gbs"] = Counter(triad);
         r.counters["pct_triad_alongside"] = Counter(100.0 * kv / triad);
         r.counters["roof_alongside_gbs"] = Counter(roof);

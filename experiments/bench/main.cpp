@@ -57,23 +57,26 @@ void run_case(benchmark::State& state, timed_case& c) {
         c.checked = true;
         const auto out = attn::check::run<float>(*c.var, c.p, m, in, c.opt);
         const std::size_t width = layer ? c.p.d_model : c.p.q_width(), rows = 16;
-        const auto e = attn::check::expect(attn::check::tail_problem(c.p, rows), m, attn::check::tail_inputs(c.p, m, in, rows));
+        const auto e =
+            attn::check::expect(attn::check::tail_problem(c.p, rows), m, attn::check::tail_inputs(c.p, m, in, rows));
         const auto met = attn::check::compare(attn::check::tail_rows(out, c.p, width, rows), e.ref, e.bound,
                                               attn::check::unit_roundoff<float>());
         if (!met.pass) {
             char msg[200];
-            std::snprintf(msg, sizeof msg, "output differs from the fp64 reference: max abs error %.3g, %.3g x the bound",
-                          met.max_abs, met.ratio);
+            std::snprintf(msg, sizeof msg,
+                          "output differs from the fp64 reference: max abs error %.3g, %.3g x the bound", met.max_abs,
+                          met.ratio);
             c.check_error = msg;
         }
     }
     if (!c.check_error.empty()) return state.SkipWithError(c.check_error.c_str());
     if (!layer) {
         std::vector<float> out(c.p.batch * c.p.n_q * c.p.q_width());
-        const attn::core_io<float> io{attn::interleaved_heads<const float>(in.q.data(), c.p.batch, c.p.n_q, c.p.heads, d),
-                                      attn::interleaved_heads<const float>(in.k.data(), c.p.batch, c.p.n_kv, c.p.kv_heads, d),
-                                      attn::interleaved_heads<const float>(in.v.data(), c.p.batch, c.p.n_kv, c.p.kv_heads, d),
-                                      attn::interleaved_heads<float>(out.data(), c.p.batch, c.p.n_q, c.p.heads, d)};
+        const attn::core_io<float> io{
+            attn::interleaved_heads<const float>(in.q.data(), c.p.batch, c.p.n_q, c.p.heads, d),
+            attn::interleaved_heads<const float>(in.k.data(), c.p.batch, c.p.n_kv, c.p.kv_heads, d),
+            attn::interleaved_heads<const float>(in.v.data(), c.p.batch, c.p.n_kv, c.p.kv_heads, d),
+            attn::interleaved_heads<float>(out.data(), c.p.batch, c.p.n_q, c.p.heads, d)};
         const auto& core = c.var->get<float>().core;
         time_calls(state, c, [&] {
             core(c.p, io, c.opt);
@@ -125,13 +128,15 @@ void add_derived(benchmark::BenchmarkReporter::Run& r) {
 /// (bench::pair_triads); the console prints as the runs come.
 template <class Base>
 class with_derived : public Base {
-public:
+  public:
     explicit with_derived(bool hold = false) : hold_(hold) {}
     void ReportRuns(const std::vector<benchmark::BenchmarkReporter::Run>& runs) override {
         auto copy = runs;
         for (auto& r : copy) add_derived(r);
-        if (hold_) held_.insert(held_.end(), copy.begin(), copy.end());
-        else Base::ReportRuns(copy);
+        if (hold_)
+            held_.insert(held_.end(), copy.begin(), copy.end());
+        else
+            Base::ReportRuns(copy);
     }
     void Finalize() override {
         if (hold_ && !held_.empty()) {
@@ -141,7 +146,7 @@ public:
         Base::Finalize();
     }
 
-private:
+  private:
     bool hold_;
     std::vector<benchmark::BenchmarkReporter::Run> held_;
 };
@@ -154,7 +159,8 @@ std::vector<attn::sweep_case> cases_from(const std::vector<std::string>& given, 
         try {
             if (j.is_array())
                 for (const auto& x : j) out.push_back(x.get<attn::sweep_case>());
-            else out.push_back(j.get<attn::sweep_case>());
+            else
+                out.push_back(j.get<attn::sweep_case>());
         } catch (const attn::error& e) {
             throw attn::error(where + ": " + e.what());
         }
@@ -181,7 +187,8 @@ std::vector<attn::sweep_case> cases_from(const std::vector<std::string>& given, 
 
 timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, double max_memory, std::uint64_t seed,
                    std::size_t tile_q, std::size_t tile_kv) {
-    attn::require(k.precision == "f32", "case " + k.id() + ": precision '" + k.precision + "' is not one the harness runs (f32)");
+    attn::require(k.precision == "f32",
+                  "case " + k.id() + ": precision '" + k.precision + "' is not one the harness runs (f32)");
     timed_case c;
     c.k = k;
     c.var = &attn::find_variant(k.variant);
@@ -193,7 +200,8 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
     c.opt.tile_kv = tile_kv;
     c.seed = seed;
     c.max_memory_bytes = max_memory;
-    c.peak_gflops = attn::fma_ceiling_at(peak.fma_1t_gflops.median, peak.fma_all_gflops.median, peak.threads, c.opt.threads);
+    c.peak_gflops =
+        attn::fma_ceiling_at(peak.fma_1t_gflops.median, peak.fma_all_gflops.median, peak.threads, c.opt.threads);
     c.peak_gbs = attn::triad_ceiling_at(peak.triad_1t_gbs.median, peak.triad_all_gbs.median, c.opt.threads);
     return c;
 }
@@ -232,18 +240,24 @@ int main(int argc, char** argv) {
     app.add_option("--case", case_json, "a case as JSON (attn.cases; repeatable); replaces the grid flags");
     app.add_option("--cases", cases_file, "a file holding a JSON case or an array of cases")->option_text("FILE");
     app.add_option("--variant", g.variants, "variants or selectors (all, fast, loops, threaded), comma-separated")
-        ->delimiter(',')->capture_default_str();
-    app.add_option("--mode", g.modes, "core, layer, decode")->delimiter(',')->capture_default_str()
+        ->delimiter(',')
+        ->capture_default_str();
+    app.add_option("--mode", g.modes, "core, layer, decode")
+        ->delimiter(',')
+        ->capture_default_str()
         ->check(CLI::IsMember({"core", "layer", "decode"}));
     app.add_option("--precision", g.precisions, "f32")->delimiter(',')->capture_default_str();
-    app.add_option("--context", g.context, "decode: tokens already in the cache, L")->delimiter(',')->capture_default_str();
+    app.add_option("--context", g.context, "decode: tokens already in the cache, L")
+        ->delimiter(',')
+        ->capture_default_str();
     app.add_option("--d-model", g.d_model, "d_model")->delimiter(',')->capture_default_str();
     app.add_option("--heads", g.heads, "query heads H")->delimiter(',')->capture_default_str();
     app.add_option("--kv-heads", g.kv_heads, "key/value heads G (0: G = H)")->delimiter(',')->capture_default_str();
     app.add_option("--seq", g.seq, "sequence length N (N_q = N_kv)")->delimiter(',')->capture_default_str();
     app.add_option("--batch", g.batch, "batch")->delimiter(',')->capture_default_str();
     app.add_option("--threads", g.threads, "thread counts (0: all cores); single-threaded variants run at 1")
-        ->delimiter(',')->capture_default_str();
+        ->delimiter(',')
+        ->capture_default_str();
     app.add_option("--causal", causal, "0, 1 or 0,1")->delimiter(',')->capture_default_str()->check(CLI::Range(0, 1));
     app.add_option("--tile-q", tile_q, "query tile of the tiled variants (0: default)");
     app.add_option("--tile-kv", tile_kv, "key/value tile of the tiled variants (0: default)");
@@ -271,45 +285,56 @@ int main(int argc, char** argv) {
             po.triad_bytes = 64u << 20;
             peak = attn::peak::measure(po);
         }
-        const double max_memory = max_memory_mib > 0 ? max_memory_mib * 1048576.0 : 0.5 * double(attn::machine().memory_bytes);
+        const double max_memory =
+            max_memory_mib > 0 ? max_memory_mib * 1048576.0 : 0.5 * double(attn::machine().memory_bytes);
         static std::vector<timed_case> cases;
         for (const auto& k : cases_from(case_json, cases_file, g, peak.threads))
             cases.push_back(prepare(k, peak, max_memory, seed, tile_q, tile_kv));
         std::vector<int> triad_threads; // one triad per thread count of the decode cases
         for (auto& c : cases) {
             const bool decode = c.k.mode == "decode";
-            benchmark::RegisterBenchmark(c.k.id().c_str(), [p = &c, decode](benchmark::State& s) {
-                decode ? bench::run_decode_step(s, *p) : run_case(s, *p);
-            })->UseRealTime()->Unit(benchmark::kMillisecond);
+            benchmark::RegisterBenchmark(
+                c.k.id().c_str(),
+                [p = &c, decode](benchmark::State& s) { decode ? bench::run_decode_step(s, *p) : run_case(s, *p); })
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
             if (!decode) continue;
-            benchmark::RegisterBenchmark((c.k.id() + "/core").c_str(), [p = &c](benchmark::State& s) {
-                bench::run_decode_core(s, *p);
-            })->UseRealTime()->Unit(benchmark::kMillisecond);
+            benchmark::RegisterBenchmark((c.k.id() + "/core").c_str(),
+                                         [p = &c](benchmark::State& s) { bench::run_decode_core(s, *p); })
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
             if (std::find(triad_threads.begin(), triad_threads.end(), c.opt.threads) == triad_threads.end())
                 triad_threads.push_back(c.opt.threads);
         }
         for (int t : triad_threads)
-            benchmark::RegisterBenchmark(bench::triad_name(t).c_str(), [t](benchmark::State& s) { bench::run_triad(s, t); })
-                ->UseManualTime()->Unit(benchmark::kMillisecond);
+            benchmark::RegisterBenchmark(bench::triad_name(t).c_str(),
+                                         [t](benchmark::State& s) { bench::run_triad(s, t); })
+                ->UseManualTime()
+                ->Unit(benchmark::kMillisecond);
 
         attn::run_info info;
         info.seed = seed;
         info.threads = peak.threads;
         for (const auto& [k, v] : attn::collect_metadata(info)) benchmark::AddCustomContext("attnbench_" + k, v);
         benchmark::AddCustomContext("attnbench_peak_fma_gflops_1_thread", std::to_string(peak.fma_1t_gflops.median));
-        benchmark::AddCustomContext("attnbench_peak_fma_gflops_all_threads", std::to_string(peak.fma_all_gflops.median));
+        benchmark::AddCustomContext("attnbench_peak_fma_gflops_all_threads",
+                                    std::to_string(peak.fma_all_gflops.median));
         benchmark::AddCustomContext("attnbench_peak_triad_gbs_all_threads", std::to_string(peak.triad_all_gbs.median));
         benchmark::AddCustomContext(
             "attnbench_counters",
             "label: the case (attn.cases) as JSON; gflops_matmul: 2 FLOP per multiply-add of the matmuls (GFLOP/s); "
             "gflops_full: every operation incl. softmax (GFLOP/s); peak_gflops: measured FMA peak at the case's thread "
             "count (attn::fma_ceiling_at); pct_peak: gflops_matmul / peak_gflops (%); bytes: minimum traffic (inputs "
-            "once, outputs once; attn::min_bytes); intensity: matmul FLOP per byte (decode: per cache byte); scratch_mib: "
-            "the variant's own account of its extra memory (MiB); extra_mib: measured peak resident memory one call adds "
-            "(MiB, VmHWM after a reset; layer mode includes the projection buffers). decode, the step (ID): us_per_token, "
+            "once, outputs once; attn::min_bytes); intensity: matmul FLOP per byte (decode: per cache byte); "
+            "scratch_mib: "
+            "the variant's own account of its extra memory (MiB); extra_mib: measured peak resident memory one call "
+            "adds "
+            "(MiB, VmHWM after a reset; layer mode includes the projection buffers). decode, the step (ID): "
+            "us_per_token, "
             "tokens_per_s, gflops_matmul and gflops_full of the step, step_gbs: cache and weight bytes / step time, "
             "kv_bytes_per_token, cache_mib (2 B G d_head (L+1) 4 bytes), weight_mib, cache_ratio_to_mha (H/G), llc_mib "
-            "(the last-level cache), llc_context (the L past which this batch and G's cache outgrows it); the core alone "
+            "(the last-level cache), llc_context (the L past which this batch and G's cache outgrows it); the core "
+            "alone "
             "(ID/core): core_us, kv_gbs: cache bytes / core time (GB/s), gflops_core, peak_gbs: measured triad at the "
             "case's thread count, pct_triad (%), roof_gbs: min(peak_gbs, peak_gflops / intensity), pct_roof (%), "
             "arith_roof_gbs: peak_gflops / intensity; with the triad run alongside (triad-tT, counter triad_gbs): "
@@ -319,8 +344,10 @@ int main(int argc, char** argv) {
         benchmark::BenchmarkReporter* display = &console;
         if (format == "json") display = &json_display;
         if (format == "csv") display = nullptr; // Google Benchmark's own CSV (without the derived columns)
-        if (out_path.empty()) benchmark::RunSpecifiedBenchmarks(display);
-        else benchmark::RunSpecifiedBenchmarks(display, &file);
+        if (out_path.empty())
+            benchmark::RunSpecifiedBenchmarks(display);
+        else
+            benchmark::RunSpecifiedBenchmarks(display, &file);
         benchmark::Shutdown();
         if (!out_path.empty()) std::filesystem::rename(out_path + ".tmp", out_path);
     } catch (const attn::error& e) {

@@ -34,7 +34,8 @@ struct row {
 };
 
 std::vector<check::grid_case> grid_from(const check_args& a) {
-    const bool custom = !(a.d_model.empty() && a.heads.empty() && a.kv_heads.empty() && a.seq.empty() && a.batch.empty());
+    const bool custom =
+        !(a.d_model.empty() && a.heads.empty() && a.kv_heads.empty() && a.seq.empty() && a.batch.empty());
     if (!custom) return check::default_grid();
     auto or_default = [](const std::vector<std::size_t>& v, std::size_t d) { return v.empty() ? std::vector{d} : v; };
     std::vector<check::grid_case> g;
@@ -84,9 +85,11 @@ void check_all(const check_args& a) {
                 std::string label = gc.p.describe();
                 if (gc.magnitude != 1.0) label += " |input|<=" + std::to_string(int(gc.magnitude));
                 if (a.precision != "f64" && v->supports<float>())
-                    rows.push_back({v->name, "f32", check::mode_name(m), label, check::check_prepared<float>(*v, gc.p, m, in, e, opt), 0});
+                    rows.push_back({v->name, "f32", check::mode_name(m), label,
+                                    check::check_prepared<float>(*v, gc.p, m, in, e, opt), 0});
                 if (a.precision != "f32" && v->supports<double>())
-                    rows.push_back({v->name, "f64", check::mode_name(m), label, check::check_prepared<double>(*v, gc.p, m, in, e, opt), 0});
+                    rows.push_back({v->name, "f64", check::mode_name(m), label,
+                                    check::check_prepared<double>(*v, gc.p, m, in, e, opt), 0});
             }
         }
     }
@@ -94,7 +97,8 @@ void check_all(const check_args& a) {
         // Decode steps: after a prefill of L tokens, the step's output against the last row of the
         // full causal forward; for short contexts also L+1 steps from an empty cache, every row.
         std::vector<decode_case> cases;
-        const bool custom = !(a.d_model.empty() && a.heads.empty() && a.kv_heads.empty() && a.seq.empty() && a.batch.empty());
+        const bool custom =
+            !(a.d_model.empty() && a.heads.empty() && a.kv_heads.empty() && a.seq.empty() && a.batch.empty());
         if (custom)
             for (const auto& gc : grid)
                 if (gc.p.n_q == gc.p.n_kv && gc.p.causal) cases.push_back({gc.p, gc.p.n_kv - 1, gc.magnitude});
@@ -108,41 +112,55 @@ void check_all(const check_args& a) {
                 for (const variant* v : vars) {
                     if (a.precision != "f64" && v->supports<float>())
                         rows.push_back({v->name, "f32", "decode", label,
-                                        check_decode<float>(*v, c.layer, c.context, fill, opt, a.seed, c.magnitude), 0});
+                                        check_decode<float>(*v, c.layer, c.context, fill, opt, a.seed, c.magnitude),
+                                        0});
                     if (a.precision != "f32" && v->supports<double>())
                         rows.push_back({v->name, "f64", "decode", label,
-                                        check_decode<double>(*v, c.layer, c.context, fill, opt, a.seed, c.magnitude), 0});
+                                        check_decode<double>(*v, c.layer, c.context, fill, opt, a.seed, c.magnitude),
+                                        0});
                 }
             }
         }
     }
     for (std::size_t i = 0; i < rows.size(); ++i) rows[i].order = i; // failures first, otherwise grid order
-    std::sort(rows.begin(), rows.end(), [](const row& x, const row& y) {
-        return x.m.pass != y.m.pass ? !x.m.pass : x.order < y.order;
-    });
+    std::sort(rows.begin(), rows.end(),
+              [](const row& x, const row& y) { return x.m.pass != y.m.pass ? !x.m.pass : x.order < y.order; });
     const auto ids = check_identities(a.seed);
-    const std::size_t failed = std::size_t(std::count_if(rows.begin(), rows.end(), [](const row& r) { return !r.m.pass; }));
-    const std::size_t id_failed = std::size_t(std::count_if(ids.begin(), ids.end(), [](const auto& r) { return !r.pass; }));
+    const std::size_t failed =
+        std::size_t(std::count_if(rows.begin(), rows.end(), [](const row& r) { return !r.m.pass; }));
+    const std::size_t id_failed =
+        std::size_t(std::count_if(ids.begin(), ids.end(), [](const auto& r) { return !r.pass; }));
 
     {
         nlohmann::ordered_json j;
-        j["tolerance_policy"] = "per element |out-ref| <= u * bound(first-order forward error analysis; see modules/check.cppm)";
+        j["tolerance_policy"] =
+            "per element |out-ref| <= u * bound(first-order forward error analysis; see modules/check.cppm)";
         j["threads"] = a.threads;
         j["seed"] = a.seed;
         for (const auto& r : rows)
-            j["cases"].push_back({{"variant", r.variant}, {"precision", r.precision}, {"mode", r.mode},
-                                  {"problem", r.problem}, {"max_abs_error", r.m.max_abs}, {"max_rel_error", r.m.max_rel},
-                                  {"nmse", r.m.nmse}, {"max_ulp", r.m.max_ulp}, {"error_over_bound", r.m.ratio},
+            j["cases"].push_back({{"variant", r.variant},
+                                  {"precision", r.precision},
+                                  {"mode", r.mode},
+                                  {"problem", r.problem},
+                                  {"max_abs_error", r.m.max_abs},
+                                  {"max_rel_error", r.m.max_rel},
+                                  {"nmse", r.m.nmse},
+                                  {"max_ulp", r.m.max_ulp},
+                                  {"error_over_bound", r.m.ratio},
                                   {"pass", r.m.pass}});
         for (const auto& r : ids)
-            j["identities"].push_back({{"identity", r.name}, {"problem", r.problem}, {"max_abs_diff", r.max_abs_diff},
-                                       {"tolerance", r.tolerance}, {"pass", r.pass}});
+            j["identities"].push_back({{"identity", r.name},
+                                       {"problem", r.problem},
+                                       {"max_abs_diff", r.max_abs_diff},
+                                       {"tolerance", r.tolerance},
+                                       {"pass", r.pass}});
         j["failed"] = failed + id_failed;
         if (!a.out.empty()) {
             j["metadata"] = metadata("check", a.seed, a.threads);
             write_atomic(a.out, "check.json", j.dump(2) + "\n");
             write_atomic(a.out, "check.csv", rows_csv(j.value("cases", nlohmann::ordered_json::array())));
-            write_atomic(a.out, "check_identities.csv", rows_csv(j.value("identities", nlohmann::ordered_json::array())));
+            write_atomic(a.out, "check_identities.csv",
+                         rows_csv(j.value("identities", nlohmann::ordered_json::array())));
         }
         if (a.json) std::printf("%s\n", j.dump(2).c_str());
     }
@@ -150,16 +168,17 @@ void check_all(const check_args& a) {
         std::printf("%-8s %-4s %-6s %10s %10s %10s %9s %9s %-4s  %s\n", "variant", "prec", "mode", "max_abs", "max_rel",
                     "NMSE", "max_ulp", "err/bound", "ok", "problem");
         for (const auto& r : rows)
-            std::printf("%-8s %-4s %-6s %10.2e %10.2e %10.2e %9.0f %9.3f %-4s  %s\n", r.variant.c_str(), r.precision.c_str(),
-                        r.mode.c_str(), r.m.max_abs, r.m.max_rel, r.m.nmse, r.m.max_ulp, r.m.ratio,
+            std::printf("%-8s %-4s %-6s %10.2e %10.2e %10.2e %9.0f %9.3f %-4s  %s\n", r.variant.c_str(),
+                        r.precision.c_str(), r.mode.c_str(), r.m.max_abs, r.m.max_rel, r.m.nmse, r.m.max_ulp, r.m.ratio,
                         r.m.pass ? "pass" : "FAIL", r.problem.c_str());
         std::printf("\nidentities (fp64 reference):\n");
         for (const auto& r : ids)
-            std::printf("  %-4s %-44s max |diff| %.2e (tolerance %.1e) on %s\n", r.pass ? "pass" : "FAIL", r.name.c_str(),
-                        r.max_abs_diff, r.tolerance, r.problem.c_str());
-        std::printf("\n%zu cases, %zu failed; %zu identities, %zu failed. Errors: max_abs and max_rel against the fp64 "
-                    "reference; NMSE = sum (out-ref)^2 / sum ref^2; ulp in the variant's precision; err/bound <= 1 passes.\n",
-                    rows.size(), failed, ids.size(), id_failed);
+            std::printf("  %-4s %-44s max |diff| %.2e (tolerance %.1e) on %s\n", r.pass ? "pass" : "FAIL",
+                        r.name.c_str(), r.max_abs_diff, r.tolerance, r.problem.c_str());
+        std::printf(
+            "\n%zu cases, %zu failed; %zu identities, %zu failed. Errors: max_abs and max_rel against the fp64 "
+            "reference; NMSE = sum (out-ref)^2 / sum ref^2; ulp in the variant's precision; err/bound <= 1 passes.\n",
+            rows.size(), failed, ids.size(), id_failed);
     }
     if (failed + id_failed) throw exit_status{1};
 }
@@ -172,15 +191,23 @@ void add_check(CLI::App& app) {
     cmd->add_option("--variant", a->variants, "variants to check (default: all)")->delimiter(',');
     cmd->add_option("--d-model", a->d_model, "grid of d_model values (default: the embedded grid)")->delimiter(',');
     cmd->add_option("--heads", a->heads, "grid of query heads H")->delimiter(',')->check(CLI::Range(1, 1 << 16));
-    cmd->add_option("--kv-heads", a->kv_heads, "grid of key/value heads G (default H)")->delimiter(',')->check(CLI::Range(1, 1 << 16));
+    cmd->add_option("--kv-heads", a->kv_heads, "grid of key/value heads G (default H)")
+        ->delimiter(',')
+        ->check(CLI::Range(1, 1 << 16));
     cmd->add_option("--seq", a->seq, "grid of sequence lengths N")->delimiter(',')->check(CLI::Range(1, 1 << 24));
     cmd->add_option("--batch", a->batch, "grid of batch sizes")->delimiter(',')->check(CLI::Range(1, 1 << 16));
-    cmd->add_option("--causal", a->causal, "on, off or both")->check(CLI::IsMember({"on", "off", "both"}))->capture_default_str();
+    cmd->add_option("--causal", a->causal, "on, off or both")
+        ->check(CLI::IsMember({"on", "off", "both"}))
+        ->capture_default_str();
     cmd->add_option("--mode", a->mode, "core, layer, decode (steps over a kv cache), both (core and layer) or all")
         ->check(CLI::IsMember({"core", "layer", "decode", "both", "all"}))
         ->capture_default_str();
-    cmd->add_option("--precision", a->precision, "f32, f64 or all")->check(CLI::IsMember({"f32", "f64", "all"}))->capture_default_str();
-    cmd->add_option("--threads", a->threads, "threads for threaded variants")->check(CLI::Range(1, 1024))->capture_default_str();
+    cmd->add_option("--precision", a->precision, "f32, f64 or all")
+        ->check(CLI::IsMember({"f32", "f64", "all"}))
+        ->capture_default_str();
+    cmd->add_option("--threads", a->threads, "threads for threaded variants")
+        ->check(CLI::Range(1, 1024))
+        ->capture_default_str();
     cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
     cmd->add_flag("--json", a->json, "print JSON instead of a table");
     cmd->add_option("--out", a->out, "also write check.json (with metadata), check.csv and check_identities.csv here")

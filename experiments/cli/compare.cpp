@@ -47,10 +47,13 @@ void compare(const std::string& a, const std::string& b, double alpha) {
 void add_compare(CLI::App& app) {
     auto a = std::make_shared<std::string>(), b = std::make_shared<std::string>();
     auto alpha = std::make_shared<double>(0.05);
-    auto* cmd = app.add_subcommand("compare", "compare two attnbench-bench JSON files case by case (Google Benchmark's compare.py)");
+    auto* cmd = app.add_subcommand(
+        "compare", "compare two attnbench-bench JSON files case by case (Google Benchmark's compare.py)");
     cmd->add_option("A", *a, "baseline JSON")->required();
     cmd->add_option("B", *b, "candidate JSON")->required();
-    cmd->add_option("--alpha", *alpha, "significance level of the U test")->check(CLI::Range(0.0, 1.0))->capture_default_str();
+    cmd->add_option("--alpha", *alpha, "significance level of the U test")
+        ->check(CLI::Range(0.0, 1.0))
+        ->capture_default_str();
     cmd->callback([a, b, alpha] { compare(*a, *b, *alpha); });
 }
 

@@ -65,7 +65,7 @@ void flops(flops_args a) {
 
     // 1. the stage table
     text_table st({"stage", "add", "mul", "div", "exp", "cmp", "full [FLOPs]", "MACs [mult-adds]",
-                 "matmul-only [FLOPs]", "measured [FLOPs]"});
+                   "matmul-only [FLOPs]", "measured [FLOPs]"});
     for (std::size_t s = 0; s < n_stages; ++s) {
         std::vector<std::string> r{std::string(stage_name(stage(s)))};
         for (std::size_t o = 0; o < n_ops; ++o) r.push_back(grouped(c.full.n[s][o]));
@@ -103,17 +103,21 @@ void flops(flops_args a) {
         std::uint64_t soft = 0;
         for (stage s : {stage::scale, stage::softmax_max, stage::softmax_exp, stage::softmax_sum, stage::softmax_div})
             soft += f.full.stage_total(s);
-        ht.add_row({std::to_string(h), std::to_string(q.head_dim()), grouped(f.matmul_flops()),
-                           grouped(f.full_flops()), grouped(soft),
-                           format_number(double(f.full_flops()) / double(f.matmul_flops()), 4)});
-        jh.push_back({{"heads", h}, {"d_head", q.head_dim()}, {"matmul_only", f.matmul_flops()},
-                      {"macs", f.total_macs()}, {"full", f.full_flops()}, {"scale_softmax", soft},
-                      {"attention_full", f.attention_full()}, {"projection_full", f.projection_full()}});
+        ht.add_row({std::to_string(h), std::to_string(q.head_dim()), grouped(f.matmul_flops()), grouped(f.full_flops()),
+                    grouped(soft), format_number(double(f.full_flops()) / double(f.matmul_flops()), 4)});
+        jh.push_back({{"heads", h},
+                      {"d_head", q.head_dim()},
+                      {"matmul_only", f.matmul_flops()},
+                      {"macs", f.total_macs()},
+                      {"full", f.full_flops()},
+                      {"scale_softmax", soft},
+                      {"attention_full", f.attention_full()},
+                      {"projection_full", f.projection_full()}});
     }
 
     // 4. crossover: the self-attention length where the attention stages overtake the projections
     text_table xt({"family", "causal", "matmul-only closed form [tokens]", "first N [tokens]",
-                 "full closed form [tokens]", "first N [tokens]"});
+                   "full closed form [tokens]", "first N [tokens]"});
     nlohmann::json jx = nlohmann::json::array();
     std::vector<problem> fams{single_head(p.d_model, 1)};
     if (p.heads > 1) {
@@ -129,16 +133,22 @@ void flops(flops_args a) {
             const auto m = attention_crossover(f, convention::matmul);
             const auto u = attention_crossover(f, convention::full);
             xt.add_row({family_label(f), causal ? "yes" : "no", format_number(m.closed_form, 2), grouped(m.first_n),
-                               format_number(u.closed_form, 2), grouped(u.first_n)});
-            jx.push_back({{"family", family_label(f)}, {"heads", f.heads}, {"kv_heads", f.kv_heads},
-                          {"d_head", f.head_dim()}, {"causal", f.causal}, {"bias", f.bias},
-                          {"matmul_closed_form", m.closed_form}, {"matmul_first_n", m.first_n},
-                          {"full_closed_form", u.closed_form}, {"full_first_n", u.first_n}});
+                        format_number(u.closed_form, 2), grouped(u.first_n)});
+            jx.push_back({{"family", family_label(f)},
+                          {"heads", f.heads},
+                          {"kv_heads", f.kv_heads},
+                          {"d_head", f.head_dim()},
+                          {"causal", f.causal},
+                          {"bias", f.bias},
+                          {"matmul_closed_form", m.closed_form},
+                          {"matmul_first_n", m.first_n},
+                          {"full_closed_form", u.closed_form},
+                          {"full_first_n", u.first_n}});
         }
 
     // 5. FLOPs vs sequence length by stage (self-attention, this problem's family)
     text_table nt({"N [tokens]", "projections full [FLOPs]", "attention full [FLOPs]", "attention matmul-only [FLOPs]",
-                 "attention/projections (full) [x]"});
+                   "attention/projections (full) [x]"});
     nlohmann::json jn = nlohmann::json::array();
     std::vector<std::string> ncsv_header{"n_tokens"};
     for (std::size_t s = 0; s < n_stages; ++s) ncsv_header.push_back(std::string(stage_name(stage(s))) + "_flops");
@@ -148,50 +158,68 @@ void flops(flops_args a) {
         q.n_q = q.n_kv = n;
         const auto f = analytic_flops(q);
         nt.add_row({grouped(n), grouped(f.projection_full()), grouped(f.attention_full()),
-                           grouped(f.attention_matmul()),
-                           format_number(double(f.attention_full()) / double(f.projection_full()), 3)});
+                    grouped(f.attention_matmul()),
+                    format_number(double(f.attention_full()) / double(f.projection_full()), 3)});
         std::vector<std::string> r{std::to_string(n)};
         for (std::size_t s = 0; s < n_stages; ++s) r.push_back(std::to_string(f.full.stage_total(stage(s))));
         ncsv.add_row(r);
-        jn.push_back({{"n", n}, {"stages", table_json(f)}, {"projection_full", f.projection_full()},
-                      {"attention_full", f.attention_full()}, {"projection_matmul", f.projection_matmul()},
+        jn.push_back({{"n", n},
+                      {"stages", table_json(f)},
+                      {"projection_full", f.projection_full()},
+                      {"attention_full", f.attention_full()},
+                      {"projection_matmul", f.projection_matmul()},
                       {"attention_matmul", f.attention_matmul()}});
     }
 
     // 6. key/value cache per token per layer
     text_table kt({"family", "G", "d_head", "K+V elements/token/layer", "fp16 [bytes/token/layer]",
-                 "fp32 [bytes/token/layer]", "vs MHA [x]"});
+                   "fp32 [bytes/token/layer]", "vs MHA [x]"});
     nlohmann::json jk = nlohmann::json::array();
     const std::uint64_t mha_kv = kv_cache_elements_per_token(mha(p.d_model, p.heads, 1));
     for (const auto& f : fams) {
         const auto e = kv_cache_elements_per_token(f);
         kt.add_row({family_label(f), std::to_string(f.kv_heads), std::to_string(f.head_dim()), grouped(e),
-                           grouped(kv_cache_bytes_per_token(f, 2)), grouped(kv_cache_bytes_per_token(f, 4)),
-                           format_number(double(e) / double(mha_kv), 4)});
-        jk.push_back({{"family", family_label(f)}, {"kv_heads", f.kv_heads}, {"d_head", f.head_dim()},
-                      {"elements_per_token", e}, {"fp16_bytes_per_token", kv_cache_bytes_per_token(f, 2)},
+                    grouped(kv_cache_bytes_per_token(f, 2)), grouped(kv_cache_bytes_per_token(f, 4)),
+                    format_number(double(e) / double(mha_kv), 4)});
+        jk.push_back({{"family", family_label(f)},
+                      {"kv_heads", f.kv_heads},
+                      {"d_head", f.head_dim()},
+                      {"elements_per_token", e},
+                      {"fp16_bytes_per_token", kv_cache_bytes_per_token(f, 2)},
                       {"fp32_bytes_per_token", kv_cache_bytes_per_token(f, 4)}});
     }
 
-    nlohmann::json j = {
-        {"metadata", metadata("flops")},
-        {"problem", {{"describe", p.describe()}, {"batch", p.batch}, {"n_q", p.n_q}, {"n_kv", p.n_kv},
-                     {"d_model", p.d_model}, {"heads", p.heads}, {"kv_heads", p.kv_heads}, {"d_head", p.head_dim()},
-                     {"causal", p.causal}, {"bias", p.bias}}},
-        {"unit", "FLOPs (scalar operations); MACs are multiply-adds"},
-        {"conventions", {{"macs", "one per multiply-add of a matmul (fvcore)"},
-                         {"matmul_only", "2 per multiply-add, projections + QK^T + PV (FlashAttention, ggml)"},
-                         {"full", "every add/sub, mul, div, exp, compare the reference performs, 1 each"}}},
-        {"stages", table_json(c)},
-        {"totals", {{"macs", c.total_macs()}, {"matmul_only", c.matmul_flops()}, {"full", c.full_flops()},
-                    {"projection_full", c.projection_full()}, {"attention_full", c.attention_full()}}},
-        {"measured", measure ? nlohmann::json(measured.total()) : nlohmann::json(nullptr)},
-        {"measured_equals_analytic", measure ? nlohmann::json(exact) : nlohmann::json(nullptr)},
-        {"grid", {{"cases", grid.size()}, {"equal", grid_equal}}},
-        {"vs_heads", jh},
-        {"crossover", jx},
-        {"vs_n", jn},
-        {"kv_cache", jk}};
+    nlohmann::json j = {{"metadata", metadata("flops")},
+                        {"problem",
+                         {{"describe", p.describe()},
+                          {"batch", p.batch},
+                          {"n_q", p.n_q},
+                          {"n_kv", p.n_kv},
+                          {"d_model", p.d_model},
+                          {"heads", p.heads},
+                          {"kv_heads", p.kv_heads},
+                          {"d_head", p.head_dim()},
+                          {"causal", p.causal},
+                          {"bias", p.bias}}},
+                        {"unit", "FLOPs (scalar operations); MACs are multiply-adds"},
+                        {"conventions",
+                         {{"macs", "one per multiply-add of a matmul (fvcore)"},
+                          {"matmul_only", "2 per multiply-add, projections + QK^T + PV (FlashAttention, ggml)"},
+                          {"full", "every add/sub, mul, div, exp, compare the reference performs, 1 each"}}},
+                        {"stages", table_json(c)},
+                        {"totals",
+                         {{"macs", c.total_macs()},
+                          {"matmul_only", c.matmul_flops()},
+                          {"full", c.full_flops()},
+                          {"projection_full", c.projection_full()},
+                          {"attention_full", c.attention_full()}}},
+                        {"measured", measure ? nlohmann::json(measured.total()) : nlohmann::json(nullptr)},
+                        {"measured_equals_analytic", measure ? nlohmann::json(exact) : nlohmann::json(nullptr)},
+                        {"grid", {{"cases", grid.size()}, {"equal", grid_equal}}},
+                        {"vs_heads", jh},
+                        {"crossover", jx},
+                        {"vs_n", jn},
+                        {"kv_cache", jk}};
 
     if (!a.out.empty()) {
         std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "flops.json", j.dump(2) + "\n").c_str());
@@ -199,8 +227,10 @@ void flops(flops_args a) {
         std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "flops_vs_n.csv", ncsv.csv()).c_str());
         std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "flops_vs_heads.csv", ht.csv()).c_str());
     }
-    if (a.json) std::printf("%s\n", j.dump(2).c_str());
-    else if (a.csv) std::printf("%s", st.csv().c_str());
+    if (a.json)
+        std::printf("%s\n", j.dump(2).c_str());
+    else if (a.csv)
+        std::printf("%s", st.csv().c_str());
     else {
         std::printf("FLOPs of one attention layer: %s\n\n%s\n", p.describe().c_str(), conventions_text);
         std::printf("Operations by stage (add..cmp are counts of scalar operations of that kind):\n");
@@ -228,8 +258,8 @@ void flops(flops_args a) {
         kt.print();
     }
     require(!measure || exact, "measured count differs from the analytic count for " + p.describe());
-    require(grid_equal == grid.size(), "analytic and measured counts differ on " +
-                                           std::to_string(grid.size() - grid_equal) + " grid cases");
+    require(grid_equal == grid.size(),
+            "analytic and measured counts differ on " + std::to_string(grid.size() - grid_equal) + " grid cases");
 }
 
 } // namespace

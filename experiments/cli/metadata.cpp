@@ -28,9 +28,12 @@ std::string rows_csv(const nlohmann::ordered_json& rows) {
         std::vector<std::string> cells;
         for (const auto& k : keys) {
             const auto it = r.find(k);
-            if (it == r.end() || it->is_null() || it->is_structured()) cells.push_back("");
-            else if (it->is_string()) cells.push_back(it->get<std::string>());
-            else cells.push_back(it->dump());
+            if (it == r.end() || it->is_null() || it->is_structured())
+                cells.push_back("");
+            else if (it->is_string())
+                cells.push_back(it->get<std::string>());
+            else
+                cells.push_back(it->dump());
         }
         t.add_row(cells);
     }

@@ -38,10 +38,11 @@ std::vector<problem> sweep(const params_args& a) {
     for (std::size_t d : a.d_models)
         for (int bias = 0; bias < 2; ++bias)
             for (std::size_t h : a.heads) {
-                require(h > 0 && d % h == 0, "d_model=" + std::to_string(d) + " is not divisible by heads=" +
-                                                 std::to_string(h));
+                require(h > 0 && d % h == 0,
+                        "d_model=" + std::to_string(d) + " is not divisible by heads=" + std::to_string(h));
                 std::vector<problem> fam;
-                if (h == 1) fam.push_back(single_head(d, 1));
+                if (h == 1)
+                    fam.push_back(single_head(d, 1));
                 else {
                     fam.push_back(mha(d, h, 1));
                     fam.push_back(mqa(d, h, 1));
@@ -74,43 +75,56 @@ void params(const params_args& a) {
     }
 
     text_table t({"family", "d_model", "H", "G", "d_head", "bias", "W_q [params]", "W_k [params]", "W_v [params]",
-                "W_o [params]", "biases [params]", "closed form [params]", "measured [params]", "agree",
-                "vs MHA [x]"});
+                  "W_o [params]", "biases [params]", "closed form [params]", "measured [params]", "agree",
+                  "vs MHA [x]"});
     nlohmann::json jrows = nlohmann::json::array();
     for (const auto& r : rows) {
         const auto& c = r.closed;
         const bool agree = r.measured == c.total();
         t.add_row({family_label(r.p), std::to_string(r.p.d_model), std::to_string(r.p.heads),
-                          std::to_string(r.p.kv_heads), std::to_string(r.p.head_dim()), r.p.bias ? "yes" : "no",
-                          grouped(c.wq), grouped(c.wk), grouped(c.wv), grouped(c.wo), grouped(c.biases()),
-                          grouped(c.total()), grouped(r.measured), agree ? "yes" : "NO",
-                          format_number(double(c.total()) / double(r.mha_total), 3)});
-        jrows.push_back({{"family", r.p.family()}, {"label", family_label(r.p)}, {"d_model", r.p.d_model},
-                         {"heads", r.p.heads}, {"kv_heads", r.p.kv_heads}, {"d_head", r.p.head_dim()},
+                   std::to_string(r.p.kv_heads), std::to_string(r.p.head_dim()), r.p.bias ? "yes" : "no", grouped(c.wq),
+                   grouped(c.wk), grouped(c.wv), grouped(c.wo), grouped(c.biases()), grouped(c.total()),
+                   grouped(r.measured), agree ? "yes" : "NO",
+                   format_number(double(c.total()) / double(r.mha_total), 3)});
+        jrows.push_back({{"family", r.p.family()},
+                         {"label", family_label(r.p)},
+                         {"d_model", r.p.d_model},
+                         {"heads", r.p.heads},
+                         {"kv_heads", r.p.kv_heads},
+                         {"d_head", r.p.head_dim()},
                          {"bias", r.p.bias},
-                         {"closed_form", {{"W_q", c.wq}, {"W_k", c.wk}, {"W_v", c.wv}, {"W_o", c.wo},
-                                          {"b_q", c.bq}, {"b_k", c.bk}, {"b_v", c.bv}, {"b_o", c.bo},
-                                          {"total", c.total()}}},
-                         {"measured", r.measured}, {"agree", agree},
+                         {"closed_form",
+                          {{"W_q", c.wq},
+                           {"W_k", c.wk},
+                           {"W_v", c.wv},
+                           {"W_o", c.wo},
+                           {"b_q", c.bq},
+                           {"b_k", c.bk},
+                           {"b_v", c.bv},
+                           {"b_o", c.bo},
+                           {"total", c.total()}}},
+                         {"measured", r.measured},
+                         {"agree", agree},
                          {"ratio_to_mha", double(c.total()) / double(r.mha_total)}});
     }
     nlohmann::json j = {{"metadata", metadata("params")},
                         {"unit", "parameters (scalar elements)"},
                         {"measured_means", "elements allocated by random_weights<float>(problem, seed).count()"},
-                        {"closed_form",
-                         "W_q = H*d_head*d_model, W_k = W_v = G*d_head*d_model, W_o = d_model*H*d_head; "
-                         "biases H*d_head + 2*G*d_head + d_model"},
+                        {"closed_form", "W_q = H*d_head*d_model, W_k = W_v = G*d_head*d_model, W_o = d_model*H*d_head; "
+                                        "biases H*d_head + 2*G*d_head + d_model"},
                         {"rows", jrows},
                         {"all_agree", all_agree}};
-    const std::string summary =
-        all_agree ? "closed form and measured agree on all " + std::to_string(rows.size()) + " rows"
-                  : "closed form and measured DISAGREE on some rows (marked NO): a bug";
+    const std::string summary = all_agree
+                                    ? "closed form and measured agree on all " + std::to_string(rows.size()) + " rows"
+                                    : "closed form and measured DISAGREE on some rows (marked NO): a bug";
     if (!a.out.empty()) {
         std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "params.json", j.dump(2) + "\n").c_str());
         std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "params.csv", t.csv()).c_str());
     }
-    if (a.json) std::printf("%s\n", j.dump(2).c_str());
-    else if (a.csv) std::printf("%s", t.csv().c_str());
+    if (a.json)
+        std::printf("%s\n", j.dump(2).c_str());
+    else if (a.csv)
+        std::printf("%s", t.csv().c_str());
     else {
         std::printf("Parameters of one attention layer, closed form by tensor vs elements allocated.\n"
                     "Unit: parameters (scalar elements). 'vs MHA' = this total / MHA total at the same d_model, H "

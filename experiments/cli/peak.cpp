@@ -44,21 +44,24 @@ std::string render_ceilings(const peak::ceilings& c, int repetitions) {
         row(("stream " + format_number(p.flop_per_byte, 1) + " FLOP/B").c_str(), c.threads, p.gbs, "GB/s");
     std::string s = "attnbench peak: this machine's ceilings, " + std::to_string(repetitions) +
                     " timed repetitions each (after a warm-up); median, best and worst\n\n" + t.render() + "\n";
-    s += "FMA: " + c.fma_instruction + ", xsimd " + c.simd_arch + " batches of " + std::to_string(c.simd_lanes) + " f32, " +
-         std::to_string(c.accumulators) + " independent chains per thread; 1 FMA = 2 FLOP; GFLOP/s = 10^9 FLOP/s\n";
+    s += "FMA: " + c.fma_instruction + ", xsimd " + c.simd_arch + " batches of " + std::to_string(c.simd_lanes) +
+         " f32, " + std::to_string(c.accumulators) +
+         " independent chains per thread; 1 FMA = 2 FLOP; GFLOP/s = 10^9 FLOP/s\n";
     s += "triad: 3 arrays of " + format_bytes(c.triad_array_bytes) + " (" + std::to_string(c.triad_elements) +
-         " f32 each, 2 MiB-aligned, huge pages requested), 12 byte per element counted (write-allocate not counted); GB/s = 10^9 byte/s\n";
+         " f32 each, 2 MiB-aligned, huge pages requested), 12 byte per element counted (write-allocate not counted); "
+         "GB/s = 10^9 byte/s\n";
     if (c.fma_1t_gflops.median > 0)
         s += "scaling 1 -> " + std::to_string(c.threads) + " threads: FMA " +
              format_number(c.fma_all_gflops.median / c.fma_1t_gflops.median, 2) + "x, triad " +
              format_number(c.triad_all_gbs.median / c.triad_1t_gbs.median, 2) + "x\n";
     if (!c.stream.empty()) {
-        s += "stream I FLOP/B: arrays b and c of the triad read once, each batch feeding 2I FMAs (I FLOP per byte read); "
+        s += "stream I FLOP/B: arrays b and c of the triad read once, each batch feeding 2I FMAs (I FLOP per byte "
+             "read); "
              "against the roofline min(triad, FMA / I) of the medians above:";
         for (const auto& p : c.stream) {
             const double roof = peak::roof_gbs(c.triad_all_gbs.median, c.fma_all_gflops.median, p.flop_per_byte);
-            s += " " + format_number(p.flop_per_byte, 1) + ": " + format_number(100 * p.gbs.median / roof, 0) + "% of " +
-                 format_number(roof, 1) + ";";
+            s += " " + format_number(p.flop_per_byte, 1) + ": " + format_number(100 * p.gbs.median / roof, 0) +
+                 "% of " + format_number(roof, 1) + ";";
         }
         s.back() = '\n';
     }
@@ -109,8 +112,13 @@ void run_peak(const peak_args& a) {
               std::tuple{"triad", "triad_gbs_1_thread", 1, "GB/s"},
               std::tuple{"triad", "triad_gbs_all_threads", all, "GB/s"}}) {
             const auto& s = p[key];
-            rows.push_back({{"ceiling", ceiling}, {"threads", threads}, {"median", s["median"]}, {"best", s["best"]},
-                            {"worst", s["worst"]}, {"unit", unit}, {"repetitions", s["repetitions"]},
+            rows.push_back({{"ceiling", ceiling},
+                            {"threads", threads},
+                            {"median", s["median"]},
+                            {"best", s["best"]},
+                            {"worst", s["worst"]},
+                            {"unit", unit},
+                            {"repetitions", s["repetitions"]},
                             {"others_busy_cpus", s["others_busy_cpus"]}});
         }
         std::fprintf(a.json ? stderr : stdout, "wrote %s\n", cli::write_atomic(a.out, "peak.json", json).c_str());
@@ -124,15 +132,20 @@ void add_peak(CLI::App& app) {
     auto a = std::make_shared<peak_args>();
     auto* cmd = app.add_subcommand("peak", "measure this machine's fp32 FMA throughput and triad bandwidth");
     cmd->add_flag("--json", a->json, "print JSON (metadata and ceilings) instead of tables");
-    cmd->add_option("--out", a->out, "also write peak.json (metadata and ceilings) and peak.csv here")->option_text("DIR");
+    cmd->add_option("--out", a->out, "also write peak.json (metadata and ceilings) and peak.csv here")
+        ->option_text("DIR");
     cmd->add_option("--repetitions", a->opt.repetitions, "timed repetitions per figure")
-        ->check(CLI::Range(1, 1000))->capture_default_str();
+        ->check(CLI::Range(1, 1000))
+        ->capture_default_str();
     cmd->add_option("--threads", a->opt.threads, "threads of the all-thread figures (0: OpenMP's maximum)")
-        ->check(CLI::Range(0, 1 << 16))->capture_default_str();
+        ->check(CLI::Range(0, 1 << 16))
+        ->capture_default_str();
     cmd->add_option("--fma-seconds", a->opt.fma_seconds, "length of one FMA repetition in seconds")
-        ->check(CLI::Range(1e-4, 60.0))->capture_default_str();
+        ->check(CLI::Range(1e-4, 60.0))
+        ->capture_default_str();
     cmd->add_option("--accumulators", a->opt.accumulators, "FMA chains per thread: 8, 12, 16 (0: the fastest)")
-        ->check(CLI::IsMember({0, 8, 12, 16}))->capture_default_str();
+        ->check(CLI::IsMember({0, 8, 12, 16}))
+        ->capture_default_str();
     cmd->add_option("--triad-mib", a->triad_mib, "MiB per triad array (default: max(4 x L3, 64 MiB))")
         ->check(CLI::Range(0.001, 1e6));
     cmd->callback([a] { run_peak(*a); });

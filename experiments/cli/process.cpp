@@ -43,8 +43,10 @@ process_result run_process(const std::vector<std::string>& argv, const std::stri
         if (errno != EINTR) throw error("waiting for " + argv[0] + ": " + std::strerror(errno));
     process_result r;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-    else if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+    if (WIFEXITED(status))
+        r.exit_code = WEXITSTATUS(status);
+    else if (WIFSIGNALED(status))
+        r.signal = WTERMSIG(status);
     // a child that cannot exec exits 127 from posix_spawn's child: say so
     require(!(r.exit_code == 127 && !std::filesystem::exists(argv[0])), "cannot start " + argv[0] + ": no such file");
     return r;

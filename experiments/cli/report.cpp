@@ -67,8 +67,10 @@ std::string utc_stamp(const char* format) {
 std::string clock_text(double seconds) {
     const long s = long(seconds + 0.5);
     char buf[32];
-    if (s >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
-    else std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
+    if (s >= 3600)
+        std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    else
+        std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
     return buf;
 }
 
@@ -139,9 +141,12 @@ text_table csv_of(const json& rows, const std::vector<std::string>& keys) {
         std::vector<std::string> cells;
         for (const auto& k : keys) {
             const auto it = r.find(k);
-            if (it == r.end() || it->is_null()) cells.push_back("");
-            else if (it->is_string()) cells.push_back(it->get<std::string>());
-            else cells.push_back(it->dump());
+            if (it == r.end() || it->is_null())
+                cells.push_back("");
+            else if (it->is_string())
+                cells.push_back(it->get<std::string>());
+            else
+                cells.push_back(it->dump());
         }
         t.add_row(cells);
     }
@@ -151,8 +156,8 @@ text_table csv_of(const json& rows, const std::vector<std::string>& keys) {
 // --- the stages ------------------------------------------------------------------------------
 
 outcome stage_peak(run_context& c) {
-    const auto r = c.self_run({"peak", "--repetitions", std::to_string(c.spec.peak_repetitions), "--out", c.dir.string()},
-                              "peak");
+    const auto r =
+        c.self_run({"peak", "--repetitions", std::to_string(c.spec.peak_repetitions), "--out", c.dir.string()}, "peak");
     return r.exit_code == 0 && fs::exists(c.dir / "peak.json") ? outcome::ok : outcome::failed;
 }
 
@@ -165,8 +170,15 @@ std::vector<std::string> swept_variants(const std::vector<sweep_case>& cases) {
 }
 
 outcome stage_check(run_context& c) {
-    std::vector<std::string> args{"check", "--out", c.dir.string(), "--seed", std::to_string(c.spec.seed),
-                                  "--threads", std::to_string(c.threads), "--mode", c.spec.check.mode};
+    std::vector<std::string> args{"check",
+                                  "--out",
+                                  c.dir.string(),
+                                  "--seed",
+                                  std::to_string(c.spec.seed),
+                                  "--threads",
+                                  std::to_string(c.threads),
+                                  "--mode",
+                                  c.spec.check.mode};
     for (const auto& v : swept_variants(c.cases)) args.insert(args.end(), {"--variant", v});
     auto grid = [&](const char* flag, const std::vector<std::size_t>& xs) {
         for (auto x : xs) args.insert(args.end(), {flag, std::to_string(x)});
@@ -199,7 +211,8 @@ std::set<std::string> failed_check(const fs::path& dir) {
 }
 
 outcome stage_claims(run_context& c) {
-    const outcome ok = subcommands({{"toy", "--out", "{out}"}, {"hull", "--out", "{out}"}, {"claims", "--out", "{out}"}})(c);
+    const outcome ok =
+        subcommands({{"toy", "--out", "{out}"}, {"hull", "--out", "{out}"}, {"claims", "--out", "{out}"}})(c);
     if (fs::exists(c.dir / "claims.json"))
         c.write("claims.csv", csv_of(read_json(c.dir / "claims.json")["claims"],
                                      {"id", "source", "claim", "command", "measured", "verdict", "note"})
@@ -216,14 +229,12 @@ double to_ms(double v, const std::string& unit) {
     return v;
 }
 
-const std::vector<std::string> counter_keys{"gflops_matmul", "gflops_full", "pct_peak", "peak_gflops", "bytes",
-                                            "intensity", "scratch_mib", "extra_mib",
-                                            // decode: the step's (ID) and the core's (ID/core), bench.decode
-                                            "us_per_token", "tokens_per_s", "step_gbs", "cache_mib", "weight_mib",
-                                            "kv_bytes_per_token", "cache_ratio_to_mha", "llc_mib", "llc_context",
-                                            "core_us", "kv_gbs", "gflops_core", "peak_gbs", "pct_triad", "roof_gbs",
-                                            "pct_roof", "arith_roof_gbs", "triad_alongside_gbs", "pct_triad_alongside",
-                                            "roof_alongside_gbs", "pct_roof_alongside"};
+const std::vector<std::string> counter_keys{
+    "gflops_matmul", "gflops_full", "pct_peak", "peak_gflops", "bytes", "intensity", "scratch_mib", "extra_mib",
+    // decode: the step's (ID) and the core's (ID/core), bench.decode
+    "us_per_token", "tokens_per_s", "step_gbs", "cache_mib", "weight_mib", "kv_bytes_per_token", "cache_ratio_to_mha",
+    "llc_mib", "llc_context", "core_us", "kv_gbs", "gflops_core", "peak_gbs", "pct_triad", "roof_gbs", "pct_roof",
+    "arith_roof_gbs", "triad_alongside_gbs", "pct_triad_alongside", "roof_alongside_gbs", "pct_roof_alongside"};
 
 /// What a benchmark of the harness's JSON measured: the case itself (its label is the case),
 /// a decode case's attention core (named ID/core), or the triad run beside decode cases (its
@@ -256,7 +267,8 @@ void summarise(json& rec, const json& benchmarks) {
         }
         const std::string unit = b.value("time_unit", std::string("ns"));
         const double t = to_ms(b.value("real_time", 0.0), unit);
-        json rep = {{"time_ms", t}, {"cpu_time_ms", to_ms(b.value("cpu_time", 0.0), unit)},
+        json rep = {{"time_ms", t},
+                    {"cpu_time_ms", to_ms(b.value("cpu_time", 0.0), unit)},
                     {"iterations", b.value("iterations", 0)}};
         for (const auto& k : counter_keys)
             if (b.contains(k) && b[k].is_number()) {
@@ -400,8 +412,10 @@ std::vector<json> run_cases(const run_context& c, const std::vector<sweep_case>&
             rec["status"] = "failed";
             std::string why = !parse_error.empty() ? parse_error : last_line(log);
             rec["log_tail"] = tail(log, 20);
-            if (r.signal) why = "killed by signal " + std::to_string(r.signal) + (why.empty() ? "" : " (" + why + ")");
-            else if (why.empty()) why = "exit status " + std::to_string(r.exit_code) + ", no output";
+            if (r.signal)
+                why = "killed by signal " + std::to_string(r.signal) + (why.empty() ? "" : " (" + why + ")");
+            else if (why.empty())
+                why = "exit status " + std::to_string(r.exit_code) + ", no output";
             rec["error"] = why;
             rec.erase("summary");
         }
@@ -438,8 +452,10 @@ outcome stage_perf(run_context& c) {
     for (const auto& e : fs::directory_iterator(cases)) // what an interrupted case left behind
         if (e.path().filename().string().rfind(".partial-", 0) == 0) fs::remove(e.path());
     if (!fs::exists(c.bench)) {
-        std::fprintf(stderr, "perf: the harness %s does not exist (build attnbench-bench, or pass --bench PATH); "
-                             "stage left undone, --resume runs it\n", c.bench.c_str());
+        std::fprintf(stderr,
+                     "perf: the harness %s does not exist (build attnbench-bench, or pass --bench PATH); "
+                     "stage left undone, --resume runs it\n",
+                     c.bench.c_str());
         return outcome::undone;
     }
     const auto failed = failed_check(c.dir);
@@ -460,7 +476,9 @@ outcome stage_perf(run_context& c) {
         std::vector<json> recs;
         if (failed.count(run.front().variant)) {
             const auto& k = run.front();
-            recs.push_back({{"id", k.id()}, {"case", k}, {"status", "skipped"},
+            recs.push_back({{"id", k.id()},
+                            {"case", k},
+                            {"status", "skipped"},
                             {"error", "variant '" + k.variant + "' failed attnbench check; not timed"}});
         } else {
             if (tty)
@@ -539,20 +557,21 @@ void aggregate_perf(const fs::path& dir) {
         row["error"] = r.value("error", std::string());
         rows.push_back(row);
     }
-    json j = {{"unit", {{"time_ms", "milliseconds per call, median over repetitions"},
-                        {"gflops_matmul", "10^9 matmul-only FLOP/s"},
-                        {"gflops_full", "10^9 FLOP/s, full count"},
-                        {"pct_peak", "% of the measured FMA peak at the case's thread count"},
-                        {"bytes", "bytes moved (the harness's model)"},
-                        {"intensity", "FLOP per byte"},
-                        {"scratch_mib", "peak extra memory of the kernel, MiB"},
-                        {"decode", "time_ms: the whole step; core_time_ms: the attention core alone over the cache; "
-                                   "the other columns as attnbench-bench's context key attnbench_counters says"}}},
+    json j = {{"unit",
+               {{"time_ms", "milliseconds per call, median over repetitions"},
+                {"gflops_matmul", "10^9 matmul-only FLOP/s"},
+                {"gflops_full", "10^9 FLOP/s, full count"},
+                {"pct_peak", "% of the measured FMA peak at the case's thread count"},
+                {"bytes", "bytes moved (the harness's model)"},
+                {"intensity", "FLOP per byte"},
+                {"scratch_mib", "peak extra memory of the kernel, MiB"},
+                {"decode", "time_ms: the whole step; core_time_ms: the attention core alone over the cache; "
+                           "the other columns as attnbench-bench's context key attnbench_counters says"}}},
               {"cases", rows}};
     attn::write_atomic((dir / "perf.json").string(), j.dump(2) + "\n");
-    std::vector<std::string> cols{"id",      "variant", "mode",   "precision",   "d_model",     "heads",
-                                  "kv_heads", "d_head", "n_q",    "n_kv",        "context",     "batch",
-                                  "threads", "causal",  "status", "repetitions", "time_ms",     "time_ms_min",
+    std::vector<std::string> cols{"id",          "variant",     "mode",        "precision",   "d_model", "heads",
+                                  "kv_heads",    "d_head",      "n_q",         "n_kv",        "context", "batch",
+                                  "threads",     "causal",      "status",      "repetitions", "time_ms", "time_ms_min",
                                   "time_ms_max", "cpu_time_ms", "core_time_ms"};
     cols.insert(cols.end(), counter_keys.begin(), counter_keys.end());
     cols.push_back("error");
@@ -567,7 +586,8 @@ const std::vector<report_stage>& report_stages() {
     static const std::vector<report_stage> stages{
         {"peak", "this machine's FMA and triad ceilings (attnbench peak)", stage_peak},
         {"check", "every swept variant against the fp64 reference (attnbench check)", stage_check},
-        {"params", "parameter counts, closed form vs allocated (attnbench params)", subcommands({{"params", "--out", "{out}"}})},
+        {"params", "parameter counts, closed form vs allocated (attnbench params)",
+         subcommands({{"params", "--out", "{out}"}})},
         {"flops", "FLOPs by stage and convention, crossover, KV cache (attnbench flops)",
          subcommands({{"flops", "--out", "{out}"}})},
         {"claims", "the seed documents' claims, the toy and the hull experiment (attnbench claims)", stage_claims},
@@ -638,11 +658,13 @@ void report(const report_args& a, const std::vector<std::string>& command) {
         c.spec = parse_sweep(read_text(c.dir / "sweep.toml"), (c.dir / "sweep.toml").string(), stage_names());
         c.spec.source = run.value("sweep_source", c.spec.source);
         if (explicit_spec)
-            require(load_spec(a).text == c.spec.text,
-                    "the sweep given differs from " + (c.dir / "sweep.toml").string() + ", the one this run started with");
+            require(load_spec(a).text == c.spec.text, "the sweep given differs from " +
+                                                          (c.dir / "sweep.toml").string() +
+                                                          ", the one this run started with");
     } else {
         c.spec = load_spec(a);
-        c.dir = a.out.empty() ? fs::path("results") / (c.spec.name + "-" + utc_stamp("%Y%m%d-%H%M%S")) : fs::path(a.out);
+        c.dir =
+            a.out.empty() ? fs::path("results") / (c.spec.name + "-" + utc_stamp("%Y%m%d-%H%M%S")) : fs::path(a.out);
         require(!fs::exists(c.dir / "run.json"),
                 c.dir.string() + " holds a run already; pass --resume to finish it, or another --out");
     }
@@ -650,9 +672,13 @@ void report(const report_args& a, const std::vector<std::string>& command) {
     fs::create_directories(c.dir / "stages");
     if (!a.resume) {
         c.write("sweep.toml", c.spec.text);
-        const json run = {{"run_id", c.dir.filename().string()}, {"sweep_source", c.spec.source},
-                          {"preset", c.spec.name}, {"command", command}, {"started_utc", utc_stamp("%Y-%m-%dT%H:%M:%SZ")},
-                          {"stages", c.spec.stages}, {"cases", c.cases.size()}};
+        const json run = {{"run_id", c.dir.filename().string()},
+                          {"sweep_source", c.spec.source},
+                          {"preset", c.spec.name},
+                          {"command", command},
+                          {"started_utc", utc_stamp("%Y-%m-%dT%H:%M:%SZ")},
+                          {"stages", c.spec.stages},
+                          {"cases", c.cases.size()}};
         c.write("run.json", run.dump(2) + "\n");
         const auto meta = collect_metadata({c.spec.seed, c.threads, c.spec.name});
         json m = metadata_json(meta);
@@ -680,14 +706,17 @@ void report(const report_args& a, const std::vector<std::string>& command) {
             if (result == outcome::undone) continue;
             const bool ok = result == outcome::ok;
             const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-            const json m = {{"stage", st.name}, {"ok", ok}, {"seconds", secs},
-                            {"finished_utc", utc_stamp("%Y-%m-%dT%H:%M:%SZ")}};
+            const json m = {
+                {"stage", st.name}, {"ok", ok}, {"seconds", secs}, {"finished_utc", utc_stamp("%Y-%m-%dT%H:%M:%SZ")}};
             c.write("stages/" + st.name + ".json", m.dump(2) + "\n");
-            std::fprintf(stderr, "%-7s %s in %.1f s\n", st.name.c_str(), ok ? "done" : "FAILED (recorded; going on)", secs);
+            std::fprintf(stderr, "%-7s %s in %.1f s\n", st.name.c_str(), ok ? "done" : "FAILED (recorded; going on)",
+                         secs);
         }
     } catch (const interrupted&) {
-        std::fprintf(stderr, "\nattnbench report: interrupted; finished pieces are kept. Resume with:\n"
-                             "  attnbench report --resume --out %s\n", c.dir.string().c_str());
+        std::fprintf(stderr,
+                     "\nattnbench report: interrupted; finished pieces are kept. Resume with:\n"
+                     "  attnbench report --resume --out %s\n",
+                     c.dir.string().c_str());
         throw exit_status{130};
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -701,7 +730,8 @@ void report(const report_args& a, const std::vector<std::string>& command) {
 
 void add_report(CLI::App& app) {
     auto a = std::make_shared<report_args>();
-    auto* cmd = app.add_subcommand("report", "the main job: every stage of a sweep, plots and report.md in results/<run-id>/");
+    auto* cmd =
+        app.add_subcommand("report", "the main job: every stage of a sweep, plots and report.md in results/<run-id>/");
     cmd->add_option("--preset", a->preset, "an embedded sweep: quick (default, minutes) or full (hours)");
     cmd->add_option("--sweep", a->sweep, "a sweep file (TOML; see experiments/sweeps/)")->option_text("FILE");
     cmd->add_option("--out", a->out, "the run directory (default results/<name>-<UTC date>)")->option_text("DIR");

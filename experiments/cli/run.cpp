@@ -17,11 +17,13 @@ struct run_args {
 };
 
 template <class T>
-std::vector<T> narrow(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+std::vector<T> narrow(const std::vector<double>& v) {
+    return {v.begin(), v.end()};
+}
 
 template <class T>
-void run_as(const variant& var, const problem& p, const weights<double>& w, const npy::array& x,
-            const npy::array& xkv, const run_args& a) {
+void run_as(const variant& var, const problem& p, const weights<double>& w, const npy::array& x, const npy::array& xkv,
+            const run_args& a) {
     require(var.supports<T>(), "variant '" + var.name + "' does not run in " + a.precision);
     const auto wt = w.cast<T>();
     const auto xq = narrow<T>(x.values), xk = narrow<T>(xkv.values);
@@ -52,14 +54,16 @@ void run(const run_args& a) {
     p.heads = a.heads;
     p.kv_heads = a.kv_heads ? a.kv_heads : a.heads;
     p.causal = a.causal;
-    require(p.heads % p.kv_heads == 0, "heads=" + std::to_string(p.heads) + " is not divisible by kv_heads=" +
-                                           std::to_string(p.kv_heads));
+    require(p.heads % p.kv_heads == 0,
+            "heads=" + std::to_string(p.heads) + " is not divisible by kv_heads=" + std::to_string(p.kv_heads));
     const weights<double> w = npy::load_state_dict(a.weights_dir, p);
     p.validate();
     require_finite(x.values, a.input);
     require_finite(xkv.values, a.kv_input.empty() ? a.input : a.kv_input);
-    if (a.precision == "f64") run_as<double>(var, p, w, x, xkv, a);
-    else run_as<float>(var, p, w, x, xkv, a);
+    if (a.precision == "f64")
+        run_as<double>(var, p, w, x, xkv, a);
+    else
+        run_as<float>(var, p, w, x, xkv, a);
     std::printf("wrote %s: %s output of %s, variant %s, %s\n", a.out.c_str(), npy::shape_string(x.shape).c_str(),
                 p.describe().c_str(), var.name.c_str(), a.precision.c_str());
 }
@@ -70,13 +74,16 @@ void add_run(CLI::App& app) {
     auto a = std::make_shared<run_args>();
     auto* cmd = app.add_subcommand("run", "run one attention layer on .npy inputs with PyTorch-named weights");
     cmd->add_option("--variant", a->variant, "implementation (see `attnbench list`)")->capture_default_str();
-    cmd->add_option("--weights", a->weights_dir, "directory of nn.MultiheadAttention state_dict .npy files")->required();
+    cmd->add_option("--weights", a->weights_dir, "directory of nn.MultiheadAttention state_dict .npy files")
+        ->required();
     cmd->add_option("--input", a->input, "query input, [B, N, d_model] or [N, d_model], float32/float64")->required();
     cmd->add_option("--kv-input", a->kv_input, "key/value input for cross-attention (default: --input)");
     cmd->add_option("--heads", a->heads, "query heads H")->required()->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--kv-heads", a->kv_heads, "key/value heads G (default H)")->check(CLI::Range(1, 1 << 20));
     cmd->add_flag("--causal", a->causal, "bottom-right aligned causal mask");
-    cmd->add_option("--precision", a->precision, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+    cmd->add_option("--precision", a->precision, "f32 or f64")
+        ->check(CLI::IsMember({"f32", "f64"}))
+        ->capture_default_str();
     cmd->add_option("--threads", a->threads, "threads for threaded variants")->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--out", a->out, "output .npy")->required();
     cmd->callback([a] { run(*a); });

@@ -34,8 +34,12 @@ void toy(const toy_args& a) {
         steps.push_back({{"name", m.name}, {"rows", m.rows}, {"cols", m.cols}, {"values", m.v}});
     text_table t({"printed number", "document", "ours (document's rounding)", "ours (full)", "verdict"});
     for (const auto& c : r.compared) {
-        cmp.push_back({{"what", c.what}, {"document", c.document}, {"decimals", c.decimals}, {"ours", c.ours},
-                       {"ours_rounded", c.ours_rounded}, {"agree", c.agree}});
+        cmp.push_back({{"what", c.what},
+                       {"document", c.document},
+                       {"decimals", c.decimals},
+                       {"ours", c.ours},
+                       {"ours_rounded", c.ours_rounded},
+                       {"agree", c.agree}});
         t.add_row({c.what, c.document, c.ours_rounded, sources::rounded(c.ours, 6), c.agree ? "agree" : "DISAGREE"});
     }
     const std::size_t n = r.compared.size(), ok = r.agree();

@@ -16,37 +16,49 @@ export namespace attn {
 
 /// An input or usage error: one line that names the bad value. `where()` tells which check raised it.
 class error : public std::runtime_error {
-public:
+  public:
     explicit error(const std::string& what, std::source_location where = std::source_location::current())
         : std::runtime_error(what), where_(where) {}
     const std::source_location& where() const noexcept { return where_; }
 
-private:
+  private:
     std::source_location where_;
 };
 
 /// Throws attn::error(message) unless `ok`.
-inline void require(bool ok, const std::string& message,
-                    std::source_location where = std::source_location::current()) {
+inline void require(bool ok, const std::string& message, std::source_location where = std::source_location::current()) {
     if (!ok) throw error(message, where);
 }
 
 /// The stages of one attention layer, in the order the reference computes them.
-enum class stage : int { proj_q, proj_k, proj_v, qk, scale, mask, softmax_max, softmax_exp,
-                         softmax_sum, softmax_div, pv, proj_o, count_ };
+enum class stage : int {
+    proj_q,
+    proj_k,
+    proj_v,
+    qk,
+    scale,
+    mask,
+    softmax_max,
+    softmax_exp,
+    softmax_sum,
+    softmax_div,
+    pv,
+    proj_o,
+    count_
+};
 
 inline constexpr std::string_view stage_name(stage s) {
-    constexpr std::string_view names[] = {"proj_q", "proj_k", "proj_v", "qk", "scale", "mask",
-                                          "softmax_max", "softmax_exp", "softmax_sum",
-                                          "softmax_div", "pv", "proj_o"};
+    constexpr std::string_view names[] = {"proj_q",      "proj_k",      "proj_v",      "qk",
+                                          "scale",       "mask",        "softmax_max", "softmax_exp",
+                                          "softmax_sum", "softmax_div", "pv",          "proj_o"};
     return names[static_cast<int>(s)];
 }
 
 /// One attention computation. y = Attention(x_q W_q^T + b_q, x_kv W_k^T + b_k, x_kv W_v^T + b_v) W_o^T + b_o.
 struct problem {
     std::size_t batch = 1;
-    std::size_t n_q = 1;      ///< query length
-    std::size_t n_kv = 1;     ///< key/value length
+    std::size_t n_q = 1;  ///< query length
+    std::size_t n_kv = 1; ///< key/value length
     std::size_t d_model = 1;
     std::size_t heads = 1;    ///< query heads H
     std::size_t kv_heads = 1; ///< key/value heads G; H % G == 0
@@ -102,13 +114,12 @@ struct problem {
         require(d_model > 0, "d_model must be >= 1 (got 0)");
         require(heads > 0, "heads must be >= 1 (got 0)");
         require(kv_heads > 0, "kv_heads must be >= 1 (got 0)");
-        require(d_head > 0 || d_model % heads == 0,
-                "d_model=" + std::to_string(d_model) + " is not divisible by heads=" +
-                    std::to_string(heads) + " (give d_head explicitly)");
-        require(kv_heads <= heads, "kv_heads=" + std::to_string(kv_heads) + " exceeds heads=" +
-                                       std::to_string(heads));
-        require(heads % kv_heads == 0, "heads=" + std::to_string(heads) +
-                                           " is not divisible by kv_heads=" + std::to_string(kv_heads));
+        require(d_head > 0 || d_model % heads == 0, "d_model=" + std::to_string(d_model) +
+                                                        " is not divisible by heads=" + std::to_string(heads) +
+                                                        " (give d_head explicitly)");
+        require(kv_heads <= heads, "kv_heads=" + std::to_string(kv_heads) + " exceeds heads=" + std::to_string(heads));
+        require(heads % kv_heads == 0,
+                "heads=" + std::to_string(heads) + " is not divisible by kv_heads=" + std::to_string(kv_heads));
         require(!scale || std::isfinite(*scale),
                 "softmax scale must be finite (got " + std::to_string(scale.value_or(0.0)) + ")");
     }

@@ -41,7 +41,9 @@ struct big_allocator {
             ::operator delete(p, std::align_val_t(huge));
     }
     template <class U>
-    bool operator==(const big_allocator<U>&) const noexcept { return true; }
+    bool operator==(const big_allocator<U>&) const noexcept {
+        return true;
+    }
 };
 
 /// A vector on big_allocator.
@@ -67,15 +69,13 @@ struct heads_view {
 
 /// [batch, heads, rows, dim], each head's rows contiguous (a key/value cache's layout).
 template <class T>
-heads_view<T> packed_heads(T* data, std::size_t batch, std::size_t heads, std::size_t rows,
-                           std::size_t dim) {
+heads_view<T> packed_heads(T* data, std::size_t batch, std::size_t heads, std::size_t rows, std::size_t dim) {
     return {data, batch, heads, rows, dim, heads * rows * dim, rows * dim, dim};
 }
 
 /// [batch, rows, heads*dim]: what x W^T produces, viewed per head without a copy.
 template <class T>
-heads_view<T> interleaved_heads(T* data, std::size_t batch, std::size_t rows, std::size_t heads,
-                                std::size_t dim) {
+heads_view<T> interleaved_heads(T* data, std::size_t batch, std::size_t rows, std::size_t heads, std::size_t dim) {
     return {data, batch, heads, rows, dim, rows * heads * dim, dim, heads * dim};
 }
 
@@ -88,8 +88,7 @@ struct weights {
 
     /// Elements actually held: the measured parameter count.
     std::size_t count() const {
-        return wq.size() + wk.size() + wv.size() + wo.size() + bq.size() + bk.size() + bv.size() +
-               bo.size();
+        return wq.size() + wk.size() + wv.size() + wo.size() + bq.size() + bk.size() + bv.size() + bo.size();
     }
     template <class U>
     weights<U> cast() const {
@@ -100,7 +99,7 @@ struct weights {
 
 /// splitmix64: small, fast, and the same sequence on every platform (unlike std::*_distribution).
 class rng {
-public:
+  public:
     explicit rng(std::uint64_t seed) : state_(seed) {}
     std::uint64_t next() {
         std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
@@ -111,7 +110,7 @@ public:
     /// Uniform in [lo, hi).
     double uniform(double lo, double hi) { return lo + (hi - lo) * double(next() >> 11) * 0x1.0p-53; }
 
-private:
+  private:
     std::uint64_t state_;
 };
 

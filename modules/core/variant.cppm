@@ -33,9 +33,9 @@ struct core_io {
 
 /// Knobs a run may set; a variant ignores those it has no use for.
 struct run_options {
-    int threads = 1;          ///< honoured by threaded variants
-    std::size_t tile_q = 0;   ///< 0: the variant's measured default
-    std::size_t tile_kv = 0;  ///< 0: the variant's measured default
+    int threads = 1;         ///< honoured by threaded variants
+    std::size_t tile_q = 0;  ///< 0: the variant's measured default
+    std::size_t tile_kv = 0; ///< 0: the variant's measured default
 };
 
 template <class T>
@@ -60,8 +60,10 @@ struct variant {
 
     template <class T>
     const kernel_set<T>& get() const {
-        if constexpr (std::is_same_v<T, float>) return f32;
-        else return f64;
+        if constexpr (std::is_same_v<T, float>)
+            return f32;
+        else
+            return f64;
     }
     bool has_tag(const std::string& t) const {
         for (const auto& x : tags)
@@ -69,7 +71,9 @@ struct variant {
         return false;
     }
     template <class T>
-    bool supports() const { return bool(get<T>().core) && bool(get<T>().linear); }
+    bool supports() const {
+        return bool(get<T>().core) && bool(get<T>().linear);
+    }
 };
 
 /// Buffers of a layer run: the projected Q, K, V and the concatenated heads. Reused across calls.
@@ -81,8 +85,8 @@ struct layer_workspace {
 /// The full layer with a variant's kernels: project, attend per head, concatenate, project out.
 /// x_q is [B, n_q, d_model], x_kv is [B, n_kv, d_model], y is [B, n_q, d_model].
 template <class T>
-void run_layer(const variant& var, const problem& p, const weights<T>& w, const T* x_q,
-               const T* x_kv, T* y, const run_options& opt, layer_workspace<T>& ws) {
+void run_layer(const variant& var, const problem& p, const weights<T>& w, const T* x_q, const T* x_kv, T* y,
+               const run_options& opt, layer_workspace<T>& ws) {
     const auto& k = var.get<T>();
     require(k.core && k.linear, "variant '" + var.name + "' has no kernels at this precision");
     const std::size_t rq = p.batch * p.n_q, rkv = p.batch * p.n_kv, d = p.head_dim();

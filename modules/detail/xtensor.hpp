@@ -12,10 +12,10 @@
 #include <xtensor/xutils.hpp>
 
 namespace xt {
-#define ATTN_XT_REBIND(X)                                                                          \
-    template <>                                                                                    \
-    struct rebind_container<X, svector<std::size_t, 4, std::allocator<std::size_t>, true>> {       \
-        using type = svector<X, 4, std::allocator<X>, true>;                                       \
+#define ATTN_XT_REBIND(X)                                                                                              \
+    template <>                                                                                                        \
+    struct rebind_container<X, svector<std::size_t, 4, std::allocator<std::size_t>, true>> {                           \
+        using type = svector<X, 4, std::allocator<X>, true>;                                                           \
     };
 ATTN_XT_REBIND(std::ptrdiff_t)
 ATTN_XT_REBIND(std::size_t)

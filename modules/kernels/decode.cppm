@@ -49,10 +49,10 @@ struct key_split {
     std::size_t chunks = 1, chunk = 0;
 };
 
-inline constexpr std::size_t decode_tile = 64;        ///< keys scored at a time (K and V tiles stay in L1)
-inline constexpr std::size_t decode_prefetch = 128;   ///< keys ahead of the tile whose rows are prefetched into L2
-inline constexpr std::size_t decode_min_chunk = 256;  ///< no chunk shorter than this (unless n_kv is)
-inline constexpr std::size_t decode_max_chunks = 16;  ///< bounds the partials at O(d_model)
+inline constexpr std::size_t decode_tile = 64;       ///< keys scored at a time (K and V tiles stay in L1)
+inline constexpr std::size_t decode_prefetch = 128;  ///< keys ahead of the tile whose rows are prefetched into L2
+inline constexpr std::size_t decode_min_chunk = 256; ///< no chunk shorter than this (unless n_kv is)
+inline constexpr std::size_t decode_max_chunks = 16; ///< bounds the partials at O(d_model)
 
 inline key_split split_keys(std::size_t n_kv) {
     key_split s;
@@ -77,7 +77,7 @@ struct decode_shape {
     }
     std::size_t qs_floats() const { return std::max(blocks * (d / c) * lanes, lanes); } ///< rearranged queries
     std::size_t s_floats() const { return decode_tile / c * lanes; }                    ///< one tile's scores
-    std::size_t ml_floats() const { return 2 * blocks * lanes; }                       ///< running max and sum
+    std::size_t ml_floats() const { return 2 * blocks * lanes; }                        ///< running max and sum
     /// partial results of one item: `rows` outputs of dp, then `rows` maxima and sums (aligned)
     std::size_t partial_floats() const { return round_up(rows * (dp + 2), lanes); }
 };
@@ -220,7 +220,8 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
             for (std::size_t r = 0; r < RB; ++r) {
                 const std::size_t h = blk * RB + r;
                 float* dst = w.qs.data() + (blk * nch + ch) * lanes + r * C;
-                for (std::size_t c = 0; c < C; ++c) dst[c] = h < R ? io.q.row(b, g * R + h, 0)[ch * C + c] * scale : 0.0f;
+                for (std::size_t c = 0; c < C; ++c)
+                    dst[c] = h < R ? io.q.row(b, g * R + h, 0)[ch * C + c] * scale : 0.0f;
             }
     std::fill(part, part + sh.rows * dp, 0.0f);
     for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
@@ -244,7 +245,8 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
                 if (blk == 0)
                     for (std::size_t i = kb; i < std::min(kb + MK, n_next); ++i) prefetch_row(k_next + i * ks, d);
                 const float* kr[MK];
-                for (std::size_t i = 0; i < MK; ++i) kr[i] = k + std::min(kb + i, n - 1) * ks; // past n: a real key, masked below
+                for (std::size_t i = 0; i < MK; ++i)
+                    kr[i] = k + std::min(kb + i, n - 1) * ks; // past n: a real key, masked below
                 batch acc[MK];
                 for (std::size_t i = 0; i < MK; ++i) acc[i] = batch(0.0f);
                 if (C == lanes && nch == DC) { // one head: key by key, rows read in order, q in registers
@@ -252,19 +254,22 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
                     for (std::size_t ch = 0; ch < DC; ++ch) qb[ch] = batch::load_aligned(qa + ch * lanes);
                     for (std::size_t i = 0; i < MK; ++i) {
                         if (kb + i >= n) break;
-                        for (std::size_t ch = 0; ch < DC; ++ch) acc[i] = isa::fused(batch::load_unaligned(kr[i] + ch * C), qb[ch], acc[i]);
+                        for (std::size_t ch = 0; ch < DC; ++ch)
+                            acc[i] = isa::fused(batch::load_unaligned(kr[i] + ch * C), qb[ch], acc[i]);
                     }
                 } else {
                     for (std::size_t ch = 0; ch < nch; ++ch) {
                         const batch qv = batch::load_aligned(qa + ch * lanes);
-                        for (std::size_t i = 0; i < MK; ++i) acc[i] = isa::fused(isa::broadcast_chunk<C>(kr[i] + ch * C), qv, acc[i]);
+                        for (std::size_t i = 0; i < MK; ++i)
+                            acc[i] = isa::fused(isa::broadcast_chunk<C>(kr[i] + ch * C), qv, acc[i]);
                     }
                 }
                 for (std::size_t gi = 0; gi < MK / C; ++gi) {
                     transpose_sum<C / 2>(acc + gi * C);
                     const std::size_t key0 = kb + gi * C;
                     batch sc = acc[gi * C];
-                    if (key0 + C > n) sc = xsimd::select(key_in_group < batch(float(n > key0 ? n - key0 : 0)), sc, neg_inf);
+                    if (key0 + C > n)
+                        sc = xsimd::select(key_in_group < batch(float(n > key0 ? n - key0 : 0)), sc, neg_inf);
                     sc.store_aligned(s + key0 / C * lanes);
                 }
             }

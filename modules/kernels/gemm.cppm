@@ -32,8 +32,7 @@ inline std::size_t packed_size(std::size_t k, std::size_t n) { return k * round_
 
 /// Packs B (element (k, n) at b[k*ld_k + n*ld_n]) into panels of nr columns, zero-padded:
 /// panel p, row k, column c lands at dst[(p*K + k)*nr + c].
-inline void pack_b(const float* b, std::size_t ld_k, std::size_t ld_n, std::size_t K, std::size_t N,
-                   float* dst) {
+inline void pack_b(const float* b, std::size_t ld_k, std::size_t ld_n, std::size_t K, std::size_t N, float* dst) {
     for (std::size_t p = 0; p * nr < N; ++p) {
         const std::size_t n0 = p * nr, cols = std::min(nr, N - n0);
         float* panel = dst + p * K * nr;
@@ -60,8 +59,8 @@ namespace detail {
 
 /// C[MR x ncols] (+)= A[MR x K] * panel[K x nr]; the micro-kernel.
 template <std::size_t MR>
-inline void micro(std::size_t K, const float* a, std::size_t lda, const float* panel, float* c,
-                  std::size_t ldc, std::size_t ncols, bool accumulate) {
+inline void micro(std::size_t K, const float* a, std::size_t lda, const float* panel, float* c, std::size_t ldc,
+                  std::size_t ncols, bool accumulate) {
     batch c0[MR], c1[MR];
     for (std::size_t r = 0; r < MR; ++r) c0[r] = c1[r] = batch(0.0f);
     for (std::size_t k = 0; k < K; ++k) {
@@ -95,8 +94,8 @@ inline void micro(std::size_t K, const float* a, std::size_t lda, const float* p
 }
 
 template <std::size_t MR = mr>
-inline void micro_rows(std::size_t rows, std::size_t K, const float* a, std::size_t lda, const float* panel,
-                       float* c, std::size_t ldc, std::size_t ncols, bool accumulate) {
+inline void micro_rows(std::size_t rows, std::size_t K, const float* a, std::size_t lda, const float* panel, float* c,
+                       std::size_t ldc, std::size_t ncols, bool accumulate) {
     if constexpr (MR == 0) {
         (void)rows, (void)K, (void)a, (void)lda, (void)panel, (void)c, (void)ldc, (void)ncols, (void)accumulate;
     } else if (rows == MR) {
@@ -109,8 +108,8 @@ inline void micro_rows(std::size_t rows, std::size_t K, const float* a, std::siz
 } // namespace detail
 
 /// C[m0:m1, 0:N] (+)= A[m0:m1, 0:K] * B, with B packed by pack_b; A and C row-major.
-inline void gemm_rows(std::size_t m0, std::size_t m1, std::size_t N, std::size_t K, const float* a,
-                      std::size_t lda, const float* b_packed, float* c, std::size_t ldc, bool accumulate) {
+inline void gemm_rows(std::size_t m0, std::size_t m1, std::size_t N, std::size_t K, const float* a, std::size_t lda,
+                      const float* b_packed, float* c, std::size_t ldc, bool accumulate) {
     const std::size_t panels = (N + nr - 1) / nr;
     for (std::size_t k0 = 0; k0 < K; k0 += kc) {
         const std::size_t kl = std::min(kc, K - k0);
@@ -129,8 +128,8 @@ inline void gemm_rows(std::size_t m0, std::size_t m1, std::size_t N, std::size_t
 }
 
 /// C[M x N] (+)= A[M x K] * B, rows of C split over `threads` OpenMP threads.
-inline void gemm(std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda,
-                 const float* b_packed, float* c, std::size_t ldc, bool accumulate, int threads = 1) {
+inline void gemm(std::size_t M, std::size_t N, std::size_t K, const float* a, std::size_t lda, const float* b_packed,
+                 float* c, std::size_t ldc, bool accumulate, int threads = 1) {
     if (threads <= 1 || M <= mr) {
         gemm_rows(0, M, N, K, a, lda, b_packed, c, ldc, accumulate);
         return;
@@ -146,8 +145,8 @@ inline void gemm(std::size_t M, std::size_t N, std::size_t K, const float* a, st
 }
 
 /// y = x W^T + b for a row-major x [rows, in] and W [out, in]: pack W^T once, then gemm.
-inline void linear(const float* x, const float* w, const float* bias, float* y, std::size_t rows,
-                   std::size_t in, std::size_t out, int threads = 1) {
+inline void linear(const float* x, const float* w, const float* bias, float* y, std::size_t rows, std::size_t in,
+                   std::size_t out, int threads = 1) {
     // A few rows (a decode step): dot products over W in place, no packed copy of W^T.
     if (rows <= gemv_max_rows) return gemv(x, w, bias, y, rows, in, out, threads);
     aligned_vector<float> wp(packed_size(in, out));

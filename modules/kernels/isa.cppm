@@ -16,7 +16,7 @@ export module attn.kernels:isa;
 
 export namespace attn::kernels {
 
-using batch = xsimd::batch<float>;                 ///< the kernels' register: xsimd's default arch
+using batch = xsimd::batch<float>;                ///< the kernels' register: xsimd's default arch
 inline constexpr std::size_t lanes = batch::size; ///< f32 lanes per batch
 
 namespace isa {
@@ -68,11 +68,13 @@ batch broadcast_chunk(const float* p) {
 /// general xsimd::exp's range checks and reconstruction.
 inline batch exp_nonpos(batch x) {
     x = xsimd::max(x, batch(-104.0f));
-    const batch n(_mm512_roundscale_ps((x * batch(1.44269504088896341f)).data, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const batch n(
+        _mm512_roundscale_ps((x * batch(1.44269504088896341f)).data, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     batch f = fused(n, batch(-0.693359375f), x);
     f = fused(n, batch(2.12194440e-4f), f);
     batch p(1.0f / 5040.0f);
-    for (const float c : {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f}) p = fused(p, f, batch(c));
+    for (const float c : {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f})
+        p = fused(p, f, batch(c));
     return batch(_mm512_scalef_ps(p.data, n.data));
 }
 

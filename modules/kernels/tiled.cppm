@@ -93,7 +93,7 @@ inline void tile_core(const problem& p, const core_io<float>& io, std::size_t b,
                 continue;
             }
             const float m_new = std::max(w.m[r], detail::row_max(sr, n));
-            const float corr = std::exp(w.m[r] - m_new); // 0 on the first visible tile
+            const float corr = std::exp(w.m[r] - m_new);     // 0 on the first visible tile
             const float sum = detail::exp_row(sr, n, m_new); // one vector exp per element
             std::fill(sr + n, sr + tk_pad, 0.0f);            // masked and padding columns weigh nothing
             w.l[r] = w.l[r] * corr + sum;

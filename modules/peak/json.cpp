@@ -63,12 +63,13 @@ std::string to_json(const ceilings& c, int indent) {
         probe.push_back(x);
     }
     j["stream_fma"] = probe;
-    j["units"] = {{"fma", "GFLOP/s, 10^9 FLOP/s, one FMA = 2 FLOP"},
-                  {"triad", "GB/s, 10^9 byte/s, 12 byte per element (read b, c; write a; write-allocate not counted); arrays "
-                            "2 MiB-aligned with MADV_HUGEPAGE, like the key/value cache (attn::big_allocator)"},
-                  {"stream_fma", "GB/s read (10^9 byte/s) on all threads by a loop that feeds every batch read from the triad's "
-                                 "arrays b and c to fmas_per_batch FMAs (flop_per_byte = fmas_per_batch / 2); roof_gbs = "
-                                 "min(triad, FMA / flop_per_byte) from the medians"}};
+    j["units"] = {
+        {"fma", "GFLOP/s, 10^9 FLOP/s, one FMA = 2 FLOP"},
+        {"triad", "GB/s, 10^9 byte/s, 12 byte per element (read b, c; write a; write-allocate not counted); arrays "
+                  "2 MiB-aligned with MADV_HUGEPAGE, like the key/value cache (attn::big_allocator)"},
+        {"stream_fma", "GB/s read (10^9 byte/s) on all threads by a loop that feeds every batch read from the triad's "
+                       "arrays b and c to fmas_per_batch FMAs (flop_per_byte = fmas_per_batch / 2); roof_gbs = "
+                       "min(triad, FMA / flop_per_byte) from the medians"}};
     return j.dump(indent > 0 ? indent : -1);
 }
 

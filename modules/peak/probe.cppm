@@ -23,9 +23,7 @@ inline void escape(T* p) {
     asm volatile("" : : "r"(p) : "memory");
 }
 
-inline double seconds_since(steady::time_point t0) {
-    return std::chrono::duration<double>(steady::now() - t0).count();
-}
+inline double seconds_since(steady::time_point t0) { return std::chrono::duration<double>(steady::now() - t0).count(); }
 
 // ---- the CPU sampler (sampler.cpp) ---------------------------------------------------------
 

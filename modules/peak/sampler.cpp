@@ -28,7 +28,8 @@ cpu_ticks cpu_ticks::now() {
         std::istringstream rest(line.substr(paren + 2));
         std::string field;
         double utime = 0, stime = 0;
-        for (int i = 3; i <= 13 && rest >> field; ++i) {} // state .. cmajflt
+        for (int i = 3; i <= 13 && rest >> field; ++i) {
+        } // state .. cmajflt
         if (rest >> utime >> stime) t.self = utime + stime;
     }
     return t;

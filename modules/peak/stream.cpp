@@ -39,14 +39,23 @@ using stream_kernel = float (*)(const float*, std::size_t);
 
 stream_kernel stream_kernel_for(int fmas) {
     switch (fmas) {
-    case 1: return &stream_chains<1>;
-    case 2: return &stream_chains<2>;
-    case 4: return &stream_chains<4>;
-    case 8: return &stream_chains<8>;
-    case 12: return &stream_chains<12>;
-    case 16: return &stream_chains<16>;
-    case 24: return &stream_chains<24>;
-    default: throw error("peak: streaming FMAs per batch must be 1, 2, 4, 8, 12, 16 or 24 (got " + std::to_string(fmas) + ")");
+    case 1:
+        return &stream_chains<1>;
+    case 2:
+        return &stream_chains<2>;
+    case 4:
+        return &stream_chains<4>;
+    case 8:
+        return &stream_chains<8>;
+    case 12:
+        return &stream_chains<12>;
+    case 16:
+        return &stream_chains<16>;
+    case 24:
+        return &stream_chains<24>;
+    default:
+        throw error("peak: streaming FMAs per batch must be 1, 2, 4, 8, 12, 16 or 24 (got " + std::to_string(fmas) +
+                    ")");
     }
 }
 

@@ -43,9 +43,12 @@ std::size_t parse_size(const std::string& s) {
         return 0;
     }
     const char unit = pos < s.size() ? s[pos] : ' ';
-    if (unit == 'K' || unit == 'k') v <<= 10;
-    else if (unit == 'M' || unit == 'm') v <<= 20;
-    else if (unit == 'G' || unit == 'g') v <<= 30;
+    if (unit == 'K' || unit == 'k')
+        v <<= 10;
+    else if (unit == 'M' || unit == 'm')
+        v <<= 20;
+    else if (unit == 'G' || unit == 'g')
+        v <<= 30;
     return std::size_t(v);
 }
 
@@ -77,9 +80,12 @@ machine_info read_machine() {
         const std::string dir = entry.path().string();
         const std::string level = read_first_line(dir + "/level"), type = read_first_line(dir + "/type");
         const std::size_t size = parse_size(read_first_line(dir + "/size"));
-        if (level == "1" && type == "Data") m.l1d_bytes = size;
-        else if (level == "2" && type != "Instruction") m.l2_bytes = size;
-        else if (level == "3" && type != "Instruction") m.l3_bytes = size;
+        if (level == "1" && type == "Data")
+            m.l1d_bytes = size;
+        else if (level == "2" && type != "Instruction")
+            m.l2_bytes = size;
+        else if (level == "3" && type != "Instruction")
+            m.l3_bytes = size;
     }
     const std::string mem = proc_field("/proc/meminfo", "MemTotal"); // "24576000 kB"
     m.memory_bytes = parse_size(mem.empty() ? mem : mem.substr(0, mem.find(' ')) + "K");
@@ -89,8 +95,8 @@ machine_info read_machine() {
 std::string cpu_simd_flags() {
     std::istringstream flags(" " + proc_field("/proc/cpuinfo", "flags") + " ");
     std::string have, flag;
-    const char* wanted[] = {"sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw",
-                            "avx512vl", "avx512_vnni", "avx512_bf16", "amx_tile"};
+    const char* wanted[] = {"sse4_2",   "avx",      "avx2",     "fma",         "f16c",        "avx512f",
+                            "avx512dq", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "amx_tile"};
     std::vector<std::string> all;
     while (flags >> flag) all.push_back(flag);
     for (const char* w : wanted)
@@ -147,7 +153,8 @@ std::string os_name() {
     while (std::getline(in, line))
         if (line.rfind("PRETTY_NAME=", 0) == 0) {
             std::string value = line.substr(12);
-            if (value.size() >= 2 && value.front() == '"' && value.back() == '"') value = value.substr(1, value.size() - 2);
+            if (value.size() >= 2 && value.front() == '"' && value.back() == '"')
+                value = value.substr(1, value.size() - 2);
             return value;
         }
     return "unknown";
@@ -166,7 +173,7 @@ std::string or_unknown(std::string s) { return s.empty() ? "unknown" : s; }
 const metadata& static_metadata() {
     static const metadata m = [] {
         const machine_info& mach = machine();
-        struct utsname u {};
+        struct utsname u{};
         const bool have_uname = ::uname(&u) == 0;
         char host[256] = {};
         ::gethostname(host, sizeof host - 1);
@@ -219,10 +226,29 @@ const machine_info& machine() {
 }
 
 const std::vector<std::string>& metadata_keys() {
-    static const std::vector<std::string> keys = {
-        "cpu_model", "cpu_simd_flags", "logical_cores", "simd", "l1d_cache", "l2_cache", "l3_cache",
-        "memory_total", "transparent_hugepages", "os", "kernel", "hostname", "compiler", "flags", "build_type", "blas",
-        "openmp_max_threads", "commit", "date_utc", "load_average", "seed", "threads", "preset"};
+    static const std::vector<std::string> keys = {"cpu_model",
+                                                  "cpu_simd_flags",
+                                                  "logical_cores",
+                                                  "simd",
+                                                  "l1d_cache",
+                                                  "l2_cache",
+                                                  "l3_cache",
+                                                  "memory_total",
+                                                  "transparent_hugepages",
+                                                  "os",
+                                                  "kernel",
+                                                  "hostname",
+                                                  "compiler",
+                                                  "flags",
+                                                  "build_type",
+                                                  "blas",
+                                                  "openmp_max_threads",
+                                                  "commit",
+                                                  "date_utc",
+                                                  "load_average",
+                                                  "seed",
+                                                  "threads",
+                                                  "preset"};
     return keys;
 }
 

@@ -30,7 +30,7 @@ struct column {
 /// A plain-text table for terminals and logs: a header line with units in brackets, a rule,
 /// then rows; numeric columns right-aligned. The same rows also render as CSV.
 class text_table {
-public:
+  public:
     explicit text_table(std::vector<column> columns);
     /// Plain headers: the first column text (left-aligned), the others numbers, no units.
     explicit text_table(const std::vector<std::string>& headers);
@@ -43,7 +43,7 @@ public:
     /// holds a comma, quote or newline, and grouped integers ("1,048,576") are written plain.
     std::string csv() const;
 
-private:
+  private:
     std::vector<column> columns_;
     std::vector<std::vector<std::string>> rows_;
 };
