@@ -18,17 +18,17 @@ nlohmann::json metadata(const std::string& command, std::uint64_t seed, int thre
     return j;
 }
 
-std::string rows_csv(const nlohmann::ordered_json& rows) {
-    std::vector<std::string> keys;
-    for (const auto& r : rows)
-        for (const auto& [k, v] : r.items())
-            if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
+std::string rows_csv(const nlohmann::ordered_json& rows, std::vector<std::string> keys) {
+    if (keys.empty())
+        for (const auto& r : rows)
+            for (const auto& [k, v] : r.items())
+                if (std::find(keys.begin(), keys.end(), k) == keys.end()) keys.push_back(k);
     text_table t(keys);
     for (const auto& r : rows) {
         std::vector<std::string> cells;
         for (const auto& k : keys) {
             const auto it = r.find(k);
-            if (it == r.end() || it->is_null() || it->is_structured())
+            if (it == r.end() || it->is_null())
                 cells.push_back("");
             else if (it->is_string())
                 cells.push_back(it->get<std::string>());

@@ -21,8 +21,8 @@ namespace attn::cli {
 /// flags, commit, date, seed, threads) plus the command that wrote it.
 nlohmann::json metadata(const std::string& command, std::uint64_t seed = 0, int threads = 1);
 
-/// A JSON array of flat objects as CSV: the columns are the objects' keys (in first-seen order),
-/// strings as they are, numbers and booleans as JSON writes them, null and nested values empty.
+/// A JSON array of objects as CSV: the columns are `keys`, or when none are given the objects'
+/// keys in first-seen order; strings as they are, null empty, anything else as JSON writes it.
 /// So a stage's CSV is its JSON, column for key.
-std::string rows_csv(const nlohmann::ordered_json& rows);
+std::string rows_csv(const nlohmann::ordered_json& rows, std::vector<std::string> keys = {});
 } // namespace attn::cli

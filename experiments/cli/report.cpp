@@ -135,24 +135,6 @@ std::function<outcome(run_context&)> subcommands(std::vector<std::vector<std::st
     };
 }
 
-text_table csv_of(const json& rows, const std::vector<std::string>& keys) {
-    text_table t(keys);
-    for (const auto& r : rows) {
-        std::vector<std::string> cells;
-        for (const auto& k : keys) {
-            const auto it = r.find(k);
-            if (it == r.end() || it->is_null())
-                cells.push_back("");
-            else if (it->is_string())
-                cells.push_back(it->get<std::string>());
-            else
-                cells.push_back(it->dump());
-        }
-        t.add_row(cells);
-    }
-    return t;
-}
-
 // --- the stages ------------------------------------------------------------------------------
 
 outcome stage_peak(run_context& c) {
@@ -214,9 +196,8 @@ outcome stage_claims(run_context& c) {
     const outcome ok =
         subcommands({{"toy", "--out", "{out}"}, {"hull", "--out", "{out}"}, {"claims", "--out", "{out}"}})(c);
     if (fs::exists(c.dir / "claims.json"))
-        c.write("claims.csv", csv_of(read_json(c.dir / "claims.json")["claims"],
-                                     {"id", "source", "claim", "command", "measured", "verdict", "note"})
-                                  .csv());
+        c.write("claims.csv", rows_csv(read_json(c.dir / "claims.json")["claims"],
+                                       {"id", "source", "claim", "command", "measured", "verdict", "note"}));
     return ok;
 }
 
@@ -575,7 +556,7 @@ void aggregate_perf(const fs::path& dir) {
                                   "time_ms_max", "cpu_time_ms", "core_time_ms"};
     cols.insert(cols.end(), counter_keys.begin(), counter_keys.end());
     cols.push_back("error");
-    attn::write_atomic((dir / "perf.csv").string(), csv_of(rows, cols).csv());
+    attn::write_atomic((dir / "perf.csv").string(), rows_csv(rows, cols));
 }
 
 // ---------------------------------------------------------------------------------------------
