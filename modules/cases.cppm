@@ -8,8 +8,11 @@
 module;
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 #include <nlohmann/json.hpp>
 export module attn.cases;
@@ -83,6 +86,11 @@ void from_json(const Json& j, sweep_case& c) {
             require(!required, std::string("the case has no field '") + key + "'");
             return;
         }
+        // nlohmann converts any number to an integer field with a plain cast: -1 would wrap and
+        // 1e300 is undefined behaviour. A size must be a non-negative JSON integer.
+        if constexpr (std::is_same_v<std::remove_cvref_t<decltype(into)>, std::size_t>)
+            require(it->is_number_integer() && (it->is_number_unsigned() || it->template get<std::int64_t>() >= 0),
+                    std::string("the case's field '") + key + "' must be a non-negative integer, not " + it->dump());
         try {
             it->get_to(into);
         } catch (const typename Json::exception&) {
@@ -108,6 +116,8 @@ void from_json(const Json& j, sweep_case& c) {
             "the case's heads " + std::to_string(c.heads) + " does not divide d_model " + std::to_string(c.d_model));
     c.d_head = c.d_model / c.heads;
     if (c.mode == "decode") {
+        require(c.context < std::numeric_limits<std::size_t>::max(),
+                "the case's context " + std::to_string(c.context) + " is too large");
         c.n_q = 1;
         c.n_kv = c.context + 1;
     } else {

@@ -4,6 +4,7 @@ module;
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -63,11 +64,17 @@ class reader {
             }
     }
 
-    std::int64_t integer(const toml::node& n, const std::string& key, std::int64_t min) const {
+    std::int64_t integer(const toml::node& n, const std::string& key, std::int64_t min,
+                         std::int64_t max = std::numeric_limits<std::int64_t>::max()) const {
         if (!n.is_integer()) fail(n, key, std::string("must be an integer, not ") + type_name(n));
         const std::int64_t v = n.as_integer()->get();
         if (v < min) fail(n, key, "must be >= " + std::to_string(min) + " (got " + std::to_string(v) + ")");
+        if (v > max) fail(n, key, "must be <= " + std::to_string(max) + " (got " + std::to_string(v) + ")");
         return v;
+    }
+    /// An integer stored as int: refused, not narrowed, above INT_MAX.
+    int count(const toml::node& n, const std::string& key) const {
+        return int(integer(n, key, 1, std::numeric_limits<int>::max()));
     }
 
     double number(const toml::node& n, const std::string& key) const {
@@ -250,7 +257,7 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source,
     if (const auto* n = root.get("peak")) {
         const auto& t = r.table(*n, "peak");
         r.only(t, {"repetitions"}, "[peak]");
-        if (const auto* v = t.get("repetitions")) s.peak_repetitions = int(r.integer(*v, "repetitions", 1));
+        if (const auto* v = t.get("repetitions")) s.peak_repetitions = r.count(*v, "repetitions");
     }
     if (const auto* n = root.get("check")) {
         const auto& t = r.table(*n, "check");
@@ -294,7 +301,7 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source,
         std::set<std::string> known{"repetitions", "min_time", "grid"};
         known.insert(grid_keys.begin(), grid_keys.end());
         r.only(t, known, "[perf]");
-        if (const auto* v = t.get("repetitions")) s.repetitions = int(r.integer(*v, "repetitions", 1));
+        if (const auto* v = t.get("repetitions")) s.repetitions = r.count(*v, "repetitions");
         if (const auto* v = t.get("min_time")) s.min_time = r.number(*v, "min_time");
         read_grid_keys(r, t, defaults);
         if (const auto* v = t.get("grid")) {

@@ -61,6 +61,14 @@ TEST_CASE("a case that is not one is refused, naming the field", "[cases]") {
     CHECK_THROWS_WITH(json::parse(R"({"variant": "simd", "mode": "core", "d_model": 10, "heads": 4, "n_q": 4})")
                           .get<attn::sweep_case>(),
                       Catch::Contains("does not divide"));
+    // sizes are non-negative integers: nlohmann would wrap -1 and cast 1e300 (undefined behaviour)
+    CHECK_THROWS_WITH(json::parse(R"({"variant": "simd", "mode": "core", "d_model": 8, "heads": 2, "n_q": -1})")
+                          .get<attn::sweep_case>(),
+                      Catch::Contains("'n_q' must be a non-negative integer, not -1"));
+    CHECK_THROWS_WITH(
+        json::parse(R"({"variant": "simd", "mode": "decode", "d_model": 8, "heads": 2, "context": 1e300})")
+            .get<attn::sweep_case>(),
+        Catch::Contains("'context' must be a non-negative integer"));
     CHECK_THROWS_WITH(json::parse(R"({"variant": "simd", "mode": "decoder", "d_model": 8, "heads": 2, "n_q": 4})")
                           .get<attn::sweep_case>(),
                       Catch::Contains("decoder"));

@@ -89,6 +89,21 @@ TEST_CASE("bad .npy files are one-line errors naming the file", "[npy][errors]")
     const auto huge = scratch("huge.npy"); // a corrupt header must not make us allocate petabytes
     write_raw(huge, "<f8", "(100000000000, 100000)", std::string(8, '\0'));
     CHECK(load_error(huge.string()).find(": truncated: shape (100000000000, 100000)") != std::string::npos);
+
+    const auto wraps = scratch("wraps.npy"); // 2^32 * 2^32 * 2 elements wrap to 0 in 64 bits
+    write_raw(wraps, "<f8", "(4294967296, 4294967296, 2)", std::string(16, '\0'));
+    CHECK(load_error(wraps.string()) ==
+          wraps.string() + ": shape (4294967296, 4294967296, 2) has more elements than 2^64");
+
+    const auto v2 = scratch("v2_length.npy"); // a version 2.0 header length of 4 GB in a 70-byte file
+    std::ofstream(v2, std::ios::binary) << std::string("\x93NUMPY\x02\x00\xff\xff\xff\xff", 12)
+                                        << "{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }\n";
+    CHECK(load_error(v2.string()).find("the header length 4294967295 runs past the end of the file") !=
+          std::string::npos);
+
+    const auto keys = scratch("keys.npy"); // the header is a dict of exactly the three keys
+    write_raw(keys, "<f8", "(1,), 'extra': 1", std::string(8, '\0'));
+    CHECK(load_error(keys.string()).find("unknown header key 'extra'") != std::string::npos);
 }
 
 TEST_CASE("state_dict directories: round trip, packed in_proj, shape errors", "[npy][weights]") {

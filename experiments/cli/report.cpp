@@ -187,7 +187,9 @@ outcome stage_check(run_context& c) {
 std::set<std::string> failed_check(const fs::path& dir) {
     std::set<std::string> failed;
     if (!fs::exists(dir / "check.json")) return failed;
-    for (const auto& r : read_json(dir / "check.json")["cases"])
+    // named: a range-for over a member of a temporary would outlive the temporary (until C++23)
+    const json check = read_json(dir / "check.json");
+    for (const auto& r : check.value("cases", json::array()))
         if (!r.value("pass", false)) failed.insert(r.value("variant", std::string("?")));
     return failed;
 }

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Sanitizers and fuzzing, as CI runs them: builds the asan preset (ASan + UBSan, every finding
+# fatal, and the libFuzzer targets), runs the whole ctest suite under it, then runs each fuzz
+# target for a bounded time from its committed seed corpus (tests/fuzz/corpus/<target>).
+# Exits non-zero on any finding; a crashing input is left in build/asan/fuzz-work/<target>/.
+# Usage: scripts/sanitize.sh [seconds per fuzz target, default 60]
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+seconds=${1:-60}
+t0=$SECONDS
+build=$(bash "$root/scripts/build.sh" asan)
+t_build=$((SECONDS - t0))
+
+cd "$root"
+# clang-19's ASan looks for llvm-symbolizer only beside itself (llvm-19, not installed); any
+# llvm-symbolizer reads its debug information, and without one reports carry bare addresses.
+ASAN_SYMBOLIZER_PATH=${ASAN_SYMBOLIZER_PATH:-$(command -v llvm-symbolizer-19 || command -v llvm-symbolizer || true)}
+export ASAN_SYMBOLIZER_PATH
+t0=$SECONDS
+status=0
+.venv/bin/ctest --preset asan -j2 || status=$?
+t_test=$((SECONDS - t0))
+
+# The fuzzers run with the test preset's sanitizer options (see CMakePresets.json).
+# OpenMP needs no suppression or option: LLVM's libomp is not instrumented, but its worker threads
+# are pthreads that ASan intercepts and it frees what it allocates at exit, so the suite (the
+# threaded variants at 1 and 2 threads included) runs clean with leak detection on.
+eval "$(.venv/bin/python - <<'PY'
+import json, shlex
+env = next(p for p in json.load(open("CMakePresets.json"))["testPresets"] if p["name"] == "asan")["environment"]
+print("\n".join(f"export {k}={shlex.quote(v.replace('${sourceDir}', '.'))}" for k, v in env.items()))
+PY
+)"
+t0=$SECONDS
+for target in npy sweep case; do
+  work="$build/fuzz-work/$target"
+  rm -rf "$work" && mkdir -p "$work/new"
+  # new inputs go to a scratch folder; the committed corpus is only read
+  if ! "$build/fuzz/fuzz_$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -print_final_stats=1 -artifact_prefix="$work/" "$work/new" "tests/fuzz/corpus/$target" \
+      >"$work/log.txt" 2>&1; then
+    echo "sanitize: fuzz_$target found something: $work/log.txt" >&2
+    tail -40 "$work/log.txt" >&2
+    status=1
+  fi
+  grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$work/log.txt" | sed "s/^/sanitize: fuzz_$target /" || true
+done
+t_fuzz=$((SECONDS - t0))
+echo "sanitize: asan build ${t_build}s, ctest ${t_test}s, fuzzing ${t_fuzz}s (${seconds}s per target); status $status"
+exit "$status"
