@@ -45,10 +45,6 @@ struct stream_point {
     stats gbs; ///< bytes read per second, 10^9
 };
 
-/// The roofline of measured ceilings: the read rate, in GB/s, that `flop_per_byte` FLOPs per
-/// byte allow, min(triad_gbs, fma_gflops / flop_per_byte) (the triad alone for 0).
-double roof_gbs(double triad_gbs, double fma_gflops, double flop_per_byte);
-
 /// The machine's ceilings. FMA in GFLOP/s (an FMA counts as 2 FLOPs); triad in GB/s
 /// (10^9 bytes/s) counting 12 bytes per element -- read b and c, write a -- as STREAM does;
 /// the write-allocate read of a that the caches also perform is not counted.

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 import attn.results;
 import attn.peak;
+import attn.count;
 
 namespace fs = std::filesystem;
 
@@ -204,11 +205,11 @@ TEST_CASE("a triad probe measures again and again on the arrays it allocated onc
 }
 
 TEST_CASE("the roofline: min(triad, FMA / intensity)", "[peak]") {
-    CHECK(attn::peak::roof_gbs(50.0, 232.0, 8.0) == 29.0);                  // arithmetic-bound: 232 / 8
-    CHECK(attn::peak::roof_gbs(35.0, 232.0, 4.0) == 35.0);                  // 58 GB/s of arithmetic: the triad binds
-    CHECK(attn::peak::roof_gbs(35.0, 232.0, 0.0) == 35.0);                  // no arithmetic: the triad
-    CHECK(attn::peak::roof_gbs(35.0, 232.0, 232.0 / 35.0) == Approx(35.0)); // the ridge point
-    CHECK_THROWS_AS(attn::peak::stream_gbs(1, 3), attn::error);             // 3 FMAs per batch: not a probe
+    CHECK(attn::roofline_gbs(50.0, 232.0, 8.0) == 29.0);                  // arithmetic-bound: 232 / 8
+    CHECK(attn::roofline_gbs(35.0, 232.0, 4.0) == 35.0);                  // 58 GB/s of arithmetic: the triad binds
+    CHECK(attn::roofline_gbs(35.0, 232.0, 0.0) == 35.0);                  // no arithmetic: the triad
+    CHECK(attn::roofline_gbs(35.0, 232.0, 232.0 / 35.0) == Approx(35.0)); // the ridge point
+    CHECK_THROWS_AS(attn::peak::stream_gbs(1, 3), attn::error);           // 3 FMAs per batch: not a probe
 }
 
 TEST_CASE("peak rejects bad options with one-line errors", "[peak]") {

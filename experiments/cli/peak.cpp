@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include "commands.hpp"
 #include "output.hpp"
+import attn.count;
 import attn.peak;
 import attn.results;
 
@@ -59,7 +60,7 @@ std::string render_ceilings(const peak::ceilings& c, int repetitions) {
              "read); "
              "against the roofline min(triad, FMA / I) of the medians above:";
         for (const auto& p : c.stream) {
-            const double roof = peak::roof_gbs(c.triad_all_gbs.median, c.fma_all_gflops.median, p.flop_per_byte);
+            const double roof = roofline_gbs(c.triad_all_gbs.median, c.fma_all_gflops.median, p.flop_per_byte);
             s += " " + format_number(p.flop_per_byte, 1) + ": " + format_number(100 * p.gbs.median / roof, 0) +
                  "% of " + format_number(roof, 1) + ";";
         }

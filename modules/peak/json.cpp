@@ -5,6 +5,7 @@ module;
 #include <vector>
 #include <nlohmann/json.hpp>
 module attn.peak;
+import attn.count; // roofline_gbs
 
 namespace attn::peak {
 
@@ -59,7 +60,7 @@ std::string to_json(const ceilings& c, int indent) {
         x["fmas_per_batch"] = p.fmas;
         x["flop_per_byte"] = p.flop_per_byte;
         x["gbs"] = stats_json(p.gbs);
-        x["roof_gbs"] = roof_gbs(c.triad_all_gbs.median, c.fma_all_gflops.median, p.flop_per_byte);
+        x["roof_gbs"] = roofline_gbs(c.triad_all_gbs.median, c.fma_all_gflops.median, p.flop_per_byte);
         probe.push_back(x);
     }
     j["stream_fma"] = probe;

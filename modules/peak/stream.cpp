@@ -85,10 +85,6 @@ stats stream_impl(triad_arrays& arr, int threads, int fmas, int repetitions) {
     });
 }
 
-double roof_gbs(double triad, double fma, double flop_per_byte) {
-    return flop_per_byte > 0 ? std::min(triad, fma / flop_per_byte) : triad;
-}
-
 stats stream_gbs(int threads, int fmas, const options& opt) {
     check_options(opt);
     stream_kernel_for(fmas);
