@@ -23,5 +23,6 @@ void add_hull(CLI::App& app);
 void add_claims(CLI::App& app);
 void add_report(CLI::App& app); // and `plot`
 void add_compare(CLI::App& app);
+void add_peer_io(CLI::App& app);
 
 } // namespace attn::cli

@@ -1,0 +1,149 @@
+"""The report's peers and threads sections: which peers ran (library, version, threads, the
+kernel that ran) or how to install the missing ones (peers.json), per shape our best variant's
+median against each peer's with a Mann-Whitney U p-value over the repetitions (Google
+Benchmark's compare machinery: gbench.report.calc_utest, the function `attnbench compare`'s
+compare.py calls), and the threads sweep's speed-up and parallel efficiency."""
+import glob
+import json
+import os
+import sys
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from plotting import md_table, num  # noqa: E402
+
+SHAPE = ("mode", "d_model", "heads", "kv_heads", "n_q", "n_kv", "context", "batch", "threads", "causal")
+
+
+def is_peer(r):
+    return isinstance(r.get("peer"), dict)
+
+
+def measured(r):
+    """The time a row is compared by: a decode case's attention core (a peer's decode is its core
+    alone), the whole call otherwise."""
+    return r.get("core_time_ms") if r["mode"] == "decode" else r.get("time_ms")
+
+
+def utest():
+    """gbench.report.calc_utest from libbenchmark-tools' compare.py, or None."""
+    tool = os.environ.get("ATTNBENCH_GBENCH_COMPARE", "/usr/share/benchmark/compare.py")
+    sys.path.insert(0, os.path.dirname(tool))
+    try:
+        from gbench import report
+        return report.calc_utest
+    except ImportError:
+        return None
+
+
+def repetitions(d, case_id, decode):
+    """Per repetition (real ms, cpu ms) of a stored case."""
+    try:
+        with open(os.path.join(d, "cases", case_id + ".json")) as f:
+            rec = json.load(f)
+    except OSError:
+        return [], []
+    reps = rec.get("core_repetitions" if decode else "repetitions", [])
+    return [x["time_ms"] for x in reps], [x["cpu_time_ms"] for x in reps]
+
+
+def section(d, perf):
+    info = None
+    try:
+        with open(os.path.join(d, "peers.json")) as f:
+            info = json.load(f)
+    except OSError:
+        pass
+    rows = [r for r in (perf or {}).get("cases", []) if r["status"] == "ok" and measured(r)]
+    peers = [r for r in rows if is_peer(r)]
+    if not info and not peers:
+        return ""
+    md = ["## Versus peers\n"]
+    for m in (info or {}).get("missing", []):
+        md.append(f"- {m['message']}\n")
+    libs = {}
+    for r in peers:
+        p = r["peer"]
+        libs.setdefault((r["variant"], p.get("library"), p.get("version"), p.get("op"), p.get("kernel")),
+                        set()).add(r["threads"])
+    if libs:
+        md.append("Each peer's output was checked against the fp64 reference on the first case of every shape "
+                  "(`attnbench peer-io --judge`, the suite's tolerance policy) before it was timed. A peer's decode "
+                  "case is its attention over the cache alone, compared with our decode core (`ID/core`).\n")
+        md.append(md_table(["peer", "library", "version", "operator", "kernel that ran", "threads"],
+                           [[v, lib, ver, op, kern, ", ".join(map(str, sorted(ts))) + " (intra-op)"]
+                            for (v, lib, ver, op, kern), ts in sorted(libs.items(), key=lambda x: x[0][0])]) + "\n")
+    calc = utest()
+    ours = defaultdict(list)
+    for r in rows:
+        if not is_peer(r):
+            ours[tuple(r[k] for k in SHAPE)].append(r)
+    table = []
+    for r in sorted(peers, key=lambda r: (r["mode"], r["variant"], [r[k] for k in SHAPE])):
+        key = tuple(r[k] for k in SHAPE)
+        if not ours.get(key):
+            continue
+        best = min(ours[key], key=measured)
+        decode = r["mode"] == "decode"
+        p = "–"
+        if calc:
+            a, b = repetitions(d, best["id"], decode), repetitions(d, r["id"], decode)
+            if a[0] and b[0]:
+                _, _, pt = calc([a[1], b[1]], [a[0], b[0]])
+                p = num(pt, 2) if pt is not None else "– (too few repetitions)"
+        shape = f"d_model={r['d_model']} H={r['heads']}" + (f" G={r['kv_heads']}" if r["kv_heads"] != r["heads"] else "")
+        shape += f" L={r['context']}" if decode else f" N={r['n_q']}"
+        shape += f" B={r['batch']}" + (" causal" if r["causal"] and not decode else "")
+        table.append([r["mode"], shape, r["threads"], f"{best['variant']} {num(measured(best), 4)}",
+                      f"{r['variant']} {num(measured(r), 4)}", f"{measured(r) / measured(best):.2f}×", p])
+    if table:
+        md.append("Per shape and thread count: our fastest variant's median time and each peer's, the peer's over "
+                  "ours (above 1×: we are faster), and the two-sided Mann–Whitney U p-value of the wall times over "
+                  "the repetitions (with 3 repetitions a side the smallest possible p is 0.1).\n")
+        md.append(md_table(["mode", "shape", "threads", "ours [ms]", "peer [ms]", "peer / ours", "U-test p"],
+                           table) + "\n")
+    return "\n".join(md)
+
+
+def threads_figure(figdir, perf, save):
+    """Speed-up over 1 thread and parallel efficiency (speed-up / threads) for every shape run at
+    two or more thread counts; None when there is none."""
+    series = defaultdict(dict)
+    for r in (perf or {}).get("cases", []):
+        if r["status"] == "ok" and measured(r):
+            shape = tuple(r[k] for k in SHAPE if k != "threads")
+            series[(r["variant"],) + shape][r["threads"]] = measured(r)
+    lines = {k: v for k, v in series.items() if len(v) >= 2 and 1 in v}
+    if not lines:
+        return None, ""
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
+    ts_all = sorted({t for v in lines.values() for t in v})
+    rows = []
+    for i, (k, v) in enumerate(sorted(lines.items())):
+        variant, mode, dm, h, g, n = k[:6]
+        ts = sorted(v)
+        sp = [v[1] / v[t] for t in ts]
+        lab = f"{variant} {mode} H={h} N={n}" + (f" d_head={dm // h}")
+        ls = "--" if variant in {r["variant"] for r in perf["cases"] if is_peer(r)} else "-"
+        ax1.plot(ts, sp, marker="o", ls=ls, label=lab)
+        ax2.plot(ts, [s / t for s, t in zip(sp, ts)], marker="o", ls=ls, label=lab)
+        rows.append([variant, mode, f"d_model={dm} H={h} N={n}"] + [num(v.get(t), 4) for t in ts_all] +
+                    [f"{sp[-1]:.2f}× ({100 * sp[-1] / ts[-1]:.0f}%)"])
+    ax1.plot(ts_all, ts_all, color="black", ls=":", lw=1, label="ideal")
+    for ax, yl in ((ax1, "speed-up over 1 thread [×]"), (ax2, "parallel efficiency: speed-up / threads")):
+        ax.set_xticks(ts_all)
+        ax.set_xlabel("threads")
+        ax.set_ylabel(yl)
+        ax.grid(True, alpha=0.3)
+    ax2.set_ylim(0, 1.1)
+    ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.suptitle("Threads sweep: speed-up and parallel efficiency (median times; dashed: peers)", y=1.02)
+    fig.tight_layout()
+    path = save(fig, figdir, "threads_efficiency")
+    table = md_table(["provider", "mode", "shape"] + [f"{t} thr [ms]" for t in ts_all] +
+                     [f"speed-up at {ts_all[-1]} (efficiency)"], rows)
+    return path, table
