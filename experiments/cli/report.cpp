@@ -201,7 +201,7 @@ int render(const fs::path& dir) {
     require(fs::exists(script), script.string() + ": not found (the plots script of this build's source tree)");
     fs::create_directories(dir / "logs");
     // the versus-peers table's U test is compare.py's own (gbench.report.calc_utest)
-    ::setenv("ATTNBENCH_GBENCH_COMPARE", attn::build().gbench_compare.c_str(), 0);
+    ::setenv("ATTNBENCH_GBENCH_COMPARE", attn::build().gbench_compare, 0);
     const auto r = run_process({python, script.string(), dir.string()}, "", (dir / "logs" / "plot.err").string());
     if (r.interrupted()) throw interrupted{};
     if (r.exit_code != 0) {

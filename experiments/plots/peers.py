@@ -14,7 +14,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from perf import style  # noqa: E402
 from plotting import md_table, num  # noqa: E402
+
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 
 SHAPE = ("mode", "d_model", "heads", "kv_heads", "n_q", "n_kv", "context", "batch", "threads", "causal")
 
@@ -94,7 +97,7 @@ def section(d, perf):
             a, b = repetitions(d, best["id"], decode), repetitions(d, r["id"], decode)
             if a[0] and b[0]:
                 _, _, pt = calc([a[1], b[1]], [a[0], b[0]])
-                p = num(pt, 2) if pt is not None else "– (too few repetitions)"
+                p = (num(pt, 2) if pt is not None else "–") + f" ({len(a[0])} vs {len(b[0])})"
         shape = f"d_model={r['d_model']} H={r['heads']}" + (f" G={r['kv_heads']}" if r["kv_heads"] != r["heads"] else "")
         shape += f" L={r['context']}" if decode else f" N={r['n_q']}"
         shape += f" B={r['batch']}" + (" causal" if r["causal"] and not decode else "")
@@ -103,7 +106,8 @@ def section(d, perf):
     if table:
         md.append("Per shape and thread count: our fastest variant's median time and each peer's, the peer's over "
                   "ours (above 1×: we are faster), and the two-sided Mann–Whitney U p-value of the wall times over "
-                  "the repetitions (with 3 repetitions a side the smallest possible p is 0.1).\n")
+                  "the repetitions (their counts in brackets; with n a side the smallest p possible is "
+                  "2/C(2n, n): 0.33 for 2, 0.1 for 3, 0.008 for 5).\n")
         md.append(md_table(["mode", "shape", "threads", "ours [ms]", "peer [ms]", "peer / ours", "U-test p"],
                            table) + "\n")
     return "\n".join(md)
@@ -122,16 +126,19 @@ def threads_figure(figdir, perf, save):
         return None, ""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
     ts_all = sorted({t for v in lines.values() for t in v})
-    rows = []
-    for i, (k, v) in enumerate(sorted(lines.items())):
-        variant, mode, dm, h, g, n = k[:6]
+    rows, nth = [], defaultdict(int)
+    for k, v in sorted(lines.items()):
+        variant, mode, dm, h, g, n, _, ctx, b, causal = k
         ts = sorted(v)
         sp = [v[1] / v[t] for t in ts]
-        lab = f"{variant} {mode} H={h} N={n}" + (f" d_head={dm // h}")
-        ls = "--" if variant in {r["variant"] for r in perf["cases"] if is_peer(r)} else "-"
-        ax1.plot(ts, sp, marker="o", ls=ls, label=lab)
-        ax2.plot(ts, [s / t for s, t in zip(sp, ts)], marker="o", ls=ls, label=lab)
-        rows.append([variant, mode, f"d_model={dm} H={h} N={n}"] + [num(v.get(t), 4) for t in ts_all] +
+        shape = f"d_model={dm} H={h}" + (f" G={g}" if g != h else "") + (f" L={ctx}" if mode == "decode" else f" N={n}")
+        shape += (f" B={b}" if b != 1 else "") + (" causal" if causal and mode != "decode" else "")
+        lab = f"{variant} {mode} {shape}"
+        st = dict(style(variant), marker=MARKERS[nth[variant] % len(MARKERS)])  # colour: the provider
+        nth[variant] += 1
+        ax1.plot(ts, sp, label=lab, **st)
+        ax2.plot(ts, [s / t for s, t in zip(sp, ts)], label=lab, **st)
+        rows.append([variant, mode, shape] + [num(v.get(t), 4) for t in ts_all] +
                     [f"{sp[-1]:.2f}× ({100 * sp[-1] / ts[-1]:.0f}%)"])
     ax1.plot(ts_all, ts_all, color="black", ls=":", lw=1, label="ideal")
     for ax, yl in ((ax1, "speed-up over 1 thread [×]"), (ax2, "parallel efficiency: speed-up / threads")):
