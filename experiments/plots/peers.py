@@ -26,6 +26,10 @@ def is_peer(r):
     return isinstance(r.get("peer"), dict)
 
 
+def peer_names(perf):
+    return {r["variant"] for r in perf["cases"] if is_peer(r)}
+
+
 def measured(r):
     """The time a row is compared by: a decode case's attention core (a peer's decode is its core
     alone), the whole call otherwise."""
@@ -122,6 +126,10 @@ def threads_figure(figdir, perf, save):
             shape = tuple(r[k] for k in SHAPE if k != "threads")
             series[(r["variant"],) + shape][r["threads"]] = measured(r)
     lines = {k: v for k, v in series.items() if len(v) >= 2 and 1 in v}
+    # the shapes where one of our variants ran at several thread counts (the threads grids), each
+    # with the peers that ran on it; a peer's 1-thread cases elsewhere only follow our 1-thread variants
+    swept = {k[1:] for k in lines if k[0] not in peer_names(perf)}
+    lines = {k: v for k, v in lines.items() if k[1:] in swept}
     if not lines:
         return None, ""
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
@@ -140,7 +148,8 @@ def threads_figure(figdir, perf, save):
         ax2.plot(ts, [s / t for s, t in zip(sp, ts)], label=lab, **st)
         rows.append([variant, mode, shape] + [num(v.get(t), 4) for t in ts_all] +
                     [f"{sp[-1]:.2f}× ({100 * sp[-1] / ts[-1]:.0f}%)"])
-    ax1.plot(ts_all, ts_all, color="black", ls=":", lw=1, label="ideal")
+    ideal = ax1.plot(ts_all, ts_all, color="black", ls=":", lw=1, label="ideal: speed-up = threads")
+    ax1.legend(handles=ideal, fontsize=8, loc="upper left")
     for ax, yl in ((ax1, "speed-up over 1 thread [×]"), (ax2, "parallel efficiency: speed-up / threads")):
         ax.set_xticks(ts_all)
         ax.set_xlabel("threads")
