@@ -17,7 +17,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 from perf import style  # noqa: E402
 from plotting import md_table, num  # noqa: E402
 
-MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
 
 SHAPE = ("mode", "d_model", "heads", "kv_heads", "n_q", "n_kv", "context", "batch", "threads", "causal")
 
@@ -132,32 +131,57 @@ def threads_figure(figdir, perf, save):
     lines = {k: v for k, v in lines.items() if k[1:] in swept}
     if not lines:
         return None, ""
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
+    # one panel per mode: shapes along x, a bar per provider and thread count above 1 (peers
+    # hatched), its height the parallel efficiency; the speed-up is the bar's label
     ts_all = sorted({t for v in lines.values() for t in v})
-    rows, nth = [], defaultdict(int)
-    for k, v in sorted(lines.items()):
-        variant, mode, dm, h, g, n, _, ctx, b, causal = k
-        ts = sorted(v)
-        sp = [v[1] / v[t] for t in ts]
-        shape = f"d_model={dm} H={h}" + (f" G={g}" if g != h else "") + (f" L={ctx}" if mode == "decode" else f" N={n}")
-        shape += (f" B={b}" if b != 1 else "") + (" causal" if causal and mode != "decode" else "")
-        lab = f"{variant} {mode} {shape}"
-        st = dict(style(variant), marker=MARKERS[nth[variant] % len(MARKERS)])  # colour: the provider
-        nth[variant] += 1
-        ax1.plot(ts, sp, label=lab, **st)
-        ax2.plot(ts, [s / t for s, t in zip(sp, ts)], label=lab, **st)
-        rows.append([variant, mode, shape] + [num(v.get(t), 4) for t in ts_all] +
-                    [f"{sp[-1]:.2f}× ({100 * sp[-1] / ts[-1]:.0f}%)"])
-    ideal = ax1.plot(ts_all, ts_all, color="black", ls=":", lw=1, label="ideal: speed-up = threads")
-    ax1.legend(handles=ideal, fontsize=8, loc="upper left")
-    for ax, yl in ((ax1, "speed-up over 1 thread [×]"), (ax2, "parallel efficiency: speed-up / threads")):
-        ax.set_xticks(ts_all)
-        ax.set_xlabel("threads")
-        ax.set_ylabel(yl)
-        ax.grid(True, alpha=0.3)
-    ax2.set_ylim(0, 1.1)
-    ax2.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.suptitle("Threads sweep: speed-up and parallel efficiency (median times; dashed: peers)", y=1.02)
+    modes = sorted({k[1] for k in lines})
+    provs = sorted({k[0] for k in lines})
+    peers = peer_names(perf)
+    rows = []
+    widths = [max(4.5, 1.5 + 1.1 * len({k[1:] for k in lines if k[1] == m})) for m in modes]
+    fig, axes = plt.subplots(1, len(modes), figsize=(sum(widths), 4.8), squeeze=False,
+                             gridspec_kw={"width_ratios": widths})
+    for ax, mode in zip(axes[0], modes):
+        keys = sorted({k[1:] for k in lines if k[1] == mode})
+        bars = [(p, t) for p in provs for t in ts_all[1:] if any(t in lines.get((p,) + s, {}) for s in keys)]
+        width = 0.8 / max(1, len(bars))
+        labels = []
+        for i, s in enumerate(keys):
+            _, dm, h, g, n, _, ctx, b, causal = s
+            shape = f"H={h}" + (f" G={g}" if g != h else "") + (f"\nL={ctx}" if mode == "decode" else f"\nN={n}")
+            shape += (f" B={b}" if b != 1 else "") + (" causal" if causal and mode != "decode" else "")
+            labels.append(shape + (f"\nd_model={dm}" if dm != 512 else ""))
+            for j, (p, t) in enumerate(bars):
+                v = lines.get((p,) + s)
+                if not v or t not in v:
+                    continue
+                sp = v[1] / v[t]
+                st = style(p)
+                bar = ax.bar(i + (j - (len(bars) - 1) / 2) * width, sp / t, width * 0.95, color=st["color"],
+                             hatch="//" if p in peers else None, edgecolor="white" if p in peers else None,
+                             label=f"{p}, {t} threads" + (" (peer)" if p in peers else "") if i == 0 or
+                             not any((p,) + k in lines for k in keys[:i]) else None)
+                ax.bar_label(bar, labels=[f"{sp:.2f}×"], fontsize=6, rotation=90, padding=2)
+        for s in keys:
+            for p in provs:
+                v = lines.get((p,) + s)
+                if v:
+                    _, dm, h, g, n, _, ctx, b, causal = s
+                    shape = f"d_model={dm} H={h}" + (f" G={g}" if g != h else "")
+                    shape += f" L={ctx}" if mode == "decode" else f" N={n}"
+                    sp = v[1] / v[max(v)]
+                    rows.append([p, mode, shape] + [num(v.get(t), 4) for t in ts_all] +
+                                [f"{sp:.2f}× ({100 * sp / max(v):.0f}%)"])
+        ax.axhline(1.0, color="black", ls=":", lw=1)
+        ax.set_xticks(range(len(keys)))
+        ax.set_xticklabels(labels, fontsize=7)
+        top = max([v[1] / v[t] / t for k, v in lines.items() if k[1] == mode for t in v] + [1.0])
+        ax.set_ylim(0, top * 1.25)
+        ax.set_ylabel("parallel efficiency: speed-up / threads")
+        ax.set_title(f"{mode} (bar labels: speed-up over 1 thread)", fontsize=9)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2)
+    fig.suptitle("Threads sweep: parallel efficiency (median times; hatched: peers; dotted: ideal)", y=1.02)
     fig.tight_layout()
     path = save(fig, figdir, "threads_efficiency")
     table = md_table(["provider", "mode", "shape"] + [f"{t} thr [ms]" for t in ts_all] +
