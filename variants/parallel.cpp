@@ -4,6 +4,9 @@
 // is computed exactly as on one thread, so the result is the same bytes for any thread count.
 // Measured (core, H=8, d_head=64, 2 threads): 13.4 / 52.9 / 211.1 ms at N = 1024 / 2048 / 4096,
 // 69-70% of the 232 GFLOP/s 2-thread peak; layer d_model=512 N=2048: 75.1 ms, 74% of peak.
+// bf16 and f16: Q, K, V, W and x widened to fp32 while packing (bf16 by a 16-bit shift, f16 by
+// F16C), the fp32 micro-kernel and softmax unchanged, P kept in fp32, outputs rounded to nearest
+// even as stored; no vdpbf16ps path (attn::kernels::isa::bf16_path says which runs).
 module;
 #include <cstddef>
 module attn.variants;
