@@ -100,6 +100,7 @@ void from_json(const Json& j, sweep_case& c) {
     get("variant", c.variant, true);
     get("mode", c.mode, true);
     get("precision", c.precision, false);
+    parse_precision(c.precision); // an unknown one is an error naming it
     get("d_model", c.d_model, true);
     get("heads", c.heads, true);
     get("kv_heads", c.kv_heads, false);

@@ -25,6 +25,14 @@
 // sum_k |W_o,rk| (context error) + lambda sqrt(H d_head) u (sum_k |W_o,rk| V + |b_o,r|).
 // The reference's own error (same formula at 2^-53) is added. A case passes when every element
 // is within its bound; `ratio` reports the worst error / bound.
+// bf16 and f16 (storage formats, fp32 arithmetic): the reference runs on the same inputs and
+// weights rounded to the format, the bound above is taken at fp32's u, and the roundings the
+// kernel adds are charged at the format's u_s: in a layer the stored Q and K (each score off by
+// at most u_s times the smaller of 2 sum|q k| and, roundings being independent, lambda
+// sqrt(2 sum (q k)^2); the weights by a factor within exp(+-2 that), not linearised since u_s
+// times a score need not be small), the stored V (u_s V_i), the stored context (through W_o,
+// the smaller of worst case and lambda sqrt(sum W_o^2 |ctx|^2)), and the output (u_s |out|). `unrounded_*` is
+// informational: the error against fp64 on the unrounded inputs, what storing in the format costs a user.
 module;
 #include <algorithm>
 #include <bit>
@@ -35,6 +43,8 @@ module;
 #include <string>
 #include <vector>
 export module attn.check;
+export import :bounds;
+export import :grid;
 import attn.core;
 import attn.reference;
 
@@ -52,13 +62,16 @@ struct metrics {
     double ratio = 0;      ///< max |out - ref| / bound: <= 1 passes
     std::size_t worst = 0; ///< flat index of the element with the largest ratio
     bool pass = true;
+    double unrounded_max_abs = 0; ///< bf16/f16: max |out - fp64 on the unrounded inputs| (else = max_abs)
+    double unrounded_max_rel = 0; ///< the same relative to that reference's max |element|
 };
 
 /// Distance in ulps between two values of type T (via their ordered bit patterns).
 template <class T>
 double ulp_distance(T a, T b) {
-    using U = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
-    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<double>::infinity();
+    using U = std::conditional_t<sizeof(T) == 2, std::int16_t,
+                                 std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>>;
+    if (std::isnan(double(a)) || std::isnan(double(b))) return std::numeric_limits<double>::infinity();
     auto ordered = [](T x) {
         const U i = std::bit_cast<U>(x);
         return i < 0 ? std::numeric_limits<U>::min() - i : i;
@@ -67,10 +80,11 @@ double ulp_distance(T a, T b) {
     return std::abs(d);
 }
 
-/// `bound` is per unit roundoff; `u` is the variant's plus the reference's.
+/// `bound` is per unit roundoff; `u` is the variant's plus the reference's; `store` (absolute,
+/// may be empty) is what rounding to a storage format adds.
 template <class T>
 metrics compare(const std::vector<T>& out, const std::vector<double>& ref, const std::vector<double>& bound_per_u,
-                double u) {
+                double u, const std::vector<double>& store = {}) {
     metrics m;
     double num = 0, den = 0;
     for (std::size_t i = 0; i < out.size(); ++i) {
@@ -81,7 +95,7 @@ metrics compare(const std::vector<T>& out, const std::vector<double>& ref, const
         num += err * err;
         den += r * r;
         m.max_ulp = std::max(m.max_ulp, ulp_distance<T>(out[i], T(r)));
-        const double bound = u * bound_per_u[i];
+        const double bound = u * bound_per_u[i] + (store.empty() ? 0.0 : store[i]);
         const double ratio = bound > 0 ? err / bound : (err > 0 ? std::numeric_limits<double>::infinity() : 0.0);
         if (ratio > m.ratio || i == 0) {
             m.ratio = ratio;
@@ -90,6 +104,8 @@ metrics compare(const std::vector<T>& out, const std::vector<double>& ref, const
     }
     m.nmse = den > 0 ? num / den : num;
     m.pass = m.ratio <= 1.0;
+    m.unrounded_max_abs = m.max_abs;
+    m.unrounded_max_rel = m.max_rel;
     return m;
 }
 
@@ -115,93 +131,70 @@ inline inputs make_inputs(const problem& p, mode m, std::uint64_t seed, double m
     return in;
 }
 
-namespace detail {
-
-template <class T>
-std::vector<double> widen(const std::vector<T>& v) {
-    return {v.begin(), v.end()};
-}
-
-inline std::vector<double> absolute(std::vector<double> v) {
-    for (auto& x : v) x = std::abs(x);
-    return v;
-}
-
-inline constexpr double lambda = 6.0;
-
-/// Per-row bound on the context, in units of u, for every (b, h, i) at [(b*n_q + i)*H + h].
-/// q, k, v: magnitudes of the attention inputs (interleaved layout). For the layer, qm, km, vm
-/// are the projections' magnitude bounds Q~, K~, V~ and d_in is d_model (0 for the core alone).
-/// v_max receives V_i.
-inline std::vector<double> context_bounds(const problem& p, const std::vector<double>& q, const std::vector<double>& k,
-                                          const std::vector<double>& v, const std::vector<double>* qm,
-                                          const std::vector<double>* km, const std::vector<double>* vm,
-                                          std::size_t d_in, std::vector<double>& v_max) {
-    const std::size_t d = p.head_dim(), qw = p.q_width(), kw = p.kv_width();
-    const double scale = std::abs(p.softmax_scale()), proj = lambda * std::sqrt(double(d_in));
-    std::vector<double> out(p.batch * p.n_q * p.heads, 0.0);
-    v_max.assign(out.size(), 0.0);
-    for (std::size_t b = 0; b < p.batch; ++b)
-        for (std::size_t h = 0; h < p.heads; ++h) {
-            const std::size_t g = p.kv_head_of(h);
-            for (std::size_t i = 0; i < p.n_q; ++i) {
-                const std::size_t n = p.visible(i), qi = (b * p.n_q + i) * qw + h * d;
-                double s_max = 0, cross_max = 0, vmax = 0, vm_max = 0;
-                for (std::size_t j = 0; j < n; ++j) {
-                    const std::size_t kj = (b * p.n_kv + j) * kw + g * d;
-                    double s = 0, cross = 0;
-                    for (std::size_t t = 0; t < d; ++t) {
-                        s += q[qi + t] * k[kj + t];
-                        vmax = std::max(vmax, v[kj + t]);
-                        if (qm) {
-                            cross += (*qm)[qi + t] * k[kj + t] + q[qi + t] * (*km)[kj + t];
-                            vm_max = std::max(vm_max, (*vm)[kj + t]);
-                        }
-                    }
-                    s_max = std::max(s_max, scale * s);
-                    cross_max = std::max(cross_max, scale * cross);
-                }
-                const double weights = (4 * lambda * std::sqrt(double(d)) + 12) * s_max + 4 * proj * cross_max +
-                                       3 * lambda * std::sqrt(double(n)) + double(n) / 8 + 8;
-                const std::size_t at = (b * p.n_q + i) * p.heads + h;
-                out[at] = n ? vmax * weights + proj * vm_max : 0.0;
-                v_max[at] = vmax + proj * vm_max * 0x1.0p-24;
-            }
-        }
-    return out;
-}
-
-} // namespace detail
-
 /// The reference output (fp64) and the per-element bound in units of roundoff (multiply by
-/// the variant's u plus the reference's 2^-53). Computed once, shared by every variant.
+/// the variant's u plus the reference's 2^-53), plus, for a storage format, what its roundings
+/// add (absolute). Computed once per precision, shared by every variant.
 struct expectation {
-    std::vector<double> ref, bound;
+    std::vector<double> ref, bound, store;
 };
 
-inline expectation expect(const problem& p, mode m, const inputs& in) {
-    const std::size_t d = p.head_dim(), rq = p.batch * p.n_q, rkv = p.batch * p.n_kv;
-    expectation e;
-    std::vector<double> v_max;
+/// The fp64 reference's output on `in`.
+inline std::vector<double> reference_output(const problem& p, mode m, const inputs& in) {
+    const std::size_t d = p.head_dim(), rq = p.batch * p.n_q;
     if (m == mode::core) {
         const auto q = detail::widen(in.q), k = detail::widen(in.k), v = detail::widen(in.v);
-        e.ref.resize(rq * p.q_width());
+        std::vector<double> ref(rq * p.q_width());
         reference::core<double>(p, {interleaved_heads<const double>(q.data(), p.batch, p.n_q, p.heads, d),
                                     interleaved_heads<const double>(k.data(), p.batch, p.n_kv, p.kv_heads, d),
                                     interleaved_heads<const double>(v.data(), p.batch, p.n_kv, p.kv_heads, d),
-                                    interleaved_heads<double>(e.ref.data(), p.batch, p.n_q, p.heads, d)});
+                                    interleaved_heads<double>(ref.data(), p.batch, p.n_q, p.heads, d)});
+        return ref;
+    }
+    const auto w = in.w.cast<double>();
+    const auto xq = detail::widen(in.x_q), xkv = detail::widen(in.x_kv);
+    std::vector<double> ref(rq * p.d_model);
+    reference::layer<double>(p, w, xq.data(), xkv.data(), ref.data());
+    return ref;
+}
+
+/// `in` with every value rounded to T (to nearest even) and held in float: the inputs and
+/// weights of a T run, and of its reference.
+template <class T>
+inputs rounded(const inputs& in) {
+    auto r = [](std::vector<float> v) {
+        for (auto& x : v) x = float(T(x));
+        return v;
+    };
+    return {
+        r(in.q),    r(in.k),
+        r(in.v),    r(in.x_q),
+        r(in.x_kv), {r(in.w.wq), r(in.w.wk), r(in.w.wv), r(in.w.wo), r(in.w.bq), r(in.w.bk), r(in.w.bv), r(in.w.bo)}};
+}
+
+/// For bf16 and f16, `in` must be rounded<T> already (the reference sees what the kernel sees).
+inline expectation expect(const problem& p, mode m, const inputs& in, precision prec = precision::f32) {
+    const std::size_t d = p.head_dim(), rq = p.batch * p.n_q, rkv = p.batch * p.n_kv;
+    const bool half = prec == precision::bf16 || prec == precision::f16;
+    const double us = half ? unit_roundoff(prec) : 0.0, u32 = 0x1.0p-24;
+    expectation e;
+    e.ref = reference_output(p, m, in);
+    std::vector<double> v_max;
+    if (m == mode::core) {
+        const auto q = detail::widen(in.q), k = detail::widen(in.k), v = detail::widen(in.v);
         const auto row = detail::context_bounds(p, detail::absolute(q), detail::absolute(k), detail::absolute(v),
                                                 nullptr, nullptr, nullptr, 0, v_max);
         e.bound.resize(e.ref.size());
         for (std::size_t r = 0; r < rq; ++r)
             for (std::size_t h = 0; h < p.heads; ++h)
                 for (std::size_t t = 0; t < d; ++t) e.bound[(r * p.heads + h) * d + t] = row[r * p.heads + h];
+        if (half) { // the output rounded as stored: u_s |out|, out within its fp32 bound of ref
+            e.store.resize(e.ref.size());
+            for (std::size_t i = 0; i < e.ref.size(); ++i) e.store[i] = us * (std::abs(e.ref[i]) + u32 * e.bound[i]);
+        }
         return e;
     }
     const auto w = in.w.cast<double>();
     const auto xq = detail::widen(in.x_q), xkv = detail::widen(in.x_kv);
-    e.ref.resize(rq * p.d_model);
-    reference::layer<double>(p, w, xq.data(), xkv.data(), e.ref.data());
     auto bias = [](const std::vector<double>& b) { return b.empty() ? nullptr : b.data(); };
     // the projections, and their magnitude bounds |x| |W|^T + |b|
     auto project = [&](const std::vector<double>& x, std::size_t rows, const std::vector<double>& wt,
@@ -218,9 +211,40 @@ inline expectation expect(const problem& p, mode m, const inputs& in) {
     const auto qm = project(xq, rq, w.wq, w.bq, p.q_width(), true),
                km = project(xkv, rkv, w.wk, w.bk, p.kv_width(), true),
                vm = project(xkv, rkv, w.wv, w.bv, p.kv_width(), true);
-    const auto ctx = detail::context_bounds(p, q, k, v, &qm, &km, &vm, p.d_model, v_max);
+    std::vector<double> score_st;
+    const auto ctx = detail::context_bounds(p, q, k, v, &qm, &km, &vm, p.d_model, v_max, &score_st);
+    // Storage roundings, per context element (r, h, t), from the reference's signed projections:
+    // stored q and k move every score of the row by <= D = u_s (1 + u_s)^2 score_st, so each
+    // weight by a factor within exp(+-2D), and the element by <= expm1(2D) (P|V|)_t; stored v
+    // moves it by <= u_s (P|V|)_t. Both are correlated across the row (charged through W_o at
+    // worst case); the stored context's own rounding, u_s |ctx|, is independent per element.
+    std::vector<double> corr, ctx_abs;
+    if (half) {
+        auto signed_proj = [&](const std::vector<double>& x, std::size_t rows, const std::vector<double>& wt,
+                               const std::vector<double>& b, std::size_t out) {
+            std::vector<double> y(rows * out);
+            reference::linear<double>({x.data(), wt.data(), bias(b), y.data(), rows, p.d_model, out});
+            return y;
+        };
+        const auto qs = signed_proj(xq, rq, w.wq, w.bq, p.q_width()),
+                   ks = signed_proj(xkv, rkv, w.wk, w.bk, p.kv_width()),
+                   vs = signed_proj(xkv, rkv, w.wv, w.bv, p.kv_width());
+        auto attend = [&](const std::vector<double>& values) {
+            std::vector<double> o(rq * p.q_width());
+            reference::core<double>(p, {interleaved_heads<const double>(qs.data(), p.batch, p.n_q, p.heads, d),
+                                        interleaved_heads<const double>(ks.data(), p.batch, p.n_kv, p.kv_heads, d),
+                                        interleaved_heads<const double>(values.data(), p.batch, p.n_kv, p.kv_heads, d),
+                                        interleaved_heads<double>(o.data(), p.batch, p.n_q, p.heads, d)});
+            return o;
+        };
+        corr = attend(v); // P |V| (v holds |v|)
+        ctx_abs = detail::absolute(attend(vs));
+        for (std::size_t i = 0; i < corr.size(); ++i)
+            corr[i] *= std::expm1(2 * us * (1 + us) * (1 + us) * score_st[i / d]) + us;
+    }
     const double out_proj = detail::lambda * std::sqrt(double(p.q_width()));
     e.bound.resize(e.ref.size());
+    if (half) e.store.resize(e.ref.size());
     for (std::size_t c = 0; c < p.d_model; ++c) {
         double wo_row = 0;
         for (std::size_t t = 0; t < p.q_width(); ++t) wo_row += std::abs(w.wo[c * p.q_width() + t]);
@@ -231,7 +255,21 @@ inline expectation expect(const problem& p, mode m, const inputs& in) {
                 ctx_err = std::max(ctx_err, ctx[r * p.heads + h]);
                 ctx_mag = std::max(ctx_mag, v_max[r * p.heads + h]);
             }
-            e.bound[r * p.d_model + c] = wo_row * (ctx_err + out_proj * ctx_mag) + out_proj * bo;
+            const std::size_t at = r * p.d_model + c;
+            e.bound[at] = wo_row * (ctx_err + out_proj * ctx_mag) + out_proj * bo;
+            // through W_o: the correlated part at worst case, the context's own rounding at the
+            // smaller of worst case and lambda sqrt(sum W^2 |ctx|^2); then the output rounded as stored
+            if (half) {
+                double correlated = 0, worst = 0, squares = 0;
+                for (std::size_t t = 0; t < p.q_width(); ++t) {
+                    const double wt = w.wo[c * p.q_width() + t], x = ctx_abs[r * p.q_width() + t];
+                    correlated += std::abs(wt) * corr[r * p.q_width() + t];
+                    worst += std::abs(wt) * x;
+                    squares += wt * wt * x * x;
+                }
+                e.store[at] = correlated + us * (1 + us) * std::min(worst, detail::lambda * std::sqrt(squares)) +
+                              us * (std::abs(e.ref[at]) + u32 * e.bound[at]);
+            }
         }
     }
     return e;
@@ -241,7 +279,11 @@ inline expectation expect(const problem& p, mode m, const inputs& in) {
 template <class T>
 std::vector<T> run(const variant& var, const problem& p, mode m, const inputs& in, const run_options& opt) {
     const std::size_t d = p.head_dim();
-    auto cast = [](const std::vector<float>& v) { return std::vector<T>(v.begin(), v.end()); };
+    auto cast = [](const std::vector<float>& v) {
+        std::vector<T> t(v.size());
+        for (std::size_t i = 0; i < v.size(); ++i) t[i] = T(v[i]);
+        return t;
+    };
     if (m == mode::core) {
         const auto q = cast(in.q), k = cast(in.k), v = cast(in.v);
         std::vector<T> out(p.batch * p.n_q * p.q_width(), T(-777)); // garbage a kernel must overwrite
@@ -253,7 +295,8 @@ std::vector<T> run(const variant& var, const problem& p, mode m, const inputs& i
                           opt);
         return out;
     }
-    const auto w = in.w.cast<T>();
+    const weights<T> w{cast(in.w.wq), cast(in.w.wk), cast(in.w.wv), cast(in.w.wo),
+                       cast(in.w.bq), cast(in.w.bk), cast(in.w.bv), cast(in.w.bo)};
     const auto xq = cast(in.x_q), xkv = cast(in.x_kv);
     std::vector<T> y(p.batch * p.n_q * p.d_model, T(-777));
     layer_workspace<T> ws;
@@ -261,25 +304,47 @@ std::vector<T> run(const variant& var, const problem& p, mode m, const inputs& i
     return y;
 }
 
-/// Unit roundoff of T plus the fp64 reference's own.
+/// Unit roundoff of T's arithmetic (fp32 for bf16 and f16) plus the fp64 reference's own.
 template <class T>
 constexpr double unit_roundoff() {
-    return (sizeof(T) == 4 ? 0x1.0p-24 : 0x1.0p-53) + 0x1.0p-53;
+    return attn::unit_roundoff(precision_of<compute_t<T>>) + 0x1.0p-53;
 }
 
-/// `var` at precision T on prepared inputs and expectation.
+/// `var` at precision T on prepared inputs (rounded<T> for bf16/f16) and expectation.
 template <class T>
 metrics check_prepared(const variant& var, const problem& p, mode m, const inputs& in, const expectation& e,
                        const run_options& opt) {
-    return compare(run<T>(var, p, m, in, opt), e.ref, e.bound, unit_roundoff<T>());
+    return compare(run<T>(var, p, m, in, opt), e.ref, e.bound, unit_roundoff<T>(), e.store);
 }
 
-/// One variant on one problem at precision T, against the fp64 reference.
+/// The error of `out` against the fp64 reference on the unrounded inputs (informational).
+template <class T>
+void add_unrounded(metrics& r, const std::vector<T>& out, const std::vector<double>& ref_unrounded) {
+    double mag = 0, err = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        mag = std::max(mag, std::abs(ref_unrounded[i]));
+        err = std::max(err, std::abs(double(out[i]) - ref_unrounded[i]));
+    }
+    r.unrounded_max_abs = err;
+    r.unrounded_max_rel = mag > 0 ? err / mag : err;
+}
+
+/// One variant on one problem at precision T, against the fp64 reference: for bf16 and f16 on
+/// the inputs rounded to T, with the error against the unrounded inputs' reference beside it.
 template <class T>
 metrics check_case(const variant& var, const problem& p, mode m, const run_options& opt, std::uint64_t seed,
                    double magnitude = 1.0) {
     const inputs in = make_inputs(p, m, seed, magnitude);
-    return check_prepared<T>(var, p, m, in, expect(p, m, in), opt);
+    if constexpr (!is_half<T>) {
+        return check_prepared<T>(var, p, m, in, expect(p, m, in), opt);
+    } else {
+        const inputs r = rounded<T>(in);
+        const expectation e = expect(p, m, r, precision_of<T>);
+        const auto out = run<T>(var, p, m, r, opt);
+        metrics res = compare(out, e.ref, e.bound, unit_roundoff<T>(), e.store);
+        add_unrounded(res, out, reference_output(p, m, in));
+        return res;
+    }
 }
 
 /// The last `rows` query rows of every sequence as a problem of their own. Under the
@@ -323,47 +388,6 @@ std::vector<T> tail_rows(const std::vector<T>& out, const problem& p, std::size_
         r.insert(r.end(), first, first + long(n * width));
     }
     return r;
-}
-
-/// A case of the grid: a problem and the magnitude of its inputs (large ones make scores of 1e4).
-struct grid_case {
-    problem p;
-    double magnitude = 1.0;
-};
-
-/// The embedded default grid: every family, odd sizes (N = 1, 7, 129; d_head = 1, 3, 17, 64, 80),
-/// causal and not, cross-attention both ways, batch > 1, biases, and scores of about +-1e4.
-inline std::vector<grid_case> default_grid() {
-    std::vector<grid_case> g;
-    auto add = [&](problem p, double mag = 1.0) {
-        for (bool causal : {false, true}) {
-            p.causal = causal;
-            g.push_back({p, mag});
-        }
-    };
-    add(single_head(17, 7));          // d_head 17
-    add(mha(64, 4, 129));             // d_head 16, N 129
-    add(mha(4, 4, 7));                // d_head 1
-    add(mqa(48, 16, 7));              // d_head 3, MQA
-    problem gq = gqa(512, 8, 2, 129); // d_head 64, GQA
-    gq.bias = true;
-    add(gq);
-    problem g80 = gqa(320, 4, 2, 33); // d_head 80, batch 2
-    g80.batch = 2;
-    add(g80);
-    add(wide(32, 4, 7));           // the wide-head counterfactual
-    add(mha(64, 8, 1));            // N 1
-    problem cross = mha(64, 4, 7); // cross-attention, fewer queries than keys
-    cross.n_kv = 129;
-    cross.bias = true;
-    add(cross);
-    problem rev = gqa(48, 4, 2, 129); // more queries than keys: causal rows that see nothing
-    rev.n_kv = 7;
-    rev.batch = 3;
-    add(rev);
-    add(mha(4, 4, 7), 100.0);  // d_head 1, inputs of 100: scores up to +-1e4
-    add(mqa(64, 4, 33), 12.0); // d_head 16: scores of a few thousand
-    return g;
 }
 
 } // namespace attn::check

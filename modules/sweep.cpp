@@ -162,7 +162,7 @@ class reader {
 const std::vector<std::string> grid_keys{"variants", "modes", "precisions", "d_model", "heads",  "kv_heads",
                                          "seq",      "batch", "threads",    "causal",  "context"};
 const std::vector<std::string> known_modes{"core", "layer", "decode"};
-const std::vector<std::string> known_precisions{"f32"};
+const std::vector<std::string> known_precisions{"f32", "bf16", "f16"};
 
 /// What a grid's `variants` may name: the selectors and every registered variant.
 std::vector<std::string> known_variants() {

@@ -4,6 +4,9 @@
 // in-suite baseline the hand-written kernels must beat. OpenBLAS uses run_options::threads.
 // Measured (core, H=8, d_head=64, N=2048): 256.6 ms on 1 thread, 258.6 ms on 2 (28% / 14% of
 // peak): H thin sgemms per layer and a scalar softmax over the materialised scores.
+// bf16 and f16: convert + sgemm (attn::by_conversion: operands widened to fp32 copies, the fp32
+// kernels, results rounded to nearest even). Debian 12's OpenBLAS 0.3.21 does not export
+// cblas_sbgemm (`nm -D libopenblas.so.0`), so there is no bf16 GEMM to call.
 module;
 #include <algorithm>
 #include <cmath>
@@ -57,6 +60,7 @@ variant make_blas() {
     v.description = "OpenBLAS sgemm for projections and both attention products; scores materialised";
     v.threaded = true;
     v.f32 = {blas_core, blas_linear};
+    add_half_by_conversion(v, "OpenBLAS sgemm on fp32 copies (this OpenBLAS exports no cblas_sbgemm)");
     v.scratch_bytes = [](const problem& p, const run_options&) { return sizeof(float) * p.n_q * p.n_kv; };
     return v;
 }

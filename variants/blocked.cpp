@@ -3,7 +3,8 @@
 // sum, rescaling the partial output when the maximum grows, so the n_q x n_kv score matrix is
 // never built: extra memory is one tile of scores plus one tile of output, whatever N is.
 // Plain scalar C++ (what the compiler vectorises on its own, it may); `simd` makes the inner
-// loops explicit. Projections are cache-blocked dot products.
+// loops explicit. Projections are cache-blocked dot products. bf16 and f16 by conversion
+// (attn::by_conversion: fp32 copies of the operands, the float kernels, results rounded).
 // Measured (core, H=8, d_head=64, N=1024, 1 thread): 384 ms, 5.6 GFLOP/s (naive: 1752 ms). Every
 // tile from 16x64 to 128x128 measured 379-386 ms: the dot products are serial reductions (one
 // dependent add per element, which the compiler may not reorder), so latency, not the cache,
@@ -99,6 +100,7 @@ variant make_blocked() {
     v.tags = {"loops"};
     v.f32 = {blocked_core<float>, blocked_linear<float>};
     v.f64 = {blocked_core<double>, blocked_linear<double>};
+    add_half_by_conversion(v);
     v.scratch_bytes = [](const problem& p, const run_options& o) {
         const std::size_t tq = o.tile_q ? o.tile_q : default_tile_q, tk = o.tile_kv ? o.tile_kv : default_tile_kv;
         return sizeof(float) * (tq * tk + tq * p.head_dim() + 2 * tq);

@@ -29,6 +29,7 @@ import attn.count;
 import attn.peak;
 import attn.results;
 import attn.variants;
+import attn.kernels;
 import bench.decode;
 import bench.harness;
 
@@ -40,27 +41,34 @@ using bench::timed_case;
 using benchmark::Counter;
 using json = nlohmann::json;
 
+/// A core or layer case in storage type T (float, double, bf16, f16).
+template <class T>
 void run_case(benchmark::State& state, timed_case& c) {
+    const std::size_t elem = sizeof(T);
     const bool layer = c.k.mode == "layer";
     const auto m = layer ? attn::check::mode::layer : attn::check::mode::core;
     const std::size_t d = c.p.head_dim();
     // memory guard: what the variant would allocate, on top of the inputs, must fit
     const double scratch = double(c.var->scratch_bytes(c.p, c.opt));
-    const double resident = double(attn::resident_bytes(c.p, layer, sizeof(float)));
+    const double resident = double(attn::resident_bytes(c.p, layer, elem));
     if (scratch + resident > c.max_memory_bytes)
         return state.SkipWithError((c.var->name + " would need " + mib(scratch + resident) + " (" + mib(scratch) +
                                     " of it scratch) > --max-memory " + mib(c.max_memory_bytes))
                                        .c_str());
-    if (!c.in) c.in = std::make_unique<attn::check::inputs>(attn::check::make_inputs(c.p, m, c.seed));
+    if (!c.in) { // bf16/f16: the inputs rounded to the format, as the reference sees them
+        auto in = attn::check::make_inputs(c.p, m, c.seed);
+        if constexpr (attn::is_half<T>) in = attn::check::rounded<T>(in);
+        c.in = std::make_unique<attn::check::inputs>(std::move(in));
+    }
     const auto& in = *c.in;
     if (!c.checked) { // once per case, before any timing
         c.checked = true;
-        const auto out = attn::check::run<float>(*c.var, c.p, m, in, c.opt);
+        const auto out = attn::check::run<T>(*c.var, c.p, m, in, c.opt);
         const std::size_t width = layer ? c.p.d_model : c.p.q_width(), rows = 16;
-        const auto e =
-            attn::check::expect(attn::check::tail_problem(c.p, rows), m, attn::check::tail_inputs(c.p, m, in, rows));
+        const auto e = attn::check::expect(attn::check::tail_problem(c.p, rows), m,
+                                           attn::check::tail_inputs(c.p, m, in, rows), attn::precision_of<T>);
         const auto met = attn::check::compare(attn::check::tail_rows(out, c.p, width, rows), e.ref, e.bound,
-                                              attn::check::unit_roundoff<float>());
+                                              attn::check::unit_roundoff<T>(), e.store);
         if (!met.pass) {
             char msg[200];
             std::snprintf(msg, sizeof msg,
@@ -70,24 +78,32 @@ void run_case(benchmark::State& state, timed_case& c) {
         }
     }
     if (!c.check_error.empty()) return state.SkipWithError(c.check_error.c_str());
+    auto cast = [](const std::vector<float>& v) {
+        std::vector<T> t(v.size());
+        for (std::size_t i = 0; i < v.size(); ++i) t[i] = T(v[i]);
+        return t;
+    };
     if (!layer) {
-        std::vector<float> out(c.p.batch * c.p.n_q * c.p.q_width());
-        const attn::core_io<float> io{
-            attn::interleaved_heads<const float>(in.q.data(), c.p.batch, c.p.n_q, c.p.heads, d),
-            attn::interleaved_heads<const float>(in.k.data(), c.p.batch, c.p.n_kv, c.p.kv_heads, d),
-            attn::interleaved_heads<const float>(in.v.data(), c.p.batch, c.p.n_kv, c.p.kv_heads, d),
-            attn::interleaved_heads<float>(out.data(), c.p.batch, c.p.n_q, c.p.heads, d)};
-        const auto& core = c.var->get<float>().core;
+        const auto q = cast(in.q), k = cast(in.k), v = cast(in.v);
+        std::vector<T> out(c.p.batch * c.p.n_q * c.p.q_width());
+        const attn::core_io<T> io{attn::interleaved_heads<const T>(q.data(), c.p.batch, c.p.n_q, c.p.heads, d),
+                                  attn::interleaved_heads<const T>(k.data(), c.p.batch, c.p.n_kv, c.p.kv_heads, d),
+                                  attn::interleaved_heads<const T>(v.data(), c.p.batch, c.p.n_kv, c.p.kv_heads, d),
+                                  attn::interleaved_heads<T>(out.data(), c.p.batch, c.p.n_q, c.p.heads, d)};
+        const auto& core = c.var->get<T>().core;
         time_calls(state, c, [&] {
             core(c.p, io, c.opt);
             benchmark::DoNotOptimize(out.data());
             benchmark::ClobberMemory();
         });
     } else {
-        std::vector<float> y(c.p.batch * c.p.n_q * c.p.d_model);
-        attn::layer_workspace<float> ws; // fresh: its Q, K, V and context buffers count as extra memory
+        const attn::weights<T> w{cast(in.w.wq), cast(in.w.wk), cast(in.w.wv), cast(in.w.wo),
+                                 cast(in.w.bq), cast(in.w.bk), cast(in.w.bv), cast(in.w.bo)};
+        const auto xq = cast(in.x_q), xkv = cast(in.x_kv);
+        std::vector<T> y(c.p.batch * c.p.n_q * c.p.d_model);
+        attn::layer_workspace<T> ws; // fresh: its Q, K, V and context buffers count as extra memory
         time_calls(state, c, [&] {
-            attn::run_layer<float>(*c.var, c.p, in.w, in.x_q.data(), in.x_kv.data(), y.data(), c.opt, ws);
+            attn::run_layer<T>(*c.var, c.p, w, xq.data(), xkv.data(), y.data(), c.opt, ws);
             benchmark::DoNotOptimize(y.data());
             benchmark::ClobberMemory();
         });
@@ -95,7 +111,7 @@ void run_case(benchmark::State& state, timed_case& c) {
     const auto flops = attn::analytic_flops(c.p);
     const double matmul = double(layer ? flops.matmul_flops() : flops.attention_matmul());
     const double full = double(layer ? flops.full_flops() : flops.attention_full());
-    const double bytes = double(attn::min_bytes(c.p, layer, sizeof(float)));
+    const double bytes = double(attn::min_bytes(c.p, layer, elem));
     state.counters["gflops_matmul"] = Counter(matmul * 1e-9, Counter::kIsIterationInvariantRate);
     state.counters["gflops_full"] = Counter(full * 1e-9, Counter::kIsIterationInvariantRate);
     state.counters["intensity"] = Counter(matmul / bytes); // matmul FLOP per byte
@@ -187,11 +203,14 @@ std::vector<attn::sweep_case> cases_from(const std::vector<std::string>& given, 
 
 timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, double max_memory, std::uint64_t seed,
                    std::size_t tile_q, std::size_t tile_kv) {
-    attn::require(k.precision == "f32",
-                  "case " + k.id() + ": precision '" + k.precision + "' is not one the harness runs (f32)");
+    const attn::precision prec = attn::parse_precision(k.precision);
+    attn::require(k.mode != "decode" || prec == attn::precision::f32,
+                  "case " + k.id() + ": decode runs in f32 only (precision '" + k.precision + "')");
     timed_case c;
     c.k = k;
     c.var = &attn::find_variant(k.variant);
+    attn::require(c.var->supports(prec),
+                  "case " + k.id() + ": variant '" + k.variant + "' does not run in " + k.precision);
     attn::require(c.var->threaded || k.threads == 1,
                   "case " + k.id() + ": variant '" + k.variant + "' is single-threaded; threads must be 1");
     c.p = k.shape();
@@ -200,7 +219,11 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
     c.opt.tile_kv = tile_kv;
     c.seed = seed;
     c.max_memory_bytes = max_memory;
+    // % of peak against the peak of the case's precision: f64 the fp32 FMA peak halved (half the
+    // lanes); bf16 and f16 are widened to fp32 and run on fp32 FMAs here (no bf16 dot-product
+    // kernel), so the fp32 FMA peak is theirs
     c.peak_gflops =
+        (prec == attn::precision::f64 ? 0.5 : 1.0) *
         attn::fma_ceiling_at(peak.fma_1t_gflops.median, peak.fma_all_gflops.median, peak.threads, c.opt.threads);
     c.peak_gbs = attn::triad_ceiling_at(peak.triad_1t_gbs.median, peak.triad_all_gbs.median, c.opt.threads);
     return c;
@@ -246,7 +269,10 @@ int main(int argc, char** argv) {
         ->delimiter(',')
         ->capture_default_str()
         ->check(CLI::IsMember({"core", "layer", "decode"}));
-    app.add_option("--precision", g.precisions, "f32")->delimiter(',')->capture_default_str();
+    app.add_option("--precision", g.precisions, "f32, bf16, f16 (f64 for the variants that have it)")
+        ->delimiter(',')
+        ->capture_default_str()
+        ->check(CLI::IsMember({"f32", "bf16", "f16", "f64"}));
     app.add_option("--context", g.context, "decode: tokens already in the cache, L")
         ->delimiter(',')
         ->capture_default_str();
@@ -293,9 +319,15 @@ int main(int argc, char** argv) {
         std::vector<int> triad_threads; // one triad per thread count of the decode cases
         for (auto& c : cases) {
             const bool decode = c.k.mode == "decode";
-            benchmark::RegisterBenchmark(
-                c.k.id().c_str(),
-                [p = &c, decode](benchmark::State& s) { decode ? bench::run_decode_step(s, *p) : run_case(s, *p); })
+            benchmark::RegisterBenchmark(c.k.id().c_str(),
+                                         [p = &c, decode](benchmark::State& s) {
+                                             if (decode) return bench::run_decode_step(s, *p);
+                                             const auto prec = attn::parse_precision(p->k.precision);
+                                             if (prec == attn::precision::bf16) return run_case<attn::bf16>(s, *p);
+                                             if (prec == attn::precision::f16) return run_case<attn::f16>(s, *p);
+                                             if (prec == attn::precision::f64) return run_case<double>(s, *p);
+                                             run_case<float>(s, *p);
+                                         })
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
             if (!decode) continue;
@@ -320,12 +352,20 @@ int main(int argc, char** argv) {
         benchmark::AddCustomContext("attnbench_peak_fma_gflops_all_threads",
                                     std::to_string(peak.fma_all_gflops.median));
         benchmark::AddCustomContext("attnbench_peak_triad_gbs_all_threads", std::to_string(peak.triad_all_gbs.median));
+        benchmark::AddCustomContext("attnbench_peak_kind",
+                                    "peak_gflops of an f32, bf16 or f16 case: the measured fp32 FMA peak (bf16 and f16 "
+                                    "are widened to fp32 and run on fp32 FMAs by every variant); f64: half of it");
+        benchmark::AddCustomContext("attnbench_bf16_path", attn::kernels::isa::bf16_path());
+        benchmark::AddCustomContext("attnbench_f16_path", attn::kernels::isa::f16_path());
         benchmark::AddCustomContext(
             "attnbench_counters",
             "label: the case (attn.cases) as JSON; gflops_matmul: 2 FLOP per multiply-add of the matmuls (GFLOP/s); "
-            "gflops_full: every operation incl. softmax (GFLOP/s); peak_gflops: measured FMA peak at the case's thread "
-            "count (attn::fma_ceiling_at); pct_peak: gflops_matmul / peak_gflops (%); bytes: minimum traffic (inputs "
-            "once, outputs once; attn::min_bytes); intensity: matmul FLOP per byte (decode: per cache byte); "
+            "gflops_full: every operation incl. softmax (GFLOP/s); bytes per element: the case's precision; "
+            "peak_gflops: measured FMA peak at the case's thread "
+            "count (attn::fma_ceiling_at; which peak: attnbench_peak_kind); pct_peak: gflops_matmul / peak_gflops (%); "
+            "bytes: minimum traffic (inputs "
+            "once, outputs once, at the case's bytes per element; attn::min_bytes); intensity: matmul FLOP per byte "
+            "(decode: per cache byte); "
             "scratch_mib: "
             "the variant's own account of its extra memory (MiB); extra_mib: measured peak resident memory one call "
             "adds "

@@ -20,7 +20,8 @@ namespace {
 struct check_args {
     std::vector<std::string> variants;
     std::vector<std::size_t> d_model, heads, kv_heads, seq, batch;
-    std::string causal = "both", mode = "all", precision = "all";
+    std::string causal = "both", mode = "all";
+    std::vector<std::string> precisions{"f32", "f64"}; ///< "all": f32, f64, bf16, f16
     int threads = 2;
     std::uint64_t seed = 1;
     bool json = false;
@@ -75,22 +76,47 @@ void check_all(const check_args& a) {
     const bool decode = a.mode == "decode" || a.mode == "all";
     run_options opt;
     opt.threads = a.threads;
+    auto wants = [&](precision p) {
+        const auto& w = a.precisions;
+        return std::find(w.begin(), w.end(), "all") != w.end() ||
+               std::find(w.begin(), w.end(), std::string(precision_name(p))) != w.end();
+    };
+    for (const variant* v : vars) // a precision a variant cannot run is an error naming both
+        for (const precision p : all_precisions)
+            if (wants(p) && p != precision::f64 && !v->supports(p))
+                throw error("variant '" + v->name + "' does not run in " + std::string(precision_name(p)));
 
     std::vector<row> rows;
     for (const auto& gc : grid) {
         for (auto m : modes) {
             const auto in = check::make_inputs(gc.p, m, a.seed, gc.magnitude);
             const auto e = check::expect(gc.p, m, in);
+            std::string label = gc.p.describe();
+            if (gc.magnitude != 1.0) label += " |input|<=" + std::to_string(int(gc.magnitude));
             for (const variant* v : vars) {
-                std::string label = gc.p.describe();
-                if (gc.magnitude != 1.0) label += " |input|<=" + std::to_string(int(gc.magnitude));
-                if (a.precision != "f64" && v->supports<float>())
+                if (wants(precision::f32) && v->supports<float>())
                     rows.push_back({v->name, "f32", check::mode_name(m), label,
                                     check::check_prepared<float>(*v, gc.p, m, in, e, opt), 0});
-                if (a.precision != "f32" && v->supports<double>())
+                if (wants(precision::f64) && v->supports<double>())
                     rows.push_back({v->name, "f64", check::mode_name(m), label,
                                     check::check_prepared<double>(*v, gc.p, m, in, e, opt), 0});
             }
+            // bf16 and f16: the reference on the inputs rounded to the format, and beside it the
+            // error against the unrounded inputs' reference (informational)
+            const bool halves = wants(precision::bf16) || wants(precision::f16);
+            const auto ref_unrounded = halves ? check::reference_output(gc.p, m, in) : std::vector<double>();
+            auto half = [&]<class T>(const char* name) {
+                const auto r = check::rounded<T>(in);
+                const auto eh = check::expect(gc.p, m, r, precision_of<T>);
+                for (const variant* v : vars) {
+                    const auto out = check::run<T>(*v, gc.p, m, r, opt);
+                    auto met = check::compare(out, eh.ref, eh.bound, check::unit_roundoff<T>(), eh.store);
+                    check::add_unrounded(met, out, ref_unrounded);
+                    rows.push_back({v->name, name, check::mode_name(m), label, met, 0});
+                }
+            };
+            if (wants(precision::bf16)) half.template operator()<bf16>("bf16");
+            if (wants(precision::f16)) half.template operator()<f16>("f16");
         }
     }
     if (decode) {
@@ -110,11 +136,11 @@ void check_all(const check_args& a) {
                                           decode_fill_name(fill) +
                                           (c.magnitude != 1.0 ? " |input|<=" + std::to_string(int(c.magnitude)) : "");
                 for (const variant* v : vars) {
-                    if (a.precision != "f64" && v->supports<float>())
+                    if (wants(precision::f32) && v->supports<float>())
                         rows.push_back({v->name, "f32", "decode", label,
                                         check_decode<float>(*v, c.layer, c.context, fill, opt, a.seed, c.magnitude),
                                         0});
-                    if (a.precision != "f32" && v->supports<double>())
+                    if (wants(precision::f64) && v->supports<double>())
                         rows.push_back({v->name, "f64", "decode", label,
                                         check_decode<double>(*v, c.layer, c.context, fill, opt, a.seed, c.magnitude),
                                         0});
@@ -147,6 +173,8 @@ void check_all(const check_args& a) {
                                   {"nmse", r.m.nmse},
                                   {"max_ulp", r.m.max_ulp},
                                   {"error_over_bound", r.m.ratio},
+                                  {"max_abs_error_vs_unrounded", r.m.unrounded_max_abs},
+                                  {"max_rel_error_vs_unrounded", r.m.unrounded_max_rel},
                                   {"pass", r.m.pass}});
         for (const auto& r : ids)
             j["identities"].push_back({{"identity", r.name},
@@ -165,19 +193,21 @@ void check_all(const check_args& a) {
         if (a.json) std::printf("%s\n", j.dump(2).c_str());
     }
     if (!a.json) {
-        std::printf("%-8s %-4s %-6s %10s %10s %10s %9s %9s %-4s  %s\n", "variant", "prec", "mode", "max_abs", "max_rel",
-                    "NMSE", "max_ulp", "err/bound", "ok", "problem");
+        std::printf("%-8s %-4s %-6s %10s %10s %10s %9s %9s %10s %-4s  %s\n", "variant", "prec", "mode", "max_abs",
+                    "max_rel", "NMSE", "max_ulp", "err/bound", "abs_unrnd", "ok", "problem");
         for (const auto& r : rows)
-            std::printf("%-8s %-4s %-6s %10.2e %10.2e %10.2e %9.0f %9.3f %-4s  %s\n", r.variant.c_str(),
+            std::printf("%-8s %-4s %-6s %10.2e %10.2e %10.2e %9.0f %9.3f %10.2e %-4s  %s\n", r.variant.c_str(),
                         r.precision.c_str(), r.mode.c_str(), r.m.max_abs, r.m.max_rel, r.m.nmse, r.m.max_ulp, r.m.ratio,
-                        r.m.pass ? "pass" : "FAIL", r.problem.c_str());
+                        r.m.unrounded_max_abs, r.m.pass ? "pass" : "FAIL", r.problem.c_str());
         std::printf("\nidentities (fp64 reference):\n");
         for (const auto& r : ids)
             std::printf("  %-4s %-44s max |diff| %.2e (tolerance %.1e) on %s\n", r.pass ? "pass" : "FAIL",
                         r.name.c_str(), r.max_abs_diff, r.tolerance, r.problem.c_str());
         std::printf(
             "\n%zu cases, %zu failed; %zu identities, %zu failed. Errors: max_abs and max_rel against the fp64 "
-            "reference; NMSE = sum (out-ref)^2 / sum ref^2; ulp in the variant's precision; err/bound <= 1 passes.\n",
+            "reference (bf16/f16: on the inputs rounded to the format); NMSE = sum (out-ref)^2 / sum ref^2; ulp in the "
+            "variant's precision; err/bound <= 1 passes; abs_unrnd: max |out - ref| against the reference on the "
+            "unrounded inputs (informational: what storing in the format costs). bf16/f16 decode: not checked here.\n",
             rows.size(), failed, ids.size(), id_failed);
     }
     if (failed + id_failed) throw exit_status{1};
@@ -202,8 +232,9 @@ void add_check(CLI::App& app) {
     cmd->add_option("--mode", a->mode, "core, layer, decode (steps over a kv cache), both (core and layer) or all")
         ->check(CLI::IsMember({"core", "layer", "decode", "both", "all"}))
         ->capture_default_str();
-    cmd->add_option("--precision", a->precision, "f32, f64 or all")
-        ->check(CLI::IsMember({"f32", "f64", "all"}))
+    cmd->add_option("--precision", a->precisions, "f32, bf16, f16, f64 or all, comma-separated")
+        ->delimiter(',')
+        ->check(CLI::IsMember({"f32", "bf16", "f16", "f64", "all"}))
         ->capture_default_str();
     cmd->add_option("--threads", a->threads, "threads for threaded variants")
         ->check(CLI::Range(1, 1024))

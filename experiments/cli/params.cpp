@@ -75,8 +75,8 @@ void params(const params_args& a) {
     }
 
     text_table t({"family", "d_model", "H", "G", "d_head", "bias", "W_q [params]", "W_k [params]", "W_v [params]",
-                  "W_o [params]", "biases [params]", "closed form [params]", "measured [params]", "agree",
-                  "vs MHA [x]"});
+                  "W_o [params]", "biases [params]", "closed form [params]", "measured [params]", "agree", "vs MHA [x]",
+                  "f32 [MiB]", "bf16/f16 [MiB]"});
     nlohmann::json jrows = nlohmann::json::array();
     for (const auto& r : rows) {
         const auto& c = r.closed;
@@ -84,8 +84,9 @@ void params(const params_args& a) {
         t.add_row({family_label(r.p), std::to_string(r.p.d_model), std::to_string(r.p.heads),
                    std::to_string(r.p.kv_heads), std::to_string(r.p.head_dim()), r.p.bias ? "yes" : "no", grouped(c.wq),
                    grouped(c.wk), grouped(c.wv), grouped(c.wo), grouped(c.biases()), grouped(c.total()),
-                   grouped(r.measured), agree ? "yes" : "NO",
-                   format_number(double(c.total()) / double(r.mha_total), 3)});
+                   grouped(r.measured), agree ? "yes" : "NO", format_number(double(c.total()) / double(r.mha_total), 3),
+                   format_number(double(c.total() * bytes_per_element(precision::f32)) / 1048576.0, 3),
+                   format_number(double(c.total() * bytes_per_element(precision::bf16)) / 1048576.0, 3)});
         jrows.push_back({{"family", r.p.family()},
                          {"label", family_label(r.p)},
                          {"d_model", r.p.d_model},
@@ -105,7 +106,12 @@ void params(const params_args& a) {
                            {"total", c.total()}}},
                          {"measured", r.measured},
                          {"agree", agree},
-                         {"ratio_to_mha", double(c.total()) / double(r.mha_total)}});
+                         {"ratio_to_mha", double(c.total()) / double(r.mha_total)},
+                         {"bytes", // the closed-form count at each precision's bytes per element
+                          {{"f64", c.total() * bytes_per_element(precision::f64)},
+                           {"f32", c.total() * bytes_per_element(precision::f32)},
+                           {"bf16", c.total() * bytes_per_element(precision::bf16)},
+                           {"f16", c.total() * bytes_per_element(precision::f16)}}}});
     }
     nlohmann::json j = {{"metadata", metadata("params")},
                         {"unit", "parameters (scalar elements)"},

@@ -2,6 +2,9 @@
 // kernels: the attention core (Q, K, V per head -> context) and a linear map (y = x W^T + b).
 // The full layer is the same composition for every variant (run_layer), so a variant that is
 // faster at either kernel is faster at the layer, and every variant serves every family.
+// Every variant also serves every precision: a kernel set per storage type (f64, f32, bf16,
+// f16). In bf16 and f16 the operands and results are stored in the 16-bit format and the
+// arithmetic is fp32; by_conversion() makes such a set from a variant's fp32 kernels.
 module;
 #include <cstddef>
 #include <functional>
@@ -10,6 +13,7 @@ module;
 #include <vector>
 export module attn.core:variant;
 import :problem;
+import :precision;
 import :tensor;
 
 export namespace attn {
@@ -54,6 +58,10 @@ struct variant {
     std::vector<std::string> tags;
     kernel_set<float> f32;
     kernel_set<double> f64;
+    kernel_set<attn::bf16> bf16;
+    kernel_set<attn::f16> f16;
+    /// How the variant computes in bf16 and f16, one line each (recorded in results' metadata).
+    std::string bf16_path, f16_path;
     /// Extra memory the core allocates beyond its inputs and outputs, in bytes.
     std::function<std::size_t(const problem&, const run_options&)> scratch_bytes =
         [](const problem&, const run_options&) { return std::size_t(0); };
@@ -62,8 +70,12 @@ struct variant {
     const kernel_set<T>& get() const {
         if constexpr (std::is_same_v<T, float>)
             return f32;
-        else
+        else if constexpr (std::is_same_v<T, double>)
             return f64;
+        else if constexpr (std::is_same_v<T, attn::bf16>)
+            return bf16;
+        else
+            return f16;
     }
     bool has_tag(const std::string& t) const {
         for (const auto& x : tags)
@@ -74,7 +86,69 @@ struct variant {
     bool supports() const {
         return bool(get<T>().core) && bool(get<T>().linear);
     }
+    bool supports(precision p) const {
+        switch (p) {
+        case precision::f64:
+            return supports<double>();
+        case precision::f32:
+            return supports<float>();
+        case precision::bf16:
+            return supports<attn::bf16>();
+        case precision::f16:
+            return supports<attn::f16>();
+        }
+        return false;
+    }
 };
+
+/// The precision-T kernels of a variant's fp32 ones by conversion: every operand is widened to
+/// an fp32 scratch copy, the fp32 kernel runs, and the result is rounded (to nearest even) to T.
+/// The arithmetic is exactly the fp32 kernel's; the price is the copies (extra memory: the
+/// operands and result in fp32).
+template <class T>
+kernel_set<T> by_conversion(const kernel_set<float>& k) {
+    kernel_set<T> out;
+    out.core = [core = k.core](const problem& p, const core_io<T>& io, const run_options& o) {
+        auto widen = [](const heads_view<const T>& v) {
+            std::vector<float> w(v.batch * v.heads * v.rows * v.dim);
+            for (std::size_t b = 0, at = 0; b < v.batch; ++b)
+                for (std::size_t h = 0; h < v.heads; ++h)
+                    for (std::size_t i = 0; i < v.rows; ++i, at += v.dim)
+                        for (std::size_t c = 0; c < v.dim; ++c) w[at + c] = float(v.row(b, h, i)[c]);
+            return w;
+        };
+        const auto q = widen(io.q), k = widen(io.k), v = widen(io.v);
+        std::vector<float> ctx(io.out.batch * io.out.heads * io.out.rows * io.out.dim);
+        const auto view = [](auto* data, const auto& like) {
+            return packed_heads(data, like.batch, like.heads, like.rows, like.dim);
+        };
+        core(p, {view(q.data(), io.q), view(k.data(), io.k), view(v.data(), io.v), view(ctx.data(), io.out)}, o);
+        for (std::size_t b = 0, at = 0; b < io.out.batch; ++b)
+            for (std::size_t h = 0; h < io.out.heads; ++h)
+                for (std::size_t i = 0; i < io.out.rows; ++i, at += io.out.dim)
+                    for (std::size_t c = 0; c < io.out.dim; ++c) io.out.row(b, h, i)[c] = T(ctx[at + c]);
+    };
+    out.linear = [linear = k.linear](const linear_io<T>& io, const run_options& o) {
+        auto widen = [](const T* x, std::size_t n) {
+            std::vector<float> w(n);
+            for (std::size_t i = 0; i < n; ++i) w[i] = float(x[i]);
+            return w;
+        };
+        const auto x = widen(io.x, io.rows * io.in), w = widen(io.w, io.out * io.in);
+        const auto b = io.b ? widen(io.b, io.out) : std::vector<float>();
+        std::vector<float> y(io.rows * io.out);
+        linear({x.data(), w.data(), io.b ? b.data() : nullptr, y.data(), io.rows, io.in, io.out}, o);
+        for (std::size_t i = 0; i < y.size(); ++i) io.y[i] = T(y[i]);
+    };
+    return out;
+}
+
+/// Fills a variant's bf16 and f16 sets by conversion from its fp32 kernels.
+inline void add_half_by_conversion(variant& v, const std::string& how = "fp32 kernels on fp32 copies of the operands") {
+    v.bf16 = by_conversion<bf16>(v.f32);
+    v.f16 = by_conversion<f16>(v.f32);
+    v.bf16_path = v.f16_path = "by conversion: " + how;
+}
 
 /// Buffers of a layer run: the projected Q, K, V and the concatenated heads. Reused across calls.
 template <class T>

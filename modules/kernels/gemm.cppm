@@ -5,6 +5,9 @@
 // and the weighted sum (B = V). Loads are blocked so an A strip sits in L1 and a group of
 // panels in L2. For a given element the order of operations does not depend on how rows are
 // split between threads, so any thread count gives the same bytes.
+// Operands stored in bf16 or f16 are widened to fp32 as they are packed (and A in row bands,
+// in linear()), so the micro-kernel is the fp32 one and accumulates in fp32; results are rounded
+// to the storage format as they are stored.
 module;
 #include <algorithm>
 #include <cstddef>
@@ -13,6 +16,7 @@ module;
 export module attn.kernels:gemm;
 import :isa;
 import :gemv;
+import attn.core;
 
 export namespace attn::kernels {
 
@@ -31,15 +35,15 @@ inline std::size_t round_up(std::size_t n, std::size_t m) { return (n + m - 1) /
 inline std::size_t packed_size(std::size_t k, std::size_t n) { return k * round_up(n, nr); }
 
 /// Packs B (element (k, n) at b[k*ld_k + n*ld_n]) into panels of nr columns, zero-padded:
-/// panel p, row k, column c lands at dst[(p*K + k)*nr + c].
-inline void pack_b(const float* b, std::size_t ld_k, std::size_t ld_n, std::size_t K, std::size_t N, float* dst) {
+/// panel p, row k, column c lands at dst[(p*K + k)*nr + c]. S: float, bf16 or f16 (widened).
+template <class S>
+void pack_b(const S* b, std::size_t ld_k, std::size_t ld_n, std::size_t K, std::size_t N, float* dst) {
     for (std::size_t p = 0; p * nr < N; ++p) {
         const std::size_t n0 = p * nr, cols = std::min(nr, N - n0);
         float* panel = dst + p * K * nr;
         if (ld_n == 1) { // rows of B contiguous: copy runs
             for (std::size_t k = 0; k < K; ++k) {
-                const float* src = b + k * ld_k + n0;
-                std::copy(src, src + cols, panel + k * nr);
+                isa::widen(b + k * ld_k + n0, panel + k * nr, cols);
                 std::fill(panel + k * nr + cols, panel + (k + 1) * nr, 0.0f);
             }
         } else { // columns of B contiguous (B = W^T or K^T): a transpose
@@ -48,7 +52,7 @@ inline void pack_b(const float* b, std::size_t ld_k, std::size_t ld_n, std::size
             for (std::size_t k = 0; k < K; ++k) {
                 float* dst_row = panel + k * nr;
 #pragma clang loop vectorize(disable)
-                for (std::size_t c = 0; c < cols; ++c) dst_row[c] = b[(n0 + c) * ld_n + k * ld_k];
+                for (std::size_t c = 0; c < cols; ++c) dst_row[c] = float(b[(n0 + c) * ld_n + k * ld_k]);
                 for (std::size_t c = cols; c < nr; ++c) dst_row[c] = 0.0f;
             }
         }
@@ -155,6 +159,35 @@ inline void linear(const float* x, const float* w, const float* bias, float* y, 
         for (std::size_t r = 0; r < rows; ++r) std::copy(bias, bias + out, y + r * out);
     }
     gemm(rows, out, in, x, in, wp.data(), y, out, bias != nullptr, threads);
+}
+
+/// Rows of x widened (and of y narrowed) at a time by linear() in bf16 and f16: a multiple of
+/// mr, small enough that a band of x and of y stays in L2 beside the packed W^T's panel group.
+inline constexpr std::size_t half_band = 96;
+
+/// y = x W^T + b with x, W, b and y stored in bf16 or f16 and fp32 arithmetic: W^T is widened
+/// while it is packed, x in bands of half_band rows, each band's fp32 result narrowed as it is
+/// stored. Bands go to the threads whole, and a band is computed the same way on any thread.
+template <class T>
+void linear(const T* x, const T* w, const T* bias, T* y, std::size_t rows, std::size_t in, std::size_t out,
+            int threads = 1) {
+    aligned_vector<float> wp(packed_size(in, out)), b(bias ? out : 0);
+    pack_b(w, 1, in, in, out, wp.data());
+    if (bias) isa::widen(bias, b.data(), out);
+    const std::size_t bands = (rows + half_band - 1) / half_band;
+#pragma omp parallel num_threads(threads) if (threads > 1 && bands > 1)
+    {
+        aligned_vector<float> xb(half_band * in), yb(half_band * out);
+#pragma omp for schedule(static)
+        for (std::size_t band = 0; band < bands; ++band) {
+            const std::size_t r0 = band * half_band, n = std::min(half_band, rows - r0);
+            isa::widen(x + r0 * in, xb.data(), n * in);
+            if (bias)
+                for (std::size_t r = 0; r < n; ++r) std::copy(b.begin(), b.end(), yb.begin() + long(r * out));
+            gemm_rows(0, n, out, in, xb.data(), in, wp.data(), yb.data(), out, bias != nullptr);
+            isa::narrow(yb.data(), y + r0 * out, n * out);
+        }
+    }
 }
 
 } // namespace attn::kernels

@@ -2,6 +2,10 @@
 // FMA probe), one section per instruction set as xsimd's arch/ files do, chosen at compile time
 // by xsimd's XSIMD_WITH_* macros (which follow -march): AVX-512, AVX/AVX2 with FMA, generic.
 // Everything else is written on xsimd::batch<float> and these functions.
+// The last section converts the 16-bit storage formats to and from fp32 arrays (the kernels
+// widen bf16/f16 operands while packing and narrow results as they store them); it needs AVX2
+// and F16C (__F16C__: xsimd 8.1 has no F16C architecture), present in every AVX-512 build, and
+// whether the CPU has a native bf16 dot product (AVX512_BF16) is asked at run time.
 //
 // Why explicit FMAs: xsimd 8.1 has FMA kernels only for its fma3<sse4_2|avx|avx2> and fma4
 // architectures. xsimd::fma on the default batch of an AVX-512 build (avx512bw), and on plain
@@ -9,10 +13,12 @@
 // multiply and add: the same throughput as an FMA, but longer latency and two roundings.
 module;
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <immintrin.h>
 #include <xsimd/xsimd.hpp>
 export module attn.kernels:isa;
+import attn.core; // bf16, f16
 
 export namespace attn::kernels {
 
@@ -147,6 +153,86 @@ inline void prefetch_l2(const void* p) {
     _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
 #else
     __builtin_prefetch(p, 0, 2);
+#endif
+}
+
+// ---- bf16 and f16 <-> fp32 arrays ---------------------------------------------------------------
+// Widening is exact: bf16 is the top half of a float (a 16-bit shift), f16 goes through
+// vcvtph2ps. Narrowing rounds to nearest even: f16 by vcvtps2ph (immediate 0: round to nearest,
+// whatever MXCSR says); bf16 by integer arithmetic, x + 0x7fff + (bit 16 of x), then the top
+// half, with a NaN kept a NaN by setting its quiet bit (the rounding carry would turn a NaN
+// with a low payload into infinity). Tails go through the scalar conversions of attn.core.
+
+inline void widen(const bf16* src, float* dst, std::size_t n) {
+    std::size_t i = 0;
+#if XSIMD_WITH_AVX2
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+    }
+#endif
+    for (; i < n; ++i) dst[i] = float(src[i]);
+}
+
+inline void widen(const f16* src, float* dst, std::size_t n) {
+    std::size_t i = 0;
+#if defined(__F16C__)
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+#endif
+    for (; i < n; ++i) dst[i] = float(src[i]);
+}
+
+inline void widen(const float* src, float* dst, std::size_t n) { std::memcpy(dst, src, n * sizeof(float)); }
+
+inline void narrow(const float* src, bf16* dst, std::size_t n) {
+    std::size_t i = 0;
+#if XSIMD_WITH_AVX2
+    const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff);
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i quiet = _mm256_set1_epi32(0x00400000);
+    for (; i + 8 <= n; i += 8) {
+        const __m256i x = _mm256_castps_si256(_mm256_loadu_ps(src + i));
+        const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
+        __m256i r = _mm256_add_epi32(x, _mm256_add_epi32(half, lsb));
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, abs_mask), inf);
+        r = _mm256_srli_epi32(_mm256_blendv_epi8(r, _mm256_or_si256(x, quiet), nan), 16);
+        // 32 -> 16 bits: packus works within 128-bit lanes; the permute joins the two halves
+        const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xd8);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_castsi256_si128(packed));
+    }
+#endif
+    for (; i < n; ++i) dst[i] = bf16(src[i]);
+}
+
+inline void narrow(const float* src, f16* dst, std::size_t n) {
+    std::size_t i = 0;
+#if defined(__F16C__)
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), 0));
+#endif
+    for (; i < n; ++i) dst[i] = f16(src[i]);
+}
+
+inline void narrow(const float* src, float* dst, std::size_t n) { std::memcpy(dst, src, n * sizeof(float)); }
+
+/// Whether this CPU has AVX512_BF16 (vdpbf16ps), asked at run time.
+inline bool cpu_has_avx512_bf16() { return __builtin_cpu_supports("avx512bf16"); }
+
+/// How the kernels compute in bf16 on this CPU, one line for the results' metadata.
+inline const char* bf16_path() {
+    return cpu_has_avx512_bf16()
+               ? "convert: bf16 widened to fp32 while packing, fp32 FMA (the CPU has AVX512_BF16; no vdpbf16ps "
+                 "kernel is written yet)"
+               : "convert: bf16 widened to fp32 while packing, fp32 FMA (no avx512_bf16 on this CPU)";
+}
+
+/// How the kernels compute in f16, one line for the results' metadata.
+inline const char* f16_path() {
+#if defined(__F16C__)
+    return "convert: f16 widened to fp32 while packing (F16C vcvtph2ps), fp32 FMA";
+#else
+    return "convert: f16 widened to fp32 while packing (scalar, no F16C in this build), fp32 FMA";
 #endif
 }
 

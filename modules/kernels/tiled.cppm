@@ -4,6 +4,9 @@
 // m and row sum l (rescaling the running output by exp(m_old - m_new) when the maximum grows),
 // and accumulated with a second GEMM. The n_q x n_kv score matrix never exists: the extra
 // memory per thread is the tiles, independent of sequence length.
+// In bf16 and f16 (storage), Q, K and V are widened to fp32 as they are packed, so the GEMMs,
+// the softmax and the running output are fp32 exactly as in an fp32 run; P stays fp32 (it is
+// never rounded to the storage format); the output row is rounded to nearest even as it is stored.
 module;
 #include <algorithm>
 #include <cmath>
@@ -81,13 +84,15 @@ inline void scale_row(float* x, std::size_t n, float f) { // n is a multiple of 
 } // namespace detail
 
 /// The rows [i0, i0+tq) of head h in sequence b.
-inline void tile_core(const problem& p, const core_io<float>& io, std::size_t b, std::size_t h, std::size_t i0,
-                      std::size_t tq, tiles t, tiled_scratch& w) {
+template <class T>
+void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_t h, std::size_t i0, std::size_t tq,
+               tiles t, tiled_scratch& w) {
     const std::size_t d = p.head_dim(), g = p.kv_head_of(h);
     const float scale = float(p.softmax_scale());
     for (std::size_t r = 0; r < tq; ++r) {
-        const float* q = io.q.row(b, h, i0 + r);
-        for (std::size_t c = 0; c < d; ++c) w.qs[r * d + c] = q[c] * scale;
+        float* qs = w.qs.data() + r * d;
+        isa::widen(io.q.row(b, h, i0 + r), qs, d);
+        for (std::size_t c = 0; c < d; ++c) qs[c] *= scale;
     }
     std::fill(w.acc.begin(), w.acc.begin() + tq * w.acc_ld, 0.0f);
     std::fill(w.m.begin(), w.m.end(), detail::neg_inf);
@@ -119,21 +124,18 @@ inline void tile_core(const problem& p, const core_io<float>& io, std::size_t b,
         gemm_rows(r0, tq, d, tk, w.s.data(), w.s_ld, w.vp.data(), w.acc.data(), w.acc_ld, true);
     }
     for (std::size_t r = 0; r < tq; ++r) {
-        float* o = io.out.row(b, h, i0 + r);
-        const float* a = w.acc.data() + r * w.acc_ld;
-        if (w.l[r] == 0.0f) { // no visible key: zeros, by definition
-            std::fill(o, o + d, 0.0f);
-            continue;
-        }
-        const float inv = 1.0f / w.l[r];
-        for (std::size_t c = 0; c < d; ++c) o[c] = a[c] * inv;
+        float* a = w.acc.data() + r * w.acc_ld;
+        const float inv = w.l[r] == 0.0f ? 0.0f : 1.0f / w.l[r]; // no visible key: zeros, by definition
+        for (std::size_t c = 0; c < d; ++c) a[c] = w.l[r] == 0.0f ? 0.0f : a[c] * inv;
+        isa::narrow(a, io.out.row(b, h, i0 + r), d);
     }
 }
 
 /// The whole core: (batch x heads x query tiles) work items, spread over `threads`.
 /// Items are independent and each is computed the same way on any thread: the result does not
 /// depend on the thread count. Heavier (later, under a causal mask) tiles are handed out first.
-inline void tiled_core(const problem& p, const core_io<float>& io, tiles t, int threads) {
+template <class T>
+void tiled_core(const problem& p, const core_io<T>& io, tiles t, int threads) {
     const std::size_t n_tiles = (p.n_q + t.q - 1) / t.q;
     const std::size_t items = p.batch * p.heads * n_tiles;
 #pragma omp parallel num_threads(threads) if (threads > 1)

@@ -1,12 +1,15 @@
 // attn.kernels:variant -- a variant on these kernels (`simd`, `parallel`): a problem with one
 // query row (a decode step) goes to decode_core, which streams K and V once; any other to
-// tiled_core.
+// tiled_core. In bf16 and f16 the tiled core and the projections widen operands while packing
+// (fp32 arithmetic, storage traffic halved); a decode step in bf16/f16 runs the fp32 decode core on
+// fp32 copies (by_conversion).
 module;
 #include <algorithm>
 #include <cstddef>
 #include <string>
 #include <utility>
 export module attn.kernels:variant;
+import :isa;
 import :gemm;
 import :tiled;
 import :decode;
@@ -26,6 +29,20 @@ inline std::size_t attention_scratch_bytes(const problem& p, tiles t, int thread
     return tiled_scratch_bytes(p, t, threads);
 }
 
+/// The bf16 or f16 kernels of a variant on these kernels; `f32` serves the decode step.
+template <class T, class Threads>
+kernel_set<T> half_kernels(const kernel_set<float>& f32, Threads threads) {
+    kernel_set<T> k;
+    k.core = [threads, by_conv = by_conversion<T>(f32)](const problem& p, const core_io<T>& io, const run_options& o) {
+        if (p.n_q == 1) return by_conv.core(p, io, o);
+        tiled_core(p, io, resolve_tiles(o), threads(o));
+    };
+    k.linear = [threads](const linear_io<T>& io, const run_options& o) {
+        linear(io.x, io.w, io.b, io.y, io.rows, io.in, io.out, threads(o));
+    };
+    return k;
+}
+
 /// A variant on these kernels: threaded ones use run_options::threads, the others one thread.
 inline variant tiled_variant(std::string name, std::string description, bool threaded) {
     variant v;
@@ -40,6 +57,10 @@ inline variant tiled_variant(std::string name, std::string description, bool thr
     v.f32.linear = [threads](const linear_io<float>& io, const run_options& o) {
         linear(io.x, io.w, io.b, io.y, io.rows, io.in, io.out, threads(o));
     };
+    v.bf16 = half_kernels<bf16>(v.f32, threads);
+    v.f16 = half_kernels<f16>(v.f32, threads);
+    v.bf16_path = isa::bf16_path();
+    v.f16_path = isa::f16_path();
     v.scratch_bytes = [threads](const problem& p, const run_options& o) {
         return attention_scratch_bytes(p, o.tile_q ? resolve_tiles(o) : balanced_tiles(p, resolve_tiles(o), threads(o)),
                                        threads(o));

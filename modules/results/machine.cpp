@@ -180,6 +180,11 @@ const metadata& static_metadata() {
         metadata r;
         r.emplace_back("cpu_model", mach.cpu_model);
         r.emplace_back("cpu_simd_flags", cpu_simd_flags());
+        // which bf16 path the kernels take (attn.kernels:isa decides the same from the CPU flag)
+        r.emplace_back("bf16_path", cpu_simd_flags().find("avx512_bf16") == std::string::npos
+                                        ? "convert: bf16 widened to fp32, fp32 FMA (no avx512_bf16 on this CPU)"
+                                        : "convert: bf16 widened to fp32, fp32 FMA (avx512_bf16 present; no "
+                                          "vdpbf16ps kernel yet)");
         r.emplace_back("logical_cores", std::to_string(mach.logical_cores));
         r.emplace_back("simd", compiled_simd());
         r.emplace_back("l1d_cache", mach.l1d_bytes ? format_bytes(mach.l1d_bytes) : "unknown");
@@ -226,29 +231,18 @@ const machine_info& machine() {
 }
 
 const std::vector<std::string>& metadata_keys() {
-    static const std::vector<std::string> keys = {"cpu_model",
-                                                  "cpu_simd_flags",
-                                                  "logical_cores",
-                                                  "simd",
-                                                  "l1d_cache",
-                                                  "l2_cache",
-                                                  "l3_cache",
-                                                  "memory_total",
-                                                  "transparent_hugepages",
-                                                  "os",
-                                                  "kernel",
-                                                  "hostname",
-                                                  "compiler",
-                                                  "flags",
-                                                  "build_type",
-                                                  "blas",
-                                                  "openmp_max_threads",
-                                                  "commit",
-                                                  "date_utc",
-                                                  "load_average",
-                                                  "seed",
-                                                  "threads",
-                                                  "preset"};
+    static const std::vector<std::string> keys = {"cpu_model",    "cpu_simd_flags",
+                                                  "bf16_path",    "logical_cores",
+                                                  "simd",         "l1d_cache",
+                                                  "l2_cache",     "l3_cache",
+                                                  "memory_total", "transparent_hugepages",
+                                                  "os",           "kernel",
+                                                  "hostname",     "compiler",
+                                                  "flags",        "build_type",
+                                                  "blas",         "openmp_max_threads",
+                                                  "commit",       "date_utc",
+                                                  "load_average", "seed",
+                                                  "threads",      "preset"};
     return keys;
 }
 
