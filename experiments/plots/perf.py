@@ -29,12 +29,27 @@ def assign_styles(names):
         _styles[v] = dict(color=COLORS[i % len(COLORS)], marker=MARKERS[i % len(MARKERS)])
 
 
-def style(variant):
+# A precision other than fp32 is a series of its own ("simd bf16"): the variant's colour and
+# marker, hollow, with its own line style; peers are dashed.
+PRECISION_LINES = {"bf16": "-.", "f16": ":", "f64": (0, (5, 1, 1, 1, 1, 1))}
+
+
+def series_name(r):
+    p = r.get("precision", "f32")
+    return r["variant"] if p == "f32" else f"{r['variant']} {p}"
+
+
+def style(name):
+    variant, _, precision = name.partition(" ")
     if variant not in _styles:
         i = len(_styles)
         _styles[variant] = dict(color=COLORS[i % len(COLORS)], marker=MARKERS[i % len(MARKERS)])
-    return dict(_styles[variant], ls="--") if variant in PEERS else _styles[variant]
-
+    s = dict(_styles[variant])
+    if variant in PEERS:
+        s["ls"] = "--"
+    if precision:
+        s.update(ls=PRECISION_LINES.get(precision, "-."), mfc="none")
+    return s
 
 
 # A panel's fixed sizes; the thread count is not one of them: each variant is drawn at the most
@@ -73,7 +88,7 @@ def series_over(rows, x_key, fixed_keys):
     each variant at the most threads it ran with in that config."""
     groups = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        groups[tuple(r[k] for k in fixed_keys)][r["variant"]].append((r[x_key], r))
+        groups[tuple(r[k] for k in fixed_keys)][series_name(r)].append((r[x_key], r))
     for by_variant in groups.values():
         for v, pts in by_variant.items():
             most = max(threads_of(r) for _, r in pts)
@@ -153,7 +168,8 @@ def plot_vs_n(d, figdir, perf, peak):
             ax.set_title(config_text(cfg), fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
             ax.legend(fontsize=8, title="variant", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-        fig.suptitle(f"{title} (fp32, attention {'/'.join(c[0] for c in configs)})", y=1.02)
+        fig.suptitle(f"{title} (fp32 unless a legend entry names bf16/f16; attention "
+                     f"{'/'.join(c[0] for c in configs)})", y=1.02)
         fig.tight_layout()
         figures.append((stem, figure_path(fig, figdir, stem), [config_text(c) for c in configs]))
     return figures
@@ -196,12 +212,12 @@ def perf_table(perf, peak):
     for r in perf["cases"]:
         if r["mode"] == "decode":  # in the decoding section
             continue
-        rows.append([r["variant"], r["mode"], r["d_model"], r["heads"], r["kv_heads"], r["n_q"], r["batch"],
+        rows.append([r["variant"], r.get("precision", "f32"), r["mode"], r["d_model"], r["heads"], r["kv_heads"], r["n_q"], r["batch"],
                      r["threads"],
                      "yes" if r["causal"] else "no",
                      num(r.get("time_ms"), 4), num(r.get("gflops_matmul"), 3), num(r.get("pct_peak"), 3),
                      r["status"] if r["status"] == "ok" else f"**{r['status']}**: {r.get('error', '')}"])
-    return md_table(["variant", "mode", "d_model", "H", "G", "N", "batch", "threads", "causal", "time [ms]",
+    return md_table(["variant", "precision", "mode", "d_model", "H", "G", "N", "batch", "threads", "causal", "time [ms]",
                      "GFLOP/s (matmul)", "% of peak", "status"], rows)
 
 
