@@ -16,6 +16,7 @@
 #include "output.hpp"
 #include "report.hpp"
 import attn.stats;
+import attn.shard; // harness_runs: the shards deal the same runs
 
 namespace attn::cli::reporting {
 namespace {
@@ -222,26 +223,6 @@ std::vector<json> run_cases(const run_context& c, const std::vector<sweep_case>&
     fs::remove(out);
     fs::remove(log);
     return recs;
-}
-
-/// The harness runs of the cases still to do, in the cases' order: one case each, except that
-/// the decode cases differing only in kv_heads share one run.
-std::vector<std::vector<sweep_case>> harness_runs(const std::vector<sweep_case>& todo) {
-    std::vector<std::vector<sweep_case>> runs;
-    std::map<std::string, std::size_t> decode_run;
-    for (const auto& k : todo) {
-        if (k.mode != "decode") {
-            runs.push_back({k});
-            continue;
-        }
-        sweep_case key = k;
-        key.kv_heads = 0;
-        key.grids.clear();
-        const auto [it, fresh] = decode_run.emplace(json(key).dump(), runs.size());
-        if (fresh) runs.emplace_back();
-        runs[it->second].push_back(k);
-    }
-    return runs;
 }
 
 } // namespace
