@@ -68,9 +68,10 @@ TEST_CASE("shard: a case's cost is attn.count's FLOPs per thread", "[shard]") {
     // core, d_model 8, H 2 (d_head 4), N 4, not causal: per head a2 P - a1 Z with a2 = 4 d_head + 5
     // = 21, a1 = d_head + 2 = 6, P = 16 visible pairs, Z = 4 rows: 336 - 24 = 312; two heads 624;
     // at two threads 312 per thread
-    attn::sweep_case c = nlohmann::json{{"variant", "parallel"}, {"mode", "core"}, {"d_model", 8},
-                                        {"heads", 2},            {"n_q", 4},       {"threads", 2}}
-                             .get<attn::sweep_case>();
+    attn::sweep_case c =
+        nlohmann::json{{"variant", "parallel"}, {"mode", "core"}, {"d_model", 8}, {"heads", 2}, {"n_q", 4},
+                       {"threads", 2}}
+            .get<attn::sweep_case>();
     CHECK(attn::case_cost(c) == 312.0);
     c.threads = 1;
     CHECK(attn::case_cost(c) == 624.0);
