@@ -135,7 +135,8 @@ outcome stage_check(run_context& c) {
                                   std::to_string(c.threads),
                                   "--mode",
                                   c.spec.check.mode};
-    for (const auto& v : swept_variants(c.cases)) args.insert(args.end(), {"--variant", v});
+    // the whole sweep's variants, also on a shard: every shard's check is the same check
+    for (const auto& v : swept_variants(expand(c.spec.grids, c.threads))) args.insert(args.end(), {"--variant", v});
     auto grid = [&](const char* flag, const std::vector<std::size_t>& xs) {
         for (auto x : xs) args.insert(args.end(), {flag, std::to_string(x)});
     };

@@ -59,8 +59,8 @@ bool select_shard(run_context& c, const std::string& shard_arg, bool resume) {
         c.spec.stages.erase(std::remove_if(c.spec.stages.begin(), c.spec.stages.end(),
                                            [](const std::string& st) { return !per_machine(st); }),
                             c.spec.stages.end());
-    std::fprintf(stderr, "attnbench report: shard %zu/%zu: %zu of %zu performance cases; stages %s\n", s.index,
-                 s.count, c.cases.size(), all.size(), json(c.spec.stages).dump().c_str());
+    std::fprintf(stderr, "attnbench report: shard %zu/%zu: %zu of %zu performance cases; stages %s\n", s.index, s.count,
+                 c.cases.size(), all.size(), json(c.spec.stages).dump().c_str());
     if (resume) return true;
     json fingerprint = json::object();
     for (const auto& [k, v] : collect_metadata({}))

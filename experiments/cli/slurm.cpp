@@ -92,12 +92,15 @@ void slurm(const slurm_args& a) {
     const sweep_spec spec = parse_sweep(text, source, stage_names());
     const int cpus = cpus_needed(spec, a.cpus);
     for (const auto& x : {a.partition, a.time})
-        require(x.find_first_of(" \t\n'\"$`\\;") == std::string::npos, "--partition/--time '" + x + "' has a space or shell character");
+        require(x.find_first_of(" \t\n'\"$`\\;") == std::string::npos,
+                "--partition/--time '" + x + "' has a space or shell character");
     const std::string sbatch = a.dry_run ? "sbatch" : on_path("sbatch");
-    require(!sbatch.empty(), "sbatch is not on PATH: submit from a Slurm login node (or pass --dry-run to see the scripts)");
-    const fs::path dir = fs::absolute(a.out.empty() ? fs::path("results") / (spec.name + "-slurm-" + utc_stamp("%Y%m%d-%H%M%S"))
-                                                    : fs::path(a.out));
-    require(a.dry_run || !fs::exists(dir / "shards.sbatch"), dir.string() + " holds a submitted sweep already; give another --out");
+    require(!sbatch.empty(),
+            "sbatch is not on PATH: submit from a Slurm login node (or pass --dry-run to see the scripts)");
+    const fs::path dir = fs::absolute(
+        a.out.empty() ? fs::path("results") / (spec.name + "-slurm-" + utc_stamp("%Y%m%d-%H%M%S")) : fs::path(a.out));
+    require(a.dry_run || !fs::exists(dir / "shards.sbatch"),
+            dir.string() + " holds a submitted sweep already; give another --out");
     const std::string self = self_exe(), n = std::to_string(a.array);
     const std::string bench = a.bench.empty() ? "" : " --bench " + quoted(fs::absolute(a.bench).string());
 
@@ -107,31 +110,40 @@ void slurm(const slurm_args& a) {
               "\n# One shard of the sweep per array task (attnbench report --shard I/" + n +
               "). OMP_NUM_THREADS is the task's CPUs, so a\n"
               "# grid's threads = 0 means the same count on every task and every task expands the same case list.\n"
-              "# Run one task again with: sbatch --array=I " + (dir / "shards.sbatch").string() +
+              "# Run one task again with: sbatch --array=I " +
+              (dir / "shards.sbatch").string() +
               " (it resumes its shard).\n"
               "set -euo pipefail\n"
               "i=${SLURM_ARRAY_TASK_ID:?run this as a Slurm array task}\n"
-              "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-" + std::to_string(cpus) + "}\n"
-              "out=" + quoted((dir / "shard-").string()) + "$i\n"
+              "export OMP_NUM_THREADS=${SLURM_CPUS_PER_TASK:-" +
+              std::to_string(cpus) +
+              "}\n"
+              "out=" +
+              quoted((dir / "shard-").string()) +
+              "$i\n"
               "if [ -e \"$out/run.json\" ]; then\n"
-              "    exec " + quoted(self) + " report --resume --shard \"$i/" + n + "\" --out \"$out\"" + bench + "\n"
+              "    exec " +
+              quoted(self) + " report --resume --shard \"$i/" + n + "\" --out \"$out\"" + bench +
+              "\n"
               "fi\n"
-              "exec " + quoted(self) + " report --sweep " + quoted((dir / "sweep.toml").string()) + " --shard \"$i/" + n +
+              "exec " +
+              quoted(self) + " report --sweep " + quoted((dir / "sweep.toml").string()) + " --shard \"$i/" + n +
               "\" --out \"$out\"" + bench + "\n";
     std::string merge = header(a, "attnbench-" + spec.name + "-merge", dir);
     merge += "#SBATCH --cpus-per-task=1\n#SBATCH --output=" + (dir / "slurm" / "merge-%j.out").string() +
              "\n# Runs when every shard task has succeeded (sbatch --dependency=afterok:ARRAY_JOB). merged/ is\n"
              "# made from the shards alone and is rebuilt on each run.\n"
              "set -euo pipefail\n"
-             "rm -rf " + quoted((dir / "merged").string()) + "\n" + quoted(self) + " merge " +
-             quoted((dir / "merged").string());
+             "rm -rf " +
+             quoted((dir / "merged").string()) + "\n" + quoted(self) + " merge " + quoted((dir / "merged").string());
     for (int i = 0; i < a.array; ++i) merge += " " + quoted((dir / ("shard-" + std::to_string(i))).string());
     merge += "\nexec " + quoted(self) + " plot " + quoted((dir / "merged").string()) + "\n";
 
     if (a.dry_run) {
-        std::printf("# %s\n%s\n# %s\n%s\n# sbatch --parsable %s\n# sbatch --parsable --dependency=afterok:ARRAY_JOB %s\n",
-                    (dir / "shards.sbatch").string().c_str(), shards.c_str(), (dir / "merge.sbatch").string().c_str(),
-                    merge.c_str(), (dir / "shards.sbatch").string().c_str(), (dir / "merge.sbatch").string().c_str());
+        std::printf(
+            "# %s\n%s\n# %s\n%s\n# sbatch --parsable %s\n# sbatch --parsable --dependency=afterok:ARRAY_JOB %s\n",
+            (dir / "shards.sbatch").string().c_str(), shards.c_str(), (dir / "merge.sbatch").string().c_str(),
+            merge.c_str(), (dir / "shards.sbatch").string().c_str(), (dir / "merge.sbatch").string().c_str());
         return;
     }
     fs::create_directories(dir / "slurm");
@@ -149,8 +161,8 @@ void slurm(const slurm_args& a) {
     const std::string array = submit({sbatch, "--parsable", (dir / "shards.sbatch").string()}, "submit-shards");
     const std::string merged = submit(
         {sbatch, "--parsable", "--dependency=afterok:" + array, (dir / "merge.sbatch").string()}, "submit-merge");
-    std::fprintf(stderr, "%s: %d shards of %s at %d CPUs per task; merged report: %s\n", dir.string().c_str(),
-                 a.array, source.c_str(), cpus, (dir / "merged" / "report.md").string().c_str());
+    std::fprintf(stderr, "%s: %d shards of %s at %d CPUs per task; merged report: %s\n", dir.string().c_str(), a.array,
+                 source.c_str(), cpus, (dir / "merged" / "report.md").string().c_str());
     std::printf("array_job %s\nmerge_job %s\ndir %s\n", array.c_str(), merged.c_str(), dir.string().c_str());
 }
 
