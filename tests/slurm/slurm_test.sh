@@ -130,7 +130,7 @@ assert m["shards_given"] == 3 and not m["missing_cases"] and len(m["machines"]) 
 print(f"merged == unsharded: {len(ca)} cases, {len(verdicts(a))} check verdicts")
 PY
 printf 'wall time, tiny sweep: unsharded %.1f s; 3-task array + merge (submit to merged report) %.1f s\n' \
-    "$(echo "$t1 - $t0" | bc)" "$(echo "$t2 - $t1" | bc)"
+    "$(awk "BEGIN{print $t1 - $t0}")" "$(awk "BEGIN{print $t2 - $t1}")"
 
 # --- 2. one task cancelled mid-run, its shard submitted again -------------------------------------
 "$ab" slurm --sweep "$here/slow.toml" --array 3 --out "$work/run2" >"$work/submit2.out" 2>"$work/submit2.err" ||
