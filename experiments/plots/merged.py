@@ -44,6 +44,18 @@ def note(d):
     return out
 
 
+def demote(text):
+    """Headings one level down (## -> ###), outside fenced code blocks."""
+    out, fenced = [], False
+    for line in text.split("\n"):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#+ ", line):
+            line = "#" + line
+        out.append(line)
+    return "\n".join(out)
+
+
 def compose(d):
     m = load_merge(d)
     md = [f"# attnbench report: {os.path.basename(os.path.abspath(d))}\n",
@@ -55,10 +67,10 @@ def compose(d):
         md.append(f"**Incomplete:** shards not given {m['missing_shards']}; {len(m['missing_cases'])} cases not run.\n")
     for mach in m["machines"]:
         sub = os.path.join(d, mach["id"], "report.md")
-        md.append(f"# {mach['id']}: {machine_text(mach)}\n")
+        md.append(f"## {mach['id']}: {machine_text(mach)}\n")
         text = open(sub).read()
         text = re.sub(r"^# .*\n", "", text, count=1)  # the machine's own title: replaced by the heading above
-        text = re.sub(r"^(#+) ", lambda g: "#" + g.group(1) + " ", text, flags=re.M)
+        text = demote(text)
         # links and images relative to the machine's folder
         text = re.sub(r"\]\((?!https?:|#|/)([^)]+)\)", lambda g: f"]({mach['id']}/{g.group(1)})", text)
         md.append(text)

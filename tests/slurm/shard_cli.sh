@@ -47,6 +47,18 @@ n=$(ls "$work/m/cases" | grep -c '\.json$')
 [ "$n" -eq 9 ] || fail "merged $n cases, expected the sweep's 9"
 expect 2 "holds a run already" "$ab" merge "$work/m" "$work/s0" "$work/s1" "$work/s2"
 
+# shards from two machines (shard 2's record says another CPU and host): one folder each, never
+# mixed, and one report.md with a section per machine
+cp -r "$work/s2" "$work/s2x"
+sed -i 's/"cpu_model": "[^"]*"/"cpu_model": "Other CPU"/; s/"hostname": "[^"]*"/"hostname": "node7"/' "$work/s2x/shard.json"
+expect 0 "merged 3 of 3 shards from 2 machines" "$ab" merge "$work/mm" "$work/s0" "$work/s1" "$work/s2x"
+[ "$(ls "$work/mm/machine-1/cases" | wc -l)" -eq $(($(ls "$work/s0/cases" | wc -l) + $(ls "$work/s1/cases" | wc -l))) ] &&
+    [ "$(ls "$work/mm/machine-2/cases" | wc -l)" -eq "$(ls "$work/s2/cases" | wc -l)" ] || fail "cases not split by machine"
+"$ab" plot "$work/mm" >/dev/null 2>"$work/plot.err" || { cat "$work/plot.err"; fail "plot of a two-machine merge failed"; }
+grep -q "^## machine-1: .*host vm\|^## machine-1: " "$work/mm/report.md" && grep -q "^## machine-2: Other CPU" "$work/mm/report.md" &&
+    grep -q "](machine-2/figures/perf_time_vs_n.png)" "$work/mm/report.md" || fail "report.md has no section per machine"
+echo "ok: two machines merged into machine-1/ and machine-2/, one report.md with a section each"
+
 # slurm: bad input, no sbatch, and the dry run's scripts
 expect 2 "--array 0: the number of shards must be at least 1" "$ab" slurm --sweep "$sweep" --array 0 --dry-run
 expect 2 "--cpus-per-task 1 is below the sweep's largest thread count 4" "$ab" slurm --sweep "$here/threads4.toml" --array 2 --cpus-per-task 1 --dry-run
