@@ -109,7 +109,10 @@ void write_machine(const fs::path& out, const std::vector<const shard*>& group, 
             for (const auto& e : fs::directory_iterator(s->dir / "stages")) {
                 json m = read_json(e.path());
                 const std::string name = e.path().filename().string();
-                if (stages.count(name)) m["ok"] = stages[name].value("ok", false) && m.value("ok", false);
+                if (stages.count(name)) { // ok where every shard's was; the slowest shard's seconds
+                    m["ok"] = stages[name].value("ok", false) && m.value("ok", false);
+                    m["seconds"] = std::max(stages[name].value("seconds", 0.0), m.value("seconds", 0.0));
+                }
                 stages[name] = m;
             }
         if (fs::exists(s->dir / "logs")) {
@@ -123,6 +126,11 @@ void write_machine(const fs::path& out, const std::vector<const shard*>& group, 
     run["run_id"] = out.filename().string();
     run["cases"] = cases;
     run["merged_from"] = given;
+    // what reproduces the merged run on one machine: the sweep unsharded
+    const std::string source = run.value("sweep_source", std::string("sweep.toml"));
+    run["command"] = source.rfind("preset:", 0) == 0
+                         ? json::array({"attnbench", "report", "--preset", source.substr(7)})
+                         : json::array({"attnbench", "report", "--sweep", source});
     attn::write_atomic((out / "run.json").string(), run.dump(2) + "\n");
     attn::write_atomic((out / "merge.json").string(), summary.dump(2) + "\n");
 }
