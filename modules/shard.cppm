@@ -56,9 +56,11 @@ inline double case_cost(const sweep_case& c) {
     return flops / double(std::max<std::size_t>(1, c.threads));
 }
 
-/// The harness runs of a case list, in the list's order: one case each, except that decode
-/// cases differing only in kv_heads share one run.
-inline std::vector<std::vector<sweep_case>> harness_runs(const std::vector<sweep_case>& cases) {
+/// The units a partition deals, in the list's order: one case each, except that decode cases
+/// differing only in kv_heads stay together (the report runs them in one harness process, their
+/// repetitions interleaved). A peer's cases are dealt one by one: each shard runs its own share
+/// of them in one process of the peer harness.
+inline std::vector<std::vector<sweep_case>> shard_units(const std::vector<sweep_case>& cases) {
     std::vector<std::vector<sweep_case>> runs;
     std::map<std::string, std::size_t> decode_run;
     for (const auto& k : cases) {
@@ -100,7 +102,7 @@ inline std::vector<std::size_t> assign_shards(const std::vector<double>& costs, 
 
 /// The cases of one shard, in the order of the list.
 inline std::vector<sweep_case> shard_cases(const std::vector<sweep_case>& cases, shard_spec s) {
-    const auto runs = harness_runs(cases);
+    const auto runs = shard_units(cases);
     std::vector<double> costs;
     std::vector<std::string> keys;
     for (const auto& r : runs) {

@@ -244,7 +244,7 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source,
     s.source = source;
     s.text = text;
     s.stages = known_stages;
-    r.only(root, {"name", "description", "seed", "stages", "peak", "check", "perf"}, "the top level");
+    r.only(root, {"name", "description", "seed", "stages", "peak", "check", "perf", "peers"}, "the top level");
     if (const auto* n = root.get("name")) s.name = r.string(*n, "name");
     if (const auto* n = root.get("description")) s.description = r.string(*n, "description");
     if (const auto* n = root.get("seed")) s.seed = std::uint64_t(r.integer(*n, "seed", 0));
@@ -291,6 +291,15 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source,
         lg.g.kv_heads = s.check.kv_heads;
         lg.g.modes = {"core"};
         check_combinations(r, lg, " in [check]");
+    }
+
+    // [peers] providers: other libraries timed on the same grids (attn.peers)
+    if (const auto* n = root.get("peers")) {
+        const auto& t = r.table(*n, "peers");
+        r.only(t, {"providers"}, "[peers]");
+        std::vector<std::string> known;
+        for (const auto& p : peer_providers()) known.push_back(p.name);
+        if (const auto* v = t.get("providers")) s.peers = r.names(*v, "providers", known, "peer");
     }
 
     // [perf]: defaults for every [[perf.grid]], and the grid itself when there is none.

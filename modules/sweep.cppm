@@ -10,6 +10,7 @@ module;
 #include <vector>
 export module attn.sweep;
 export import attn.cases;
+export import attn.peers;
 
 export namespace attn {
 
@@ -27,11 +28,12 @@ struct sweep_spec {
     std::string description; ///< `description`
     std::uint64_t seed = 1;  ///< `seed`: inputs and weights of every stage
     std::vector<std::string> stages;
-    int peak_repetitions = 5;      ///< [peak] repetitions
-    check_grid check;              ///< [check]
-    int repetitions = 3;           ///< [perf] repetitions (Google Benchmark's, for medians)
-    double min_time = 0.1;         ///< [perf] min_time in seconds per repetition
-    std::vector<attn::grid> grids; ///< [[perf.grid]], defaults from [perf]; attn::expand makes the cases
+    int peak_repetitions = 5;       ///< [peak] repetitions
+    check_grid check;               ///< [check]
+    int repetitions = 3;            ///< [perf] repetitions (Google Benchmark's, for medians)
+    double min_time = 0.1;          ///< [perf] min_time in seconds per repetition
+    std::vector<attn::grid> grids;  ///< [[perf.grid]], defaults from [perf]; attn::expand makes the cases
+    std::vector<std::string> peers; ///< [peers] providers (attn.peers): run beside the grids' cases
 };
 
 /// Parses and validates `text`; `source` names it in errors ("quick.toml:12: key 'heads' ...").

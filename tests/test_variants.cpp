@@ -89,6 +89,23 @@ TEST_CASE("parallel gives identical bytes on 1 and 2 threads", "[variants][paral
     }
 }
 
+TEST_CASE("parallel splits one head into query tiles and keeps the same bytes", "[variants][parallel]") {
+    // B H = 1: on 2 threads the query tile shrinks from 384 rows to 132 (kernels::balanced_tiles),
+    // on 1 thread it stays 384; the rows must come out the same and match the fp64 reference.
+    problem p = attn::gqa(64, 1, 1, 1000);
+    p.causal = GENERATE(false, true);
+    const auto& par = attn::find_variant("parallel");
+    const auto in = attn::check::make_inputs(p, mode::core, 11);
+    attn::run_options one, two;
+    one.threads = 1;
+    two.threads = 2;
+    const auto a = attn::check::run<float>(par, p, mode::core, in, one);
+    const auto b = attn::check::run<float>(par, p, mode::core, in, two);
+    REQUIRE(a.size() == b.size());
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+    CHECK(attn::check::check_case<float>(par, p, mode::core, two, 11).pass);
+}
+
 TEST_CASE("the vector exp is within 2 ulp of exp on [-104, 0]", "[variants][simd]") {
     // The tolerance policy budgets 4 ulp per exp; measured here: xsimd's float exp stays under
     // 1.5 ulp over every 7th float in the range (1.49 ulp near x = -5.89), sampled more coarsely here.

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
     attn::cli::add_compare(app);
     attn::cli::add_merge(app);
     attn::cli::add_slurm(app);
+    attn::cli::add_peer_io(app);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -121,7 +122,7 @@ outcome stage_peak(run_context& c) {
 std::vector<std::string> swept_variants(const std::vector<sweep_case>& cases) {
     std::vector<std::string> v;
     for (const auto& k : cases)
-        if (std::find(v.begin(), v.end(), k.variant) == v.end()) v.push_back(k.variant);
+        if (!is_peer(k.variant) && std::find(v.begin(), v.end(), k.variant) == v.end()) v.push_back(k.variant);
     return v;
 }
 
@@ -200,6 +201,8 @@ int render(const fs::path& dir) {
         fs::path(attn::build().source_dir) / "experiments" / "plots" / (machines.empty() ? "report.py" : "merged.py");
     require(fs::exists(script), script.string() + ": not found (the plots script of this build's source tree)");
     fs::create_directories(dir / "logs");
+    // the versus-peers table's U test is compare.py's own (gbench.report.calc_utest)
+    ::setenv("ATTNBENCH_GBENCH_COMPARE", attn::build().gbench_compare, 0);
     const auto r = run_process({python, script.string(), dir.string()}, "", (dir / "logs" / "plot.err").string());
     if (r.interrupted()) throw interrupted{};
     if (r.exit_code != 0) {
@@ -258,6 +261,7 @@ void report(const report_args& a, const std::vector<std::string>& command) {
                 c.dir.string() + " holds a run already; pass --resume to finish it, or another --out");
     }
     c.cases = expand(c.spec.grids, c.threads);
+    add_peers(c);
     const bool sharded = select_shard(c, a.shard, a.resume);
     fs::create_directories(c.dir / "stages");
     if (!a.resume) {

@@ -74,6 +74,12 @@ std::set<std::string> failed_check(const fs::path& dir);
 /// The performance sweep: the cases not done yet through attnbench-bench, one file per case.
 outcome stage_perf(run_context& c);
 
+/// The [peers] providers that are installed join c.cases (attn::peer_cases); peers.json says
+/// which ran and how to install the others (report_peers.cpp).
+void add_peers(run_context& c);
+/// How a peer case runs: the peer harness in the project's Python, given this binary.
+std::vector<std::string> peer_command(const run_context& c);
+
 /// cases/*.json -> perf.json and perf.csv, sorted by case (the order does not depend on the
 /// order cases finished in, so an interrupted and resumed run writes the same files).
 void aggregate_perf(const fs::path& dir);

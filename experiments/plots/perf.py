@@ -21,6 +21,7 @@ COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:b
           "tab:gray", "tab:olive", "tab:cyan"]
 MARKERS = ["o", "v", "^", "s", "D", "P", "X", "*"]
 _styles = {}
+PEERS = set()  # providers (other libraries): drawn dashed
 
 
 def assign_styles(names):
@@ -32,7 +33,7 @@ def style(variant):
     if variant not in _styles:
         i = len(_styles)
         _styles[variant] = dict(color=COLORS[i % len(COLORS)], marker=MARKERS[i % len(MARKERS)])
-    return _styles[variant]
+    return dict(_styles[variant], ls="--") if variant in PEERS else _styles[variant]
 
 
 

@@ -17,6 +17,7 @@ import plotting  # noqa: E402
 import claims  # noqa: E402  (the params / FLOPs / hull plots)
 import decode as decode_plots  # noqa: E402  (the decode figures)
 import decode_text  # noqa: E402  (the decode section's tables and prose)
+import peers as peers_section  # noqa: E402  (versus peers, the threads sweep)
 import perf as perf_section  # noqa: E402  (the performance figures and tables)
 import merged  # noqa: E402  (what a merge of shards says about itself)
 from plotting import md_table  # noqa: E402
@@ -131,6 +132,7 @@ def main():
 
     if perf:
         perf_section.assign_styles(r["variant"] for r in perf["cases"])
+        perf_section.PEERS.update(r["variant"] for r in perf["cases"] if peers_section.is_peer(r))
     perf_figs = perf_section.plot_vs_n(d, figdir, perf, peak) if perf else []
     lunch = perf_section.plot_free_lunch(d, figdir, perf) if perf else None
 
@@ -184,6 +186,13 @@ def main():
                       "arithmetic intensity per head drops, and the softmax work grows with H·N².\n")
             md.append(f"![free_lunch]({path})\n")
             md.append(perf_section.free_lunch_table(configs, series) + "\n")
+        threads_png, threads_table = peers_section.threads_figure(figdir, perf, save)
+        if threads_png:
+            md.append("### Threads sweep\n")
+            md.append("Each shape run at several thread counts: the speed-up over its own 1-thread time and the "
+                      "parallel efficiency (speed-up / threads).\n")
+            md.append(f"![threads_efficiency]({threads_png})\n")
+            md.append(threads_table + "\n")
         if any(r["mode"] != "decode" for r in perf["cases"]):
             md.append("### Medians, every case\n")
             if any(r["mode"] == "decode" for r in perf["cases"]):
@@ -191,6 +200,8 @@ def main():
             md.append(perf_section.perf_table(perf, peak) + "\n")
     else:
         md.append("Not run in this sweep.\n")
+
+    md.append(peers_section.section(d, perf))
 
     dec = decode_plots.Decode(perf, meta) if perf else None
     if dec and (dec.rows or dec.failed):

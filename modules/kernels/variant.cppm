@@ -34,13 +34,15 @@ inline variant tiled_variant(std::string name, std::string description, bool thr
     v.threaded = threaded;
     auto threads = [threaded](const run_options& o) { return threaded ? o.threads : 1; };
     v.f32.core = [threads](const problem& p, const core_io<float>& io, const run_options& o) {
-        attention_core(p, io, resolve_tiles(o), threads(o));
+        attention_core(p, io, o.tile_q ? resolve_tiles(o) : balanced_tiles(p, resolve_tiles(o), threads(o)),
+                       threads(o));
     };
     v.f32.linear = [threads](const linear_io<float>& io, const run_options& o) {
         linear(io.x, io.w, io.b, io.y, io.rows, io.in, io.out, threads(o));
     };
     v.scratch_bytes = [threads](const problem& p, const run_options& o) {
-        return attention_scratch_bytes(p, resolve_tiles(o), threads(o));
+        return attention_scratch_bytes(p, o.tile_q ? resolve_tiles(o) : balanced_tiles(p, resolve_tiles(o), threads(o)),
+                                       threads(o));
     };
     return v;
 }

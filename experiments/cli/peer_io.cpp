@@ -1,0 +1,164 @@
+// attnbench peer-io: the C++ side of a peer (another library's attention, run by the Python
+// runners in experiments/peers/). For one case it writes the inputs the harness would draw
+// (same seed, same numbers) as .npy files and the case's costs from attn.count as counts.json;
+// with --judge it checks the peer's output against the fp64 reference under the suite's one
+// tolerance policy (attn.check), on the last query rows of every sequence as the harness does.
+// So a peer computes no formula and judges nothing itself: a wrong scale or a key/value head
+// mix-up in a peer is a failed judgement here, exit status 1.
+//
+// Files (core and decode: the attention core; decode is one query row over the L+1 cached keys):
+//   q.npy [B, N_q, H, d], k.npy and v.npy [B, N_kv, G, d], float32; query head h reads
+//   key/value head floor(h G / H).
+//   layer: x.npy [B, N, d_model] (self-attention: the queries' and keys' input are the same
+//   tensor, the path a library's fused layer takes) and weights/ as PyTorch's state_dict.
+// --id-only prints the case, defaults filled, with its id (attn::sweep_case::id()).
+//   counts.json: matmul_flops, full_flops, bytes, intensity, peak_gflops (at the case's threads,
+//   from --peak), and for decode kv_read_bytes.
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+#include "commands.hpp"
+import attn.cases;
+import attn.check;
+import attn.count;
+import attn.npy;
+import attn.peak;
+import attn.results;
+
+namespace attn::cli {
+namespace {
+
+struct peer_io_args {
+    std::string case_json, dir, judge, peak;
+    std::uint64_t seed = 1;
+    bool id_only = false;
+};
+
+std::string read_file(const std::string& path) {
+    std::ifstream f(path);
+    require(bool(f), path + ": cannot read");
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+sweep_case parse_case(const std::string& text) {
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        throw error(std::string("--case: not valid JSON (") + e.what() + ")");
+    }
+    auto k = j.get<sweep_case>();
+    require(k.precision == "f32", "case " + k.id() + ": precision '" + k.precision + "' is not one peers run (f32)");
+    return k;
+}
+
+/// The case's inputs, drawn as attnbench-bench draws them; a layer case's keys' input is its
+/// queries' input (self-attention), so a library's self-attention path is what gets judged.
+check::inputs inputs_of(const sweep_case& k, const problem& p, check::mode m, std::uint64_t seed) {
+    auto in = check::make_inputs(p, m, seed);
+    if (m == check::mode::layer) {
+        require(p.n_q == p.n_kv, "case " + k.id() + ": a layer peer runs self-attention (n_kv = n_q)");
+        in.x_kv = in.x_q;
+    }
+    return in;
+}
+
+void write_inputs(const sweep_case& k, const problem& p, check::mode m, const check::inputs& in,
+                  const peer_io_args& a) {
+    const std::size_t d = p.head_dim();
+    nlohmann::json counts;
+    if (m == check::mode::core) {
+        npy::save(a.dir + "/q.npy", {p.batch, p.n_q, p.heads, d}, in.q.data());
+        npy::save(a.dir + "/k.npy", {p.batch, p.n_kv, p.kv_heads, d}, in.k.data());
+        npy::save(a.dir + "/v.npy", {p.batch, p.n_kv, p.kv_heads, d}, in.v.data());
+    } else {
+        npy::save(a.dir + "/x.npy", {p.batch, p.n_q, p.d_model}, in.x_q.data());
+        npy::save_state_dict(a.dir + "/weights", p, in.w.cast<double>());
+    }
+    const bool layer = m == check::mode::layer;
+    const auto flops = analytic_flops(p);
+    const double matmul = double(layer ? flops.matmul_flops() : flops.attention_matmul());
+    counts["matmul_flops"] = matmul;
+    counts["full_flops"] = double(layer ? flops.full_flops() : flops.attention_full());
+    if (k.mode == "decode") {
+        const auto cost = decode_cost(p, k.context, sizeof(float));
+        counts["kv_read_bytes"] = double(cost.kv_read_bytes);
+        counts["bytes"] = double(cost.kv_read_bytes);
+        counts["intensity"] = decode_intensity(p, sizeof(float));
+    } else {
+        const double bytes = double(min_bytes(p, layer, sizeof(float)));
+        counts["bytes"] = bytes;
+        counts["intensity"] = matmul / bytes;
+    }
+    if (!a.peak.empty()) {
+        const auto c = peak::from_json(read_file(a.peak));
+        counts["peak_gflops"] =
+            fma_ceiling_at(c.fma_1t_gflops.median, c.fma_all_gflops.median, c.threads, int(k.threads));
+    }
+    counts["case_id"] = k.id();
+    write_atomic(a.dir + "/counts.json", counts.dump(2) + "\n");
+}
+
+/// The peer's output against the reference; prints one line, returns whether it passed.
+bool judge(const sweep_case& k, const problem& p, check::mode m, const check::inputs& in, const std::string& path) {
+    const auto y = npy::load(path);
+    const std::size_t width = m == check::mode::layer ? p.d_model : p.q_width();
+    std::size_t n = 1;
+    for (auto s : y.shape) n *= s;
+    require(y.type == npy::dtype::f32, path + ": the peer's output must be float32");
+    require(n == p.batch * p.n_q * width, path + ": holds " + std::to_string(n) + " values, the case's output has " +
+                                              std::to_string(p.batch * p.n_q * width) + " ([B, N_q, " +
+                                              std::to_string(width) + "])");
+    const std::vector<float> out(y.values.begin(), y.values.end());
+    const std::size_t rows = 16;
+    const auto e = check::expect(check::tail_problem(p, rows), m, check::tail_inputs(p, m, in, rows));
+    const auto met =
+        check::compare(check::tail_rows(out, p, width, rows), e.ref, e.bound, check::unit_roundoff<float>());
+    std::printf("%s: %s %s the fp64 reference: max abs error %.3g, %.3g x the bound\n", k.id().c_str(),
+                k.variant.c_str(), met.pass ? "matches" : "DIFFERS FROM", met.max_abs, met.ratio);
+    return met.pass;
+}
+
+void peer_io(const peer_io_args& a) {
+    const auto k = parse_case(a.case_json.rfind("@", 0) == 0 ? read_file(a.case_json.substr(1)) : a.case_json);
+    if (a.id_only) { // the case with its defaults filled and its id, for the runners to file it by
+        nlohmann::json j = k;
+        j["id"] = k.id();
+        std::printf("%s\n", j.dump().c_str());
+        return;
+    }
+    require(!a.dir.empty(), "peer-io: --dir is required (where the inputs go, or the judged inputs are drawn for)");
+    const problem p = k.shape();
+    const auto m = k.mode == "layer" ? check::mode::layer : check::mode::core;
+    const auto in = inputs_of(k, p, m, a.seed);
+    if (!a.judge.empty()) {
+        if (!judge(k, p, m, in, a.judge)) throw exit_status{1};
+        return;
+    }
+    write_inputs(k, p, m, in, a);
+}
+
+} // namespace
+
+void add_peer_io(CLI::App& app) {
+    auto a = std::make_shared<peer_io_args>();
+    auto* cmd = app.add_subcommand(
+        "peer-io", "a peer's inputs and costs for one case as .npy/JSON, or --judge its output against fp64");
+    cmd->add_option("--case", a->case_json, "the case as JSON (attn.cases), or @FILE")->required();
+    cmd->add_option("--dir", a->dir, "where the inputs and counts.json go");
+    cmd->add_flag("--id-only", a->id_only, "print the case (defaults filled) and its id as JSON, write nothing");
+    cmd->add_option("--judge", a->judge,
+                    "the peer's output (.npy, float32, [B, N_q, width]): check it, exit 1 if wrong");
+    cmd->add_option("--peak", a->peak, "peak.json from `attnbench peak --out`, for peak_gflops");
+    cmd->add_option("--seed", a->seed, "input seed (as attnbench-bench's)")->capture_default_str();
+    cmd->callback([a] { peer_io(*a); });
+}
+
+} // namespace attn::cli

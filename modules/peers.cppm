@@ -1,0 +1,70 @@
+// attn.peers -- other libraries' attention, timed beside our variants: the providers (each run
+// by experiments/peers/harness.py, which writes attnbench-bench's JSON schema) and the peer
+// cases of a sweep. A peer case is an attn::sweep_case whose variant is the provider's name; it
+// runs on the same grids at the same thread counts as the variants' cases of the modes the
+// provider serves, so the report, its plots and `attnbench compare` read it like a variant.
+module;
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+export module attn.peers;
+export import attn.cases;
+
+export namespace attn {
+
+struct peer_provider {
+    std::string name;
+    std::vector<std::string> modes; ///< the case modes it runs
+    bool mha_only = false;          ///< only G = H (nn.MultiheadAttention has no grouped heads)
+    std::string library, install;   ///< the Python module it needs; the command that installs it
+};
+
+inline const std::vector<peer_provider>& peer_providers() {
+    static const std::vector<peer_provider> p{
+        {"torch-sdpa", {"core", "decode"}, false, "torch", "bash scripts/peers.sh"},
+        {"torch-mha", {"layer"}, true, "torch", "bash scripts/peers.sh"},
+        {"ort-attention", {"core", "decode"}, false, "onnxruntime", "bash scripts/peers.sh --ort"},
+    };
+    return p;
+}
+
+inline const peer_provider* find_peer(const std::string& name) {
+    for (const auto& p : peer_providers())
+        if (p.name == name) return &p;
+    return nullptr;
+}
+
+inline bool is_peer(const std::string& name) { return find_peer(name) != nullptr; }
+
+/// The cases `providers` run beside `cases`: one per distinct (mode, shape, threads) of the
+/// cases whose mode a provider serves, its variant the provider's name, in the cases' order,
+/// listing every grid that asked for the shape.
+inline std::vector<sweep_case> peer_cases(const std::vector<sweep_case>& cases,
+                                          const std::vector<std::string>& providers) {
+    std::vector<sweep_case> out;
+    std::map<std::string, std::size_t> index;
+    for (const auto& name : providers) {
+        const peer_provider* p = find_peer(name);
+        require(p != nullptr, "unknown peer '" + name + "'");
+        for (const auto& k : cases) {
+            if (is_peer(k.variant) || std::find(p->modes.begin(), p->modes.end(), k.mode) == p->modes.end()) continue;
+            if (p->mha_only && k.kv_heads != k.heads) continue;
+            sweep_case c = k;
+            c.variant = p->name;
+            const auto id = c.id();
+            if (auto it = index.find(id); it != index.end()) {
+                for (const auto& g : k.grids)
+                    if (std::find(out[it->second].grids.begin(), out[it->second].grids.end(), g) ==
+                        out[it->second].grids.end())
+                        out[it->second].grids.push_back(g);
+                continue;
+            }
+            index[id] = out.size();
+            out.push_back(std::move(c));
+        }
+    }
+    return out;
+}
+
+} // namespace attn

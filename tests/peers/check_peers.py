@@ -1,0 +1,140 @@
+"""Tests of the peers (experiments/peers): usage
+  check_peers.py run PROVIDER ATTNBENCH WORKDIR    a tiny grid through the peer harness; every case
+                                                   judged and timed, the schema the report reads
+  check_peers.py fault FAULT ATTNBENCH WORKDIR     the first installed provider misconfigured
+                                                   (scale 1% off, key/value heads mixed up): every
+                                                   judged case must fail, loudly, and not be timed
+  check_peers.py judge ATTNBENCH WORKDIR           `attnbench peer-io --judge` on NumPy outputs:
+                                                   right ones pass, a 1%-off scale and a GQA
+                                                   mix-up fail (needs only NumPy)
+Exit 77 (skipped, with the reason) when a provider's library is not installed."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HARNESS = os.path.join(HERE, "..", "..", "experiments", "peers", "harness.py")
+MODES = {"torch-sdpa": ("core", "decode"), "torch-mha": ("layer",), "ort-attention": ("core", "decode")}
+
+
+def cases(provider):
+    out = []
+    for mode in MODES[provider]:
+        for g in ((4,) if provider == "torch-mha" else (4, 2, 1)):
+            for causal in ((False,) if mode == "decode" else (False, True)):
+                c = dict(variant=provider, mode=mode, d_model=64, heads=4, kv_heads=g, batch=2, threads=1,
+                         causal=causal)
+                c["context" if mode == "decode" else "n_q"] = 33 if mode == "decode" else 20
+                out.append(c)
+    out.append(dict(out[0], threads=2))  # a second thread count of the first shape: judged once
+    return out
+
+
+def available(provider):
+    r = subprocess.run([sys.executable, HARNESS, "--available", provider], capture_output=True, text=True)
+    return r.returncode == 0, r.stdout.strip()
+
+
+def run(provider, ab, work, fault=None):
+    os.makedirs(work, exist_ok=True)
+    cs = cases(provider)
+    with open(os.path.join(work, "cases.json"), "w") as f:
+        json.dump(cs, f)
+    out = os.path.join(work, f"{provider}.json")
+    cmd = [sys.executable, HARNESS, "--cases", os.path.join(work, "cases.json"), "--attnbench", ab,
+           "--benchmark_repetitions=2", "--benchmark_min_time=0.001", "--benchmark_out=" + out]
+    if fault:
+        cmd += ["--fault", fault]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    sys.stderr.write(r.stderr[-4000:])
+    assert r.returncode == 0, f"harness exit {r.returncode}"
+    with open(out) as f:
+        return cs, json.load(f)["benchmarks"]
+
+
+def test_run(provider, ab, work):
+    ok, why = available(provider)
+    if not ok:
+        print("skipped:", why)
+        return 77
+    cs, bs = run(provider, ab, work)
+    ids = [json.loads(subprocess.check_output([ab, "peer-io", "--case", json.dumps(c), "--id-only"]))["id"]
+           for c in cs]
+    for c, cid in zip(cs, ids):
+        name = cid + ("/core" if c["mode"] == "decode" else "")
+        mine = [b for b in bs if b["name"] == name]
+        assert len(mine) == 2, f"{name}: {len(mine)} repetitions, expected 2"
+        for b in mine:
+            assert not b.get("error_occurred"), f"{name}: {b.get('error_message')}"
+            label = json.loads(b["label"])
+            assert label["variant"] == provider and label["threads"] == c["threads"], label
+            peer = label["peer"]
+            assert peer["version"] and peer["kernel"] and peer["threads"] == c["threads"], peer
+            assert b["real_time"] > 0 and b["iterations"] >= 1
+            assert b["bytes"] > 0 and b["intensity"] > 0
+            assert (b["kv_gbs"] > 0 and b["core_us"] > 0) if c["mode"] == "decode" else b["gflops_matmul"] > 0
+    print(f"{provider}: {len(cs)} cases judged and timed, {len(bs)} benchmarks; kernel: "
+          f"{sorted({json.loads(b['label'])['peer']['kernel'] for b in bs})}")
+    return 0
+
+
+def test_fault(fault, ab, work):
+    provider = next((p for p in ("ort-attention", "torch-sdpa") if available(p)[0]), None)
+    if not provider:
+        print("skipped: neither onnxruntime nor torch is installed (bash scripts/peers.sh --ort)")
+        return 77
+    cs, bs = run(provider, ab, work, fault)
+    mixed = [c for c in cs if fault == "scale" or c["kv_heads"] > 1]  # G = 1 has nothing to mix up
+    failed = [b for b in bs if b.get("error_occurred")]
+    assert all("differs from the fp64 reference" in b["error_message"] for b in failed), failed
+    assert len(failed) >= len({json.dumps({k: v for k, v in c.items() if k != "threads"}) for c in mixed}), \
+        f"{len(failed)} cases failed, expected every misconfigured shape to"
+    assert not any(b.get("iterations") for b in failed), "a failed peer was timed"
+    print(f"{provider} with fault '{fault}': {len(failed)} of {len(cs)} cases refused: {failed[0]['error_message']}")
+    return 0
+
+
+def attention(q, k, v, scale, mapping):
+    B, N, H, d = q.shape
+    G = k.shape[2]
+    out = np.zeros((B, N, H, d))
+    for h in range(H):
+        g = mapping(h, H, G)
+        s = np.einsum("bid,bjd->bij", q[:, :, h].astype(np.float64), k[:, :, g].astype(np.float64)) * scale
+        p = np.exp(s - s.max(-1, keepdims=True))
+        out[:, :, h] = np.einsum("bij,bjd->bid", p / p.sum(-1, keepdims=True), v[:, :, g])
+    return out.astype(np.float32)
+
+
+def test_judge(ab, work):
+    os.makedirs(work, exist_ok=True)
+    case = dict(variant="numpy", mode="core", d_model=64, heads=4, kv_heads=2, n_q=24, batch=2, threads=1)
+    subprocess.check_call([ab, "peer-io", "--case", json.dumps(case), "--dir", work])
+    q, k, v = (np.load(os.path.join(work, n + ".npy")) for n in "qkv")
+    d = q.shape[-1]
+    right = lambda h, H, G: h * G // H  # noqa: E731
+    tiled = lambda h, H, G: h % G  # noqa: E731  (the other mapping a GQA kernel could use)
+    verdicts = {}
+    for name, out in (("right", attention(q, k, v, d ** -0.5, right)),
+                      ("scale 1% off", attention(q, k, v, 1.01 * d ** -0.5, right)),
+                      ("heads mixed up", attention(q, k, v, d ** -0.5, tiled))):
+        path = os.path.join(work, "out.npy")
+        np.save(path, out)
+        r = subprocess.run([ab, "peer-io", "--case", json.dumps(case), "--dir", work, "--judge", path],
+                           capture_output=True, text=True)
+        print(name, "->", r.returncode, r.stdout.strip())
+        verdicts[name] = r.returncode
+    assert verdicts == {"right": 0, "scale 1% off": 1, "heads mixed up": 1}, verdicts
+    return 0
+
+
+if __name__ == "__main__":
+    what = sys.argv[1]
+    if what == "run":
+        sys.exit(test_run(sys.argv[2], sys.argv[3], sys.argv[4]))
+    if what == "fault":
+        sys.exit(test_fault(sys.argv[2], sys.argv[3], sys.argv[4]))
+    sys.exit(test_judge(sys.argv[2], sys.argv[3]))
