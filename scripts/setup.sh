@@ -13,6 +13,7 @@ apt_packages=(
   clang-19 clang-tools-19 libomp-19-dev libclang-rt-19-dev clang-format-19 ninja-build git
   libxtensor-dev xtl-dev libxsimd-dev catch2 libbenchmark-dev libbenchmark-tools
   libopenblas-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev
+  slurm-wlm slurmctld slurmd munge
 )
 missing=()
 for p in "${apt_packages[@]}"; do

@@ -23,6 +23,8 @@ void add_hull(CLI::App& app);
 void add_claims(CLI::App& app);
 void add_report(CLI::App& app); // and `plot`
 void add_compare(CLI::App& app);
+void add_merge(CLI::App& app); // joins the shards of `report --shard I/N`
+void add_slurm(CLI::App& app); // a sweep as a Slurm job array
 void add_peer_io(CLI::App& app);
 
 } // namespace attn::cli

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
     attn::cli::add_claims(app);
     attn::cli::add_report(app);
     attn::cli::add_compare(app);
+    attn::cli::add_merge(app);
+    attn::cli::add_slurm(app);
     attn::cli::add_peer_io(app);
     try {
         app.parse(argc, argv);

@@ -136,7 +136,8 @@ outcome stage_check(run_context& c) {
                                   std::to_string(c.threads),
                                   "--mode",
                                   c.spec.check.mode};
-    for (const auto& v : swept_variants(c.cases)) args.insert(args.end(), {"--variant", v});
+    // the whole sweep's variants, also on a shard: every shard's check is the same check
+    for (const auto& v : swept_variants(expand(c.spec.grids, c.threads))) args.insert(args.end(), {"--variant", v});
     auto grid = [&](const char* flag, const std::vector<std::size_t>& xs) {
         for (auto x : xs) args.insert(args.end(), {flag, std::to_string(x)});
     };
@@ -185,19 +186,19 @@ const std::vector<report_stage>& report_stages() {
     return stages;
 }
 
-std::vector<std::string> stage_names() {
-    std::vector<std::string> n;
-    for (const auto& s : report_stages()) n.push_back(s.name);
-    return n;
-}
-
 /// Re-renders the plots and report.md from what `dir` holds.
 int render(const fs::path& dir) {
+    // a merge over several machines: each machine's folder is a run of its own, and report.md
+    // gives each its section (merged.py)
+    const auto machines = machine_folders(dir);
+    for (const auto& m : machines)
+        if (const int rc = render(m)) return rc;
     aggregate_perf(dir);
     std::string python = attn::build().python;
     if (const char* env = std::getenv("ATTNBENCH_PYTHON"); env && *env) python = env;
     require(!python.empty(), "no Python with matplotlib was found at configure time (set ATTNBENCH_PYTHON)");
-    const fs::path script = fs::path(attn::build().source_dir) / "experiments" / "plots" / "report.py";
+    const fs::path script =
+        fs::path(attn::build().source_dir) / "experiments" / "plots" / (machines.empty() ? "report.py" : "merged.py");
     require(fs::exists(script), script.string() + ": not found (the plots script of this build's source tree)");
     fs::create_directories(dir / "logs");
     // the versus-peers table's U test is compare.py's own (gbench.report.calc_utest)
@@ -214,7 +215,7 @@ int render(const fs::path& dir) {
 }
 
 struct report_args {
-    std::string preset, sweep, out, bench;
+    std::string preset, sweep, out, bench, shard;
     bool resume = false;
     std::uint64_t stop_after = 0;
 };
@@ -261,6 +262,7 @@ void report(const report_args& a, const std::vector<std::string>& command) {
     }
     c.cases = expand(c.spec.grids, c.threads);
     add_peers(c);
+    const bool sharded = select_shard(c, a.shard, a.resume);
     fs::create_directories(c.dir / "stages");
     if (!a.resume) {
         c.write("sweep.toml", c.spec.text);
@@ -313,12 +315,23 @@ void report(const report_args& a, const std::vector<std::string>& command) {
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "stages finished in %s\n", clock_text(secs).c_str());
+    if (sharded) { // rendered once, from the merge of every shard
+        std::fprintf(stderr, "shard done; merge the shards with: attnbench merge OUT SHARD_DIR...\n");
+        std::printf("%s\n", c.dir.string().c_str());
+        return;
+    }
     const int rc = render(c.dir);
     if (rc) throw exit_status{rc};
     std::printf("%s\n", (c.dir / "report.md").string().c_str());
 }
 
 } // namespace
+
+std::vector<std::string> reporting::stage_names() {
+    std::vector<std::string> n;
+    for (const auto& s : report_stages()) n.push_back(s.name);
+    return n;
+}
 
 void add_report(CLI::App& app) {
     auto a = std::make_shared<report_args>();
@@ -328,6 +341,8 @@ void add_report(CLI::App& app) {
     cmd->add_option("--sweep", a->sweep, "a sweep file (TOML; see experiments/sweeps/)")->option_text("FILE");
     cmd->add_option("--out", a->out, "the run directory (default results/<name>-<UTC date>)")->option_text("DIR");
     cmd->add_flag("--resume", a->resume, "finish the run in --out DIR: skip the stages and cases done");
+    cmd->add_option("--shard", a->shard, "run only shard I of N of the sweep's cases (attnbench merge joins them)")
+        ->option_text("I/N");
     cmd->add_option("--bench", a->bench, "the harness to run (default: attnbench-bench next to this binary)")
         ->option_text("PATH");
     cmd->add_option("--stop-after", a->stop_after, "testing only: die (SIGKILL) after N performance cases")
@@ -337,6 +352,7 @@ void add_report(CLI::App& app) {
         if (!a->preset.empty()) command.insert(command.end(), {"--preset", a->preset});
         if (!a->sweep.empty()) command.insert(command.end(), {"--sweep", a->sweep});
         if (!a->out.empty()) command.insert(command.end(), {"--out", a->out});
+        if (!a->shard.empty()) command.insert(command.end(), {"--shard", a->shard});
         report(*a, command);
     });
 

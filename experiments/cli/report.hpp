@@ -58,6 +58,16 @@ struct run_context {
 /// (it could not run here, e.g. no harness: not recorded, --resume tries again).
 enum class outcome { ok, failed, undone };
 
+/// The names of the report's stages, in the order it runs them.
+std::vector<std::string> stage_names();
+
+/// --shard I/N (or a resumed shard folder): keeps the shard's cases and stages in `c` and, for a
+/// new run, records shard.json (shard.cpp). False, and nothing changed, for an unsharded run.
+bool select_shard(run_context& c, const std::string& shard_arg, bool resume);
+
+/// A merge over several machines: its per-machine run folders (merge.cpp); none otherwise.
+std::vector<fs::path> machine_folders(const fs::path& dir);
+
 /// Variants with at least one failed check case (check.json of this run; none if absent).
 std::set<std::string> failed_check(const fs::path& dir);
 

@@ -19,6 +19,7 @@ import decode as decode_plots  # noqa: E402  (the decode figures)
 import decode_text  # noqa: E402  (the decode section's tables and prose)
 import peers as peers_section  # noqa: E402  (versus peers, the threads sweep)
 import perf as perf_section  # noqa: E402  (the performance figures and tables)
+import merged  # noqa: E402  (what a merge of shards says about itself)
 from plotting import md_table  # noqa: E402
 
 
@@ -140,6 +141,7 @@ def main():
               f"{run.get('started_utc', '?')} on {meta.get('cpu_model', '?')} ({meta.get('logical_cores', '?')} logical "
               f"CPUs), commit {meta.get('commit', '?')}. fp32 unless noted; times are medians over "
               "Google Benchmark repetitions.\n")
+    md += merged.note(d)
     md.append("## How to reproduce\n")
     cmd = " ".join(run.get("command", ["attnbench", "report"]))
     md.append("```sh\nbash scripts/build.sh release            # set up and build\n"
