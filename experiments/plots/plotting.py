@@ -24,6 +24,17 @@ def save(fig, d, stem, quiet=False):
     return os.path.join(d, f"{stem}.png")
 
 
+def write_text(d, name, text):
+    """Writes d/name through a temporary renamed into place (the Python side's one text writer)."""
+    os.makedirs(d, exist_ok=True)
+    tmp = os.path.join(d, f".{name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+    path = os.path.join(d, name)
+    os.replace(tmp, path)
+    return path
+
+
 def plain_log_y(ax):
     """Log y axis with plain tick labels (0.04, not 4x10^-2); call after plotting. Within three
     decades the ticks are 1, 2, (3,) 5 x 10^k, so every panel has several labelled ticks."""
