@@ -213,7 +213,8 @@ void add_check(CLI::App& app) {
     cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
     cmd->add_flag("--json", a->json, "print JSON instead of a table");
     cmd->add_option("--out", a->out, "also write check.json (with metadata), check.csv and check_identities.csv here")
-        ->option_text("DIR");
+        ->option_text("DIR")
+        ->check(output_dir());
     cmd->callback([a] { check_all(*a); });
 }
 

@@ -70,7 +70,8 @@ void run_claims(const claims_args& a) {
 void add_claims(CLI::App& app) {
     auto a = std::make_shared<claims_args>();
     auto* cmd = app.add_subcommand("claims", "ledger of the seed documents' quantitative claims, with verdicts");
-    cmd->add_option("--out", a->out, "write claims.json into this directory (instead of printing it)");
+    cmd->add_option("--out", a->out, "write claims.json into this directory (instead of printing it)")
+        ->check(output_dir());
     cmd->callback([a] { run_claims(*a); });
 }
 

@@ -134,7 +134,7 @@ void add_hull(CLI::App& app) {
     cmd->add_option("--r-max", a->r_max, "largest |q|")->capture_default_str();
     cmd->add_option("--eps", a->eps, "off-axis component of the two heads' queries")->capture_default_str();
     cmd->add_flag("--json", a->json, "print JSON");
-    cmd->add_option("--out", a->out, "also write hull.json into this directory");
+    cmd->add_option("--out", a->out, "also write hull.json into this directory")->check(output_dir());
     cmd->callback([a] { hull(*a); });
 }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <string>
 #include <vector>
+#include "commands.hpp"
 #include "output.hpp"
 import attn.results;
 
@@ -38,6 +39,29 @@ std::string rows_csv(const nlohmann::ordered_json& rows, std::vector<std::string
         t.add_row(cells);
     }
     return t.csv();
+}
+
+namespace {
+template <class F>
+CLI::Validator path_rule(F check, const char* what) {
+    return CLI::Validator(
+        [check](std::string& s) -> std::string {
+            try {
+                check(s);
+                return {};
+            } catch (const error& e) {
+                return e.what();
+            }
+        },
+        what);
+}
+} // namespace
+
+CLI::Validator output_dir() {
+    return path_rule([](const std::string& s) { check_output_dir(s); }, "DIR");
+}
+CLI::Validator output_file() {
+    return path_rule([](const std::string& s) { check_output_file(s); }, "FILE");
 }
 
 std::string write_atomic(const std::string& dir, const std::string& name, const std::string& content) {

@@ -134,7 +134,8 @@ void add_peak(CLI::App& app) {
     auto* cmd = app.add_subcommand("peak", "measure this machine's fp32 FMA throughput and triad bandwidth");
     cmd->add_flag("--json", a->json, "print JSON (metadata and ceilings) instead of tables");
     cmd->add_option("--out", a->out, "also write peak.json (metadata and ceilings) and peak.csv here")
-        ->option_text("DIR");
+        ->option_text("DIR")
+        ->check(output_dir());
     cmd->add_option("--repetitions", a->opt.repetitions, "timed repetitions per figure")
         ->check(CLI::Range(1, 1000))
         ->capture_default_str();

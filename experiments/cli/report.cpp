@@ -322,7 +322,9 @@ void add_report(CLI::App& app) {
         app.add_subcommand("report", "the main job: every stage of a sweep, plots and report.md in results/<run-id>/");
     cmd->add_option("--preset", a->preset, "an embedded sweep: quick (default, minutes) or full (hours)");
     cmd->add_option("--sweep", a->sweep, "a sweep file (TOML; see experiments/sweeps/)")->option_text("FILE");
-    cmd->add_option("--out", a->out, "the run directory (default results/<name>-<UTC date>)")->option_text("DIR");
+    cmd->add_option("--out", a->out, "the run directory (default results/<name>-<UTC date>)")
+        ->option_text("DIR")
+        ->check(output_dir());
     cmd->add_flag("--resume", a->resume, "finish the run in --out DIR: skip the stages and cases done");
     cmd->add_option("--bench", a->bench, "the harness to run (default: attnbench-bench next to this binary)")
         ->option_text("PATH");
