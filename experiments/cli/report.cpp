@@ -232,6 +232,7 @@ sweep_spec load_spec(const report_args& a) {
 }
 
 void report(const report_args& a, const std::vector<std::string>& command) {
+    forward_signals(); // a stopped report stops its child and keeps the finished pieces
     run_context c;
     c.threads = omp_get_max_threads();
     c.self = self_exe();
@@ -241,6 +242,7 @@ void report(const report_args& a, const std::vector<std::string>& command) {
     if (a.resume) {
         require(!a.out.empty(), "--resume needs --out DIR, the run to resume");
         c.dir = a.out;
+        lock_run_dir(c.dir.string());
         require(fs::exists(c.dir / "sweep.toml"), (c.dir / "sweep.toml").string() + ": not found; nothing to resume");
         const json run = read_json(c.dir / "run.json");
         c.spec = parse_sweep(read_text(c.dir / "sweep.toml"), (c.dir / "sweep.toml").string(), stage_names());
@@ -253,6 +255,7 @@ void report(const report_args& a, const std::vector<std::string>& command) {
         c.spec = load_spec(a);
         c.dir =
             a.out.empty() ? fs::path("results") / (c.spec.name + "-" + utc_stamp("%Y%m%d-%H%M%S")) : fs::path(a.out);
+        lock_run_dir(c.dir.string()); // one run per folder, before anything in it is read or written
         require(!fs::exists(c.dir / "run.json"),
                 c.dir.string() + " holds a run already; pass --resume to finish it, or another --out");
     }
