@@ -233,6 +233,7 @@ std::vector<double> load_shaped(const std::string& path, const std::vector<std::
     array a = load(path);
     require(a.shape == expected,
             path + ": shape " + shape_string(a.shape) + ", expected " + shape_string(expected) + " = " + meaning);
+    require_finite(a.values, path); // weights are refused like inputs: NaN or Inf would poison every output
     return std::move(a.values);
 }
 
@@ -262,6 +263,7 @@ weights<double> load_state_dict(const std::string& dir, problem& p) {
                 qf + ": shape " + shape_string(q.shape) + ", expected (H*d_head, " + std::to_string(d) +
                     ") with H=" + std::to_string(h));
         p.d_head = q.shape[0] / h;
+        require_finite(q.values, qf);
         w.wq = std::move(q.values);
         const std::string kv_meaning = "[G*d_head, d_model] with G=" + std::to_string(g);
         w.wk = load_shaped(f + "k_proj_weight.npy", {g * p.d_head, d}, kv_meaning);

@@ -15,6 +15,8 @@ struct exit_status {
 /// writable; check_output_file: a regular file or nothing).
 CLI::Validator output_dir();
 CLI::Validator output_file();
+/// A number flag's domain: finite (NaN and Inf refused, which CLI::Range lets through) and in [lo, hi].
+CLI::Validator finite_in(double lo, double hi);
 
 void add_list(CLI::App& app);
 void add_run(CLI::App& app);

@@ -1,5 +1,6 @@
 // The metadata block and atomic writes of the report-style subcommands (see output.hpp).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -62,6 +63,28 @@ CLI::Validator output_dir() {
 }
 CLI::Validator output_file() {
     return path_rule([](const std::string& s) { check_output_file(s); }, "FILE");
+}
+
+CLI::Validator finite_in(double lo, double hi) {
+    auto g = [](double x) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%g", x);
+        return std::string(b);
+    };
+    return CLI::Validator(
+        [lo, hi, g](std::string& s) -> std::string {
+            double v = 0;
+            std::size_t used = 0;
+            try {
+                v = std::stod(s, &used);
+            } catch (const std::exception&) {
+                return "'" + s + "' is not a number";
+            }
+            if (used != s.size() || !std::isfinite(v) || v < lo || v > hi)
+                return "'" + s + "' must be a finite number in [" + g(lo) + ", " + g(hi) + "]";
+            return {};
+        },
+        "FINITE in [" + g(lo) + ", " + g(hi) + "]");
 }
 
 std::string write_atomic(const std::string& dir, const std::string& name, const std::string& content) {

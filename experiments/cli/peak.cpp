@@ -143,13 +143,13 @@ void add_peak(CLI::App& app) {
         ->check(CLI::Range(0, 1 << 16))
         ->capture_default_str();
     cmd->add_option("--fma-seconds", a->opt.fma_seconds, "length of one FMA repetition in seconds")
-        ->check(CLI::Range(1e-4, 60.0))
+        ->check(finite_in(1e-4, 60.0))
         ->capture_default_str();
     cmd->add_option("--accumulators", a->opt.accumulators, "FMA chains per thread: 8, 12, 16 (0: the fastest)")
         ->check(CLI::IsMember({0, 8, 12, 16}))
         ->capture_default_str();
     cmd->add_option("--triad-mib", a->triad_mib, "MiB per triad array (default: max(4 x L3, 64 MiB))")
-        ->check(CLI::Range(0.001, 1e6));
+        ->check(finite_in(0.001, 1e6));
     cmd->callback([a] { run_peak(*a); });
 }
 
