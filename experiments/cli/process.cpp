@@ -42,7 +42,7 @@ void forward_signals() {
 
 void lock_run_dir(const std::string& dir) {
     std::filesystem::create_directories(dir);
-    const std::string path = (std::filesystem::path(dir) / ".lock").string();
+    const std::string path = (std::filesystem::path(dir) / "run.lock").string();
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644); // kept open until exit
     require(fd >= 0, path + ": cannot open the run's lock file (" + std::strerror(errno) + ")");
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {

@@ -23,7 +23,7 @@ struct process_result {
 /// starts no further child.
 void forward_signals();
 
-/// Takes an exclusive lock on DIR/.lock (flock: released when this process ends, however it
+/// Takes an exclusive lock on DIR/run.lock (flock: released when this process ends, however it
 /// ends) for the rest of the process; throws attn::error if another process holds it.
 void lock_run_dir(const std::string& dir);
 

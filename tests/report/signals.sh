@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One run per folder, children stopped with their parent, a killed harness is a failed case:
 #  1. while a report runs in a folder, a second report there (new or --resume) is refused with
-#     one line and exit 2 (the lock DIR/.lock dies with its holder);
+#     one line and exit 2 (the lock DIR/run.lock dies with its holder);
 #  2. SIGTERM to the report stops its harness (no orphan) and it exits 130, keeping finished cases;
 #  3. a harness killed by SIGKILL (as by the OOM killer) is recorded as a failed case with that
 #     reason, the report goes on, and --resume does not run it again.
