@@ -165,8 +165,9 @@ inline std::vector<std::string> select_variants(const std::string& selector) {
 
 /// Every case of the grids, grid by grid, without duplicates (a case asked for by two grids is
 /// run once and lists both). Variants that are not threaded run at 1 thread whatever a grid
-/// asks; combinations the problem refuses (heads not dividing d_model, ...) throw.
-inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_threads) {
+/// asks; combinations the problem refuses (heads not dividing d_model, ...) throw, or, given
+/// `skipped`, are left out with the first refusal's reason stored there.
+inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_threads, std::string* skipped = nullptr) {
     std::vector<sweep_case> out;
     std::map<std::string, std::size_t> index;
     for (const auto& g : grids) {
@@ -195,7 +196,14 @@ inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_th
                                                 j["threads"] = !threaded ? 1
                                                                : t       ? t
                                                                          : std::size_t(std::max(1, all_threads));
-                                                sweep_case c = j.get<sweep_case>();
+                                                sweep_case c;
+                                                try {
+                                                    c = j.get<sweep_case>();
+                                                } catch (const error& e) {
+                                                    if (!skipped) throw;
+                                                    if (skipped->empty()) *skipped = e.what();
+                                                    continue;
+                                                }
                                                 const auto id = c.id();
                                                 if (auto it = index.find(id); it != index.end()) {
                                                     auto& gs = out[it->second].grids;

@@ -49,8 +49,6 @@ const char* key(verdict v) {
     return "?";
 }
 
-const char* label(verdict v) { return v == verdict::qualified ? "holds with qualification" : key(v); }
-
 const char* name(part p) {
     switch (p) {
     case part::core:

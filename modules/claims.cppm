@@ -40,7 +40,6 @@ bool holds(const figure& f);
 verdict judge(const std::vector<figure>& figures);
 
 const char* key(verdict v);   ///< "confirmed", "qualified", "refuted" (JSON and CSV)
-const char* label(verdict v); ///< "confirmed", "holds with qualification", "refuted" (prose)
 const char* name(part p);     ///< "core", "scope", "unmeasured"
 const char* name(relation r); ///< "within", "at_most", "at_least"
 

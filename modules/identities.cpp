@@ -8,31 +8,28 @@ module;
 #include "detail/xtensor.hpp"
 module attn.identities;
 import attn.reference;
+import attn.check;
 
 namespace attn {
 namespace {
 
-double max_abs(const std::vector<double>& a, const std::vector<double>& b) {
-    double m = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
-    return m;
-}
-
-double max_mag(const std::vector<double>& a) {
-    double m = 0;
-    for (double x : a) m = std::max(m, std::abs(x));
-    return m;
-}
-
-identity_result make(std::string name, const problem& p, double diff, double scale) {
+// Both sides of an identity are fp64 computations of one function, each within the check
+// policy's bound (attn.check: u * bound per element) of the exact result, so they may differ
+// by twice that: the identity is compared under the same policy with u = 2 * 2^-53, against the
+// bound of the left side's expectation.
+identity_result make(std::string name, const problem& p, const check::expectation& e,
+                     const std::vector<double>& other) {
+    const auto m = check::compare<double>(other, e.ref, e.bound, 2 * 0x1.0p-53);
     identity_result r;
     r.name = std::move(name);
     r.problem = p.describe();
-    r.max_abs_diff = diff;
-    r.tolerance = 64 * 0x1.0p-53 * std::max(scale, 1.0) * double(p.head_dim() + p.n_kv + p.d_model);
-    r.pass = diff <= r.tolerance;
+    r.max_abs_diff = m.max_abs;
+    r.tolerance = 2 * 0x1.0p-53 * e.bound[m.worst];
+    r.pass = m.pass;
     return r;
 }
+
+std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
 std::vector<double> layer(const problem& p, const weights<double>& w, const std::vector<double>& xq,
                           const std::vector<double>& xkv) {
@@ -47,13 +44,9 @@ identity_result batched_vs_loop(std::uint64_t seed) {
     p.batch = 2;
     p.n_kv = 6;
     const std::size_t B = p.batch, H = p.heads, Nq = p.n_q, Nk = p.n_kv, d = p.head_dim();
-    const auto q = random_values<double>(B * Nq * H * d, seed + 1), k = random_values<double>(B * Nk * H * d, seed + 2),
-               v = random_values<double>(B * Nk * H * d, seed + 3);
-    std::vector<double> loop(q.size());
-    reference::core<double>(p, {interleaved_heads<const double>(q.data(), B, Nq, H, d),
-                                interleaved_heads<const double>(k.data(), B, Nk, H, d),
-                                interleaved_heads<const double>(v.data(), B, Nk, H, d),
-                                interleaved_heads<double>(loop.data(), B, Nq, H, d)});
+    const auto in = check::make_inputs(p, check::mode::core, seed);
+    const auto q = widen(in.q), k = widen(in.k), v = widen(in.v);
+    const auto e = check::expect(p, check::mode::core, in); // e.ref: reference::core, one head at a time
     // [B, N, H*d] -> reshape [B, N, H, d] -> transpose to [B, H, N, d]
     auto heads = [&](const std::vector<double>& t, std::size_t n) {
         xt::xtensor<double, 4> x = xt::adapt(t, std::vector<std::size_t>{B, n, H, d});
@@ -76,15 +69,17 @@ identity_result batched_vs_loop(std::uint64_t seed) {
         xt::view(P, all(), all(), all(), all(), newaxis()) * xt::view(V, all(), all(), newaxis(), all(), all()), {3});
     const xt::xtensor<double, 4> back = xt::transpose(O, {0, 2, 1, 3}); // [B, N, H, d]
     const std::vector<double> batched(back.begin(), back.end());
-    return make("per-head loop = batched (B, H, N, d) tensors", p, max_abs(loop, batched), max_mag(loop));
+    return make("per-head loop = batched (B, H, N, d) tensors", p, e, batched);
 }
 
 // MHA vs H single-head attentions, each on its slice of the weights, concatenated, then W_o.
 identity_result mha_vs_single_heads(std::uint64_t seed) {
     problem p = mha(16, 4, 5);
     p.bias = true;
-    const auto w = random_weights<double>(p, seed);
-    const auto x = random_values<double>(p.n_q * p.d_model, seed + 9);
+    auto in = check::make_inputs(p, check::mode::layer, seed);
+    in.x_kv = in.x_q; // self-attention
+    const auto w = in.w.cast<double>();
+    const auto x = widen(in.x_q);
     const std::size_t d = p.head_dim(), dm = p.d_model;
     std::vector<double> ctx(p.n_q * p.q_width());
     for (std::size_t h = 0; h < p.heads; ++h) {
@@ -113,8 +108,7 @@ identity_result mha_vs_single_heads(std::uint64_t seed) {
     }
     std::vector<double> y(p.n_q * dm);
     reference::linear<double>({ctx.data(), w.wo.data(), w.bo.data(), y.data(), p.n_q, p.q_width(), dm});
-    const auto full = layer(p, w, x, x);
-    return make("MHA = H single heads, concatenated, then W_o", p, max_abs(full, y), max_mag(full));
+    return make("MHA = H single heads, concatenated, then W_o", p, check::expect(p, check::mode::layer, in), y);
 }
 
 // GQA(G) vs MHA with every head of a group given its group's key/value rows.
@@ -123,9 +117,9 @@ identity_result gqa_vs_shared_mha(std::size_t G, std::uint64_t seed) {
     p.n_kv = 7;
     p.causal = true;
     p.bias = true;
-    const auto w = random_weights<double>(p, seed);
-    const auto xq = random_values<double>(p.n_q * p.d_model, seed + 5),
-               xkv = random_values<double>(p.n_kv * p.d_model, seed + 6);
+    const auto in = check::make_inputs(p, check::mode::layer, seed);
+    const auto w = in.w.cast<double>();
+    const auto xq = widen(in.x_q), xkv = widen(in.x_kv);
     problem m = p;
     m.kv_heads = p.heads;
     weights<double> wm = w;
@@ -141,11 +135,11 @@ identity_result gqa_vs_shared_mha(std::size_t G, std::uint64_t seed) {
         std::copy_n(w.bk.begin() + long(g * d), d, wm.bk.begin() + long(h * d));
         std::copy_n(w.bv.begin() + long(g * d), d, wm.bv.begin() + long(h * d));
     }
-    const auto a = layer(p, w, xq, xkv), b = layer(m, wm, xq, xkv);
+    const auto b = layer(m, wm, xq, xkv);
     const std::string label = G == p.heads ? "GQA(G=H) = MHA"
                               : G == 1     ? "GQA(G=1) = MQA = MHA with one shared K/V"
                                            : "GQA(G) = MHA with K/V shared per group";
-    return make(label, p, max_abs(a, b), max_mag(a));
+    return make(label, p, check::expect(p, check::mode::layer, in), b);
 }
 
 } // namespace

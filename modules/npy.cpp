@@ -15,6 +15,7 @@ module;
 #include <vector>
 #include "detail/xtensor.hpp"
 module attn.npy;
+import attn.results;
 
 namespace attn::npy {
 
@@ -181,15 +182,7 @@ template <class T>
 void save_impl(const std::string& path, const std::vector<std::size_t>& shape, const T* data) {
     const std::size_t n = std::accumulate(shape.begin(), shape.end(), std::size_t(1), std::multiplies<>());
     const auto view = xt::adapt(data, n, xt::no_ownership(), shape);
-    const std::string tmp = path + ".tmp";
-    try {
-        xt::dump_npy(tmp, view);
-    } catch (const std::exception& e) {
-        throw error(path + ": cannot write (" + e.what() + ")");
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    require(!ec, path + ": cannot write (" + ec.message() + ")");
+    write_atomic(path, xt::dump_npy(view)); // the one atomic writer, with its output-path rule
 }
 
 } // namespace
@@ -240,6 +233,7 @@ std::vector<double> load_shaped(const std::string& path, const std::vector<std::
     array a = load(path);
     require(a.shape == expected,
             path + ": shape " + shape_string(a.shape) + ", expected " + shape_string(expected) + " = " + meaning);
+    require_finite(a.values, path); // weights are refused like inputs: NaN or Inf would poison every output
     return std::move(a.values);
 }
 
@@ -269,6 +263,7 @@ weights<double> load_state_dict(const std::string& dir, problem& p) {
                 qf + ": shape " + shape_string(q.shape) + ", expected (H*d_head, " + std::to_string(d) +
                     ") with H=" + std::to_string(h));
         p.d_head = q.shape[0] / h;
+        require_finite(q.values, qf);
         w.wq = std::move(q.values);
         const std::string kv_meaning = "[G*d_head, d_model] with G=" + std::to_string(g);
         w.wk = load_shaped(f + "k_proj_weight.npy", {g * p.d_head, d}, kv_meaning);
@@ -302,6 +297,14 @@ void save_state_dict(const std::string& dir, const problem& p, const weights<dou
         b.insert(b.end(), w.bv.begin(), w.bv.end());
         save(f + "in_proj_bias.npy", {b.size()}, b.data());
         save(f + "out_proj.bias.npy", {p.d_model}, w.bo.data());
+    } else {
+        // a folder written before with biases must not keep them: load_state_dict would use them
+        for (const char* name : {"in_proj_bias.npy", "out_proj.bias.npy"}) {
+            check_output_file(f + name); // a regular file or nothing: never remove anything else
+            std::error_code ec;
+            std::filesystem::remove(f + name, ec);
+            require(!ec, f + name + ": cannot remove the old bias (" + ec.message() + ")");
+        }
     }
 }
 

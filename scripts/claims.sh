@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The parameter and FLOP argument and the claims ledger: runs params, flops, toy, hull and claims
-# with --out, then draws the plots with the project's Python (.venv, made by setup.sh).
+# with --out, then draws the plots and writes claims.md with the project's Python (.venv, made by setup.sh).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(bash "$root/scripts/build.sh" release)

@@ -50,7 +50,6 @@ TEST_CASE("claims: confirmed, qualified, refuted from core and scope figures", "
     CHECK(cl::judge({ok, bad, scope_bad}) == cl::verdict::refuted);
     CHECK_THROWS(cl::judge({scope_ok}));
     CHECK(std::string(cl::key(cl::verdict::qualified)) == "qualified");
-    CHECK(std::string(cl::label(cl::verdict::qualified)) == "holds with qualification");
 }
 
 TEST_CASE("claims: a wrong printed number changes the verdict", "[claims]") {

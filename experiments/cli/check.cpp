@@ -13,6 +13,7 @@ import attn.variants;
 import attn.check;
 import attn.identities;
 import attn.decode;
+import attn.cases;
 
 namespace attn::cli {
 namespace {
@@ -34,33 +35,35 @@ struct row {
     std::size_t order = 0;
 };
 
+bool custom_grid(const check_args& a) {
+    return !(a.d_model.empty() && a.heads.empty() && a.kv_heads.empty() && a.seq.empty() && a.batch.empty());
+}
+
+/// The shapes to check: the embedded grid, or the flags' grid expanded by attn::expand (the one
+/// grid expansion; a flag left out takes d_model 64, H 4, G = H, N 128, batch 1). Each shape is
+/// checked once for every variant, mode and precision, so only the first variant's cases are
+/// kept; combinations the problem refuses are skipped with a note.
 std::vector<check::grid_case> grid_from(const check_args& a) {
-    const bool custom =
-        !(a.d_model.empty() && a.heads.empty() && a.kv_heads.empty() && a.seq.empty() && a.batch.empty());
-    if (!custom) return check::default_grid();
+    if (!custom_grid(a)) return check::default_grid();
     auto or_default = [](const std::vector<std::size_t>& v, std::size_t d) { return v.empty() ? std::vector{d} : v; };
-    std::vector<check::grid_case> g;
+    grid g;
+    g.name = "check";
+    g.variants = a.variants.empty() ? std::vector<std::string>{"all"} : a.variants;
+    g.d_model = or_default(a.d_model, 64);
+    g.heads = or_default(a.heads, 4);
+    g.kv_heads = or_default(a.kv_heads, 0);
+    g.seq = or_default(a.seq, 128);
+    g.batch = or_default(a.batch, 1);
+    g.threads = {1};
+    g.causal = a.causal == "on" ? std::vector{true} : a.causal == "off" ? std::vector{false} : std::vector{false, true};
     std::string skipped;
-    for (auto dm : or_default(a.d_model, 64))
-        for (auto h : or_default(a.heads, 4))
-            for (auto kv : a.kv_heads.empty() ? std::vector<std::size_t>{0} : a.kv_heads)
-                for (auto n : or_default(a.seq, 128))
-                    for (auto b : or_default(a.batch, 1))
-                        for (bool causal : {false, true}) {
-                            if ((a.causal == "on" && !causal) || (a.causal == "off" && causal)) continue;
-                            problem p = gqa(dm, h, kv ? kv : h, n);
-                            p.batch = b;
-                            p.causal = causal;
-                            try {
-                                p.validate();
-                                g.push_back({p, 1.0});
-                            } catch (const error& e) {
-                                if (skipped.empty()) skipped = e.what();
-                            }
-                        }
-    require(!g.empty(), "no valid problem in the grid (" + skipped + ")");
+    const auto cases = expand({g}, 1, &skipped);
+    std::vector<check::grid_case> out;
+    for (const auto& c : cases)
+        if (c.variant == cases.front().variant) out.push_back({c.shape(), 1.0});
+    require(!out.empty(), "no valid problem in the grid (" + skipped + ")");
     if (!skipped.empty()) std::fprintf(stderr, "check: skipped impossible combinations, e.g.: %s\n", skipped.c_str());
-    return g;
+    return out;
 }
 
 void check_all(const check_args& a) {
@@ -123,8 +126,7 @@ void check_all(const check_args& a) {
         // Decode steps: after a prefill of L tokens, the step's output against the last row of the
         // full causal forward; for short contexts also L+1 steps from an empty cache, every row.
         std::vector<decode_case> cases;
-        const bool custom =
-            !(a.d_model.empty() && a.heads.empty() && a.kv_heads.empty() && a.seq.empty() && a.batch.empty());
+        const bool custom = custom_grid(a);
         if (custom)
             for (const auto& gc : grid)
                 if (gc.p.n_q == gc.p.n_kv && gc.p.causal) cases.push_back({gc.p, gc.p.n_kv - 1, gc.magnitude});
@@ -242,7 +244,8 @@ void add_check(CLI::App& app) {
     cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
     cmd->add_flag("--json", a->json, "print JSON instead of a table");
     cmd->add_option("--out", a->out, "also write check.json (with metadata), check.csv and check_identities.csv here")
-        ->option_text("DIR");
+        ->option_text("DIR")
+        ->check(output_dir());
     cmd->callback([a] { check_all(*a); });
 }
 

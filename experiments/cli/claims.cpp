@@ -1,6 +1,7 @@
 // attnbench claims: the ledger of every quantitative claim in the four seed documents (attn.claims:
 // each recomputed, with the command that shows it, and judged by one criterion from its figures),
-// as Markdown (default) or JSON; --out also writes claims.md and claims.json.
+// as JSON on stdout; --out writes claims.json. Its Markdown (claims.md) is made by the render step
+// (experiments/plots/claims.py), like every other Markdown of a report.
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -14,24 +15,8 @@ namespace attn::cli {
 namespace {
 
 struct claims_args {
-    bool json = false;
     std::string out;
 };
-
-std::string markdown(const std::vector<claims::claim>& c) {
-    auto esc = [](std::string s) {
-        std::string o;
-        for (char ch : s) o += ch == '|' ? std::string("\\|") : std::string(1, ch);
-        return o;
-    };
-    std::string s = "| id | claim (paraphrased) | source | checked by | measured | verdict |\n"
-                    "|---|---|---|---|---|---|\n";
-    for (const auto& x : c)
-        s += "| " + x.id + " | " + esc(x.text) + " | " + esc(x.source) + " | `" + esc(x.command) + "` | " +
-             esc(x.measured) + " | **" + claims::label(x.result) + "**" + (x.note.empty() ? "" : ": " + esc(x.note)) +
-             " |\n";
-    return s;
-}
 
 nlohmann::json number(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
 
@@ -65,8 +50,6 @@ void run_claims(const claims_args& a) {
                         {"note", x.note},
                         {"figures", figures(x.figures)}});
     }
-    const std::string summary = std::to_string(c.size()) + " claims: " + std::to_string(nc) + " confirmed, " +
-                                std::to_string(nq) + " hold with qualification, " + std::to_string(nr) + " refuted.";
     nlohmann::json j = {{"metadata", metadata("claims")},
                         {"sources",
                          {{"000", "shared/seeds/000_dd47a8d6c5bb549d.txt"},
@@ -76,16 +59,10 @@ void run_claims(const claims_args& a) {
                         {"criterion", claims::criterion()},
                         {"claims", rows},
                         {"summary", {{"total", c.size()}, {"confirmed", nc}, {"qualified", nq}, {"refuted", nr}}}};
-    const std::string md = "## The seed documents' quantitative claims\n\n" + claims::criterion() + "\n\n" +
-                           markdown(c) + "\n" + summary + "\n";
-    if (!a.out.empty()) {
+    if (!a.out.empty())
         std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "claims.json", j.dump(2) + "\n").c_str());
-        std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "claims.md", md).c_str());
-    }
-    if (a.json)
-        std::printf("%s\n", j.dump(2).c_str());
     else
-        std::printf("%s", md.c_str());
+        std::printf("%s\n", j.dump(2).c_str());
 }
 
 } // namespace
@@ -93,8 +70,8 @@ void run_claims(const claims_args& a) {
 void add_claims(CLI::App& app) {
     auto a = std::make_shared<claims_args>();
     auto* cmd = app.add_subcommand("claims", "ledger of the seed documents' quantitative claims, with verdicts");
-    cmd->add_flag("--json", a->json, "print JSON instead of Markdown");
-    cmd->add_option("--out", a->out, "also write claims.md and claims.json into this directory");
+    cmd->add_option("--out", a->out, "write claims.json into this directory (instead of printing it)")
+        ->check(output_dir());
     cmd->callback([a] { run_claims(*a); });
 }
 

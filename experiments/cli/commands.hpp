@@ -10,6 +10,14 @@ struct exit_status {
     int code;
 };
 
+/// Checks for --out, applied while the flags are read, before any work: the output-path rule of
+/// attn.results (check_output_dir: a directory or nothing, never "", a link or a device, and
+/// writable; check_output_file: a regular file or nothing).
+CLI::Validator output_dir();
+CLI::Validator output_file();
+/// A number flag's domain: finite (NaN and Inf refused, which CLI::Range lets through) and in [lo, hi].
+CLI::Validator finite_in(double lo, double hi);
+
 void add_list(CLI::App& app);
 void add_run(CLI::App& app);
 void add_init(CLI::App& app);

@@ -52,7 +52,7 @@ void add_compare(CLI::App& app) {
     cmd->add_option("A", *a, "baseline JSON")->required();
     cmd->add_option("B", *b, "candidate JSON")->required();
     cmd->add_option("--alpha", *alpha, "significance level of the U test")
-        ->check(CLI::Range(0.0, 1.0))
+        ->check(finite_in(0.0, 1.0))
         ->capture_default_str();
     cmd->callback([a, b, alpha] { compare(*a, *b, *alpha); });
 }

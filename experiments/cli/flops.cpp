@@ -280,7 +280,7 @@ void add_flops(CLI::App& app) {
     cmd->add_option("--seed", a->seed, "seed of the measured run's inputs")->capture_default_str();
     cmd->add_flag("--json", a->json, "print JSON instead of tables");
     cmd->add_flag("--csv", a->csv, "print the stage table as CSV");
-    cmd->add_option("--out", a->out, "also write flops.json and CSVs into this directory");
+    cmd->add_option("--out", a->out, "also write flops.json and CSVs into this directory")->check(output_dir());
     cmd->callback([a] { flops(*a); });
 }
 

@@ -130,11 +130,13 @@ void add_hull(CLI::App& app) {
     cmd->add_option("--magnitudes", a->n_r, "query magnitudes searched")
         ->capture_default_str()
         ->check(CLI::Range(2, 1 << 20));
-    cmd->add_option("--r-min", a->r_min, "smallest |q|")->capture_default_str();
-    cmd->add_option("--r-max", a->r_max, "largest |q|")->capture_default_str();
-    cmd->add_option("--eps", a->eps, "off-axis component of the two heads' queries")->capture_default_str();
+    cmd->add_option("--r-min", a->r_min, "smallest |q|")->capture_default_str()->check(finite_in(1e-9, 1e6));
+    cmd->add_option("--r-max", a->r_max, "largest |q|")->capture_default_str()->check(finite_in(1e-9, 1e6));
+    cmd->add_option("--eps", a->eps, "off-axis component of the two heads' queries")
+        ->capture_default_str()
+        ->check(finite_in(-1e3, 1e3));
     cmd->add_flag("--json", a->json, "print JSON");
-    cmd->add_option("--out", a->out, "also write hull.json into this directory");
+    cmd->add_option("--out", a->out, "also write hull.json into this directory")->check(output_dir());
     cmd->callback([a] { hull(*a); });
 }
 

@@ -41,7 +41,7 @@ void add_init(CLI::App& app) {
     cmd->add_option("--batch", a->p.batch, "batch B")->capture_default_str();
     cmd->add_flag("--bias", a->p.bias, "include projection biases");
     cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
-    cmd->add_option("--out", a->out, "output directory")->required();
+    cmd->add_option("--out", a->out, "output directory")->required()->check(output_dir());
     cmd->callback([a] { init(*a); });
 }
 

@@ -1,6 +1,8 @@
 // attnbench: research benchmark suite for transformer attention. Each subcommand lives in
 // its own file of experiments/cli/; bad input is one line on stderr and exit status 2.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <CLI/CLI.hpp>
 #include "commands.hpp"
@@ -39,6 +41,11 @@ int main(int argc, char** argv) {
         return 2;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "attnbench: error: %s\n", e.what());
+        return 1;
+    }
+    // Output that did not reach stdout (a closed pipe, a full disk) is a failure, not a success.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+        std::fprintf(stderr, "attnbench: error: cannot write to standard output (%s)\n", std::strerror(errno));
         return 1;
     }
     return 0;

@@ -1,9 +1,11 @@
 // The metadata block and atomic writes of the report-style subcommands (see output.hpp).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
+#include "commands.hpp"
 #include "output.hpp"
 import attn.results;
 
@@ -38,6 +40,51 @@ std::string rows_csv(const nlohmann::ordered_json& rows, std::vector<std::string
         t.add_row(cells);
     }
     return t.csv();
+}
+
+namespace {
+template <class F>
+CLI::Validator path_rule(F check, const char* what) {
+    return CLI::Validator(
+        [check](std::string& s) -> std::string {
+            try {
+                check(s);
+                return {};
+            } catch (const error& e) {
+                return e.what();
+            }
+        },
+        what);
+}
+} // namespace
+
+CLI::Validator output_dir() {
+    return path_rule([](const std::string& s) { check_output_dir(s); }, "DIR");
+}
+CLI::Validator output_file() {
+    return path_rule([](const std::string& s) { check_output_file(s); }, "FILE");
+}
+
+CLI::Validator finite_in(double lo, double hi) {
+    auto g = [](double x) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%g", x);
+        return std::string(b);
+    };
+    return CLI::Validator(
+        [lo, hi, g](std::string& s) -> std::string {
+            double v = 0;
+            std::size_t used = 0;
+            try {
+                v = std::stod(s, &used);
+            } catch (const std::exception&) {
+                return "'" + s + "' is not a number";
+            }
+            if (used != s.size() || !std::isfinite(v) || v < lo || v > hi)
+                return "'" + s + "' must be a finite number in [" + g(lo) + ", " + g(hi) + "]";
+            return {};
+        },
+        "FINITE in [" + g(lo) + ", " + g(hi) + "]");
 }
 
 std::string write_atomic(const std::string& dir, const std::string& name, const std::string& content) {

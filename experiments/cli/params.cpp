@@ -154,7 +154,7 @@ void add_params(CLI::App& app) {
     cmd->add_option("--seed", a->seed, "seed of the allocated weights")->capture_default_str();
     cmd->add_flag("--json", a->json, "print JSON instead of a table");
     cmd->add_flag("--csv", a->csv, "print CSV instead of a table");
-    cmd->add_option("--out", a->out, "also write params.json and params.csv into this directory");
+    cmd->add_option("--out", a->out, "also write params.json and params.csv into this directory")->check(output_dir());
     cmd->callback([a] { params(*a); });
 }
 

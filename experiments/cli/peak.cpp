@@ -134,7 +134,8 @@ void add_peak(CLI::App& app) {
     auto* cmd = app.add_subcommand("peak", "measure this machine's fp32 FMA throughput and triad bandwidth");
     cmd->add_flag("--json", a->json, "print JSON (metadata and ceilings) instead of tables");
     cmd->add_option("--out", a->out, "also write peak.json (metadata and ceilings) and peak.csv here")
-        ->option_text("DIR");
+        ->option_text("DIR")
+        ->check(output_dir());
     cmd->add_option("--repetitions", a->opt.repetitions, "timed repetitions per figure")
         ->check(CLI::Range(1, 1000))
         ->capture_default_str();
@@ -142,13 +143,13 @@ void add_peak(CLI::App& app) {
         ->check(CLI::Range(0, 1 << 16))
         ->capture_default_str();
     cmd->add_option("--fma-seconds", a->opt.fma_seconds, "length of one FMA repetition in seconds")
-        ->check(CLI::Range(1e-4, 60.0))
+        ->check(finite_in(1e-4, 60.0))
         ->capture_default_str();
     cmd->add_option("--accumulators", a->opt.accumulators, "FMA chains per thread: 8, 12, 16 (0: the fastest)")
         ->check(CLI::IsMember({0, 8, 12, 16}))
         ->capture_default_str();
     cmd->add_option("--triad-mib", a->triad_mib, "MiB per triad array (default: max(4 x L3, 64 MiB))")
-        ->check(CLI::Range(0.001, 1e6));
+        ->check(finite_in(0.001, 1e6));
     cmd->callback([a] { run_peak(*a); });
 }
 

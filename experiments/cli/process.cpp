@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,8 +18,40 @@ extern char** environ;
 
 namespace attn::cli {
 
+namespace {
+volatile std::sig_atomic_t received = 0; // the signal this process was sent, 0 if none
+volatile pid_t running_child = 0;        // the child run_process waits for, 0 if none
+
+extern "C" void pass_on(int sig) {
+    received = sig;
+    if (const pid_t child = running_child; child > 0) ::kill(child, sig);
+}
+} // namespace
+
 bool process_result::interrupted() const {
-    return signal == SIGINT || signal == SIGTERM || signal == SIGHUP || signal == SIGKILL;
+    return parent_signal || signal == SIGINT || signal == SIGTERM || signal == SIGHUP;
+}
+
+void forward_signals() {
+    struct sigaction sa{};
+    sa.sa_handler = pass_on;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0; // no SA_RESTART: waitpid returns EINTR and waits again
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
+void lock_run_dir(const std::string& dir) {
+    std::filesystem::create_directories(dir);
+    const std::string path = (std::filesystem::path(dir) / "run.lock").string();
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644); // kept open until exit
+    require(fd >= 0, path + ": cannot open the run's lock file (" + std::strerror(errno) + ")");
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int e = errno;
+        ::close(fd);
+        require(e != EWOULDBLOCK, dir + ": another attnbench report is running in this folder (it holds " + path +
+                                      "); wait for it or use another --out");
+        throw error(path + ": cannot lock (" + std::strerror(e) + ")");
+    }
 }
 
 process_result run_process(const std::vector<std::string>& argv, const std::string& out_path,
@@ -33,15 +66,24 @@ process_result run_process(const std::vector<std::string>& argv, const std::stri
         posix_spawn_file_actions_addopen(&actions, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (!err_path.empty())
         posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    process_result r;
+    if (received) { // asked to stop: start nothing more
+        posix_spawn_file_actions_destroy(&actions);
+        r.parent_signal = received;
+        return r;
+    }
     const auto start = std::chrono::steady_clock::now();
     pid_t pid = 0;
     const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     require(rc == 0, "cannot start " + argv[0] + ": " + std::strerror(rc));
+    running_child = pid;
+    if (received) ::kill(pid, received); // a signal between the check above and the spawn
     int status = 0;
     while (waitpid(pid, &status, 0) < 0)
         if (errno != EINTR) throw error("waiting for " + argv[0] + ": " + std::strerror(errno));
-    process_result r;
+    running_child = 0;
+    r.parent_signal = received;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (WIFEXITED(status))
         r.exit_code = WEXITSTATUS(status);

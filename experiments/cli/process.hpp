@@ -8,12 +8,24 @@ namespace attn::cli {
 
 /// How a child ended.
 struct process_result {
-    int exit_code = -1; ///< -1 when killed by a signal
-    int signal = 0;     ///< the signal that killed it, 0 if it exited
-    double seconds = 0; ///< wall time
-    /// Ended by SIGINT, SIGTERM, SIGHUP or SIGKILL: the run is being interrupted, not the case failing.
+    int exit_code = -1;    ///< -1 when killed by a signal
+    int signal = 0;        ///< the signal that killed it, 0 if it exited
+    double seconds = 0;    ///< wall time
+    int parent_signal = 0; ///< SIGINT/SIGTERM/SIGHUP this process received (see forward_signals)
+    /// This process was asked to stop, or the child ended by SIGINT, SIGTERM or SIGHUP: the run is
+    /// being interrupted, not the case failing. A child killed by SIGKILL (the kernel's OOM killer,
+    /// kill -9) is a failed case: it is recorded with its reason and the run goes on.
     bool interrupted() const;
 };
+
+/// From now on SIGINT, SIGTERM and SIGHUP to this process are passed to the running child (so
+/// no child outlives its parent) and recorded; run_process then reports parent_signal and
+/// starts no further child.
+void forward_signals();
+
+/// Takes an exclusive lock on DIR/run.lock (flock: released when this process ends, however it
+/// ends) for the rest of the process; throws attn::error if another process holds it.
+void lock_run_dir(const std::string& dir);
 
 /// Runs argv[0] (a path) with argv; stdout to `out_path`, stderr to `err_path` (each inherited
 /// when empty; created or truncated otherwise); waits for it. Throws attn::error when it cannot start.

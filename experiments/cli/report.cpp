@@ -236,6 +236,7 @@ sweep_spec load_spec(const report_args& a) {
 }
 
 void report(const report_args& a, const std::vector<std::string>& command) {
+    forward_signals(); // a stopped report stops its child and keeps the finished pieces
     run_context c;
     c.threads = omp_get_max_threads();
     c.self = self_exe();
@@ -245,6 +246,7 @@ void report(const report_args& a, const std::vector<std::string>& command) {
     if (a.resume) {
         require(!a.out.empty(), "--resume needs --out DIR, the run to resume");
         c.dir = a.out;
+        lock_run_dir(c.dir.string());
         require(fs::exists(c.dir / "sweep.toml"), (c.dir / "sweep.toml").string() + ": not found; nothing to resume");
         const json run = read_json(c.dir / "run.json");
         c.spec = parse_sweep(read_text(c.dir / "sweep.toml"), (c.dir / "sweep.toml").string(), stage_names());
@@ -257,6 +259,7 @@ void report(const report_args& a, const std::vector<std::string>& command) {
         c.spec = load_spec(a);
         c.dir =
             a.out.empty() ? fs::path("results") / (c.spec.name + "-" + utc_stamp("%Y%m%d-%H%M%S")) : fs::path(a.out);
+        lock_run_dir(c.dir.string()); // one run per folder, before anything in it is read or written
         require(!fs::exists(c.dir / "run.json"),
                 c.dir.string() + " holds a run already; pass --resume to finish it, or another --out");
     }
@@ -339,7 +342,9 @@ void add_report(CLI::App& app) {
         app.add_subcommand("report", "the main job: every stage of a sweep, plots and report.md in results/<run-id>/");
     cmd->add_option("--preset", a->preset, "an embedded sweep: quick (default, minutes) or full (hours)");
     cmd->add_option("--sweep", a->sweep, "a sweep file (TOML; see experiments/sweeps/)")->option_text("FILE");
-    cmd->add_option("--out", a->out, "the run directory (default results/<name>-<UTC date>)")->option_text("DIR");
+    cmd->add_option("--out", a->out, "the run directory (default results/<name>-<UTC date>)")
+        ->option_text("DIR")
+        ->check(output_dir());
     cmd->add_flag("--resume", a->resume, "finish the run in --out DIR: skip the stages and cases done");
     cmd->add_option("--shard", a->shard, "run only shard I of N of the sweep's cases (attnbench merge joins them)")
         ->option_text("I/N");

@@ -213,7 +213,10 @@ std::vector<json> run_cases(const run_context& c, const std::vector<sweep_case>&
             rec["status"] = "failed";
             std::string why = !parse_error.empty() ? parse_error : last_line(log);
             rec["log_tail"] = tail(log, 20);
-            if (r.signal)
+            if (r.signal == SIGKILL)
+                why = "killed by SIGKILL (the kernel's out-of-memory killer, or kill -9)" +
+                      (why.empty() ? "" : " (" + why + ")");
+            else if (r.signal)
                 why = "killed by signal " + std::to_string(r.signal) + (why.empty() ? "" : " (" + why + ")");
             else if (why.empty())
                 why = "exit status " + std::to_string(r.exit_code) + ", no output";

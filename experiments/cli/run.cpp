@@ -85,7 +85,7 @@ void add_run(CLI::App& app) {
         ->check(CLI::IsMember({"f32", "f64"}))
         ->capture_default_str();
     cmd->add_option("--threads", a->threads, "threads for threaded variants")->check(CLI::Range(1, 1 << 20));
-    cmd->add_option("--out", a->out, "output .npy")->required();
+    cmd->add_option("--out", a->out, "output .npy")->required()->check(output_file());
     cmd->callback([a] { run(*a); });
 }
 

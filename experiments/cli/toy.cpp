@@ -83,7 +83,7 @@ void add_toy(CLI::App& app) {
     auto a = std::make_shared<toy_args>();
     auto* cmd = app.add_subcommand("toy", "seed 000's 'Cat sleeps' example, step by step, against the document");
     cmd->add_flag("--json", a->json, "print JSON (every intermediate, every compared number)");
-    cmd->add_option("--out", a->out, "also write toy.json into this directory");
+    cmd->add_option("--out", a->out, "also write toy.json into this directory")->check(output_dir());
     cmd->callback([a] { toy(*a); });
 }
 

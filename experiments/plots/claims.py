@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Plots for the parameter/FLOP argument and the hull experiment.
+"""Plots for the parameter/FLOP argument and the hull experiment, and the claims ledger's
+Markdown (claims.md).
 
-Reads the JSON that `attnbench params|flops|hull --out DIR` wrote and writes PNG and SVG next
-to it. A separate, re-runnable step: no numbers are computed here, only drawn.
+Reads the JSON that `attnbench params|flops|hull|claims --out DIR` wrote and writes PNG and SVG
+(and claims.md) next to it. A separate, re-runnable step: no numbers are computed here, only
+drawn and worded.
 
     python3 experiments/plots/claims.py results/claims
 """
@@ -233,8 +235,37 @@ def plot_hull(d):
     save(fig, d, "hull")
 
 
+# the verdict keys attnbench claims writes (attn::claims::key) and their words; an unknown key is an error
+VERDICT_WORDS = {"confirmed": "confirmed", "qualified": "holds with qualification", "refuted": "refuted"}
+
+
+def ledger_md(cl):
+    """claims.md: the criterion, one row per claim with what was measured, and the tally."""
+    esc = lambda s: s.replace("|", "\\|")  # noqa: E731
+    rows = []
+    for c in cl["claims"]:
+        verdict = f"**{VERDICT_WORDS[c['verdict']]}**" + (f": {esc(c['note'])}" if c["note"] else "")
+        rows.append(f"| {c['id']} | {esc(c['claim'])} | {esc(c['source'])} | `{esc(c['command'])}` | "
+                    f"{esc(c['measured'])} | {verdict} |\n")
+    s = cl["summary"]
+    return ("## The seed documents' quantitative claims\n\n" + cl["criterion"] + "\n\n"
+            "| id | claim (paraphrased) | source | checked by | measured | verdict |\n|---|---|---|---|---|---|\n"
+            + "".join(rows) + f"\n{s['total']} claims: {s['confirmed']} confirmed, {s['qualified']} hold with "
+            f"qualification, {s['refuted']} refuted.\n")
+
+
+def write_ledger(d):
+    """Writes d/claims.md from d/claims.json, if the claims stage wrote one; returns its path or None."""
+    path = os.path.join(d, "claims.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return plotting.write_text(d, "claims.md", ledger_md(json.load(f)))
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "results/claims"
+    write_ledger(d)
     plot_params(d)
     plot_flops_vs_n(d)
     plot_flops_vs_heads(d)

@@ -2,6 +2,7 @@
 Markdown tables and numbers as the report prints them."""
 import math
 import os
+import sys
 
 import matplotlib
 
@@ -10,11 +11,20 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.ticker  # noqa: E402
 
 
+def check_target(path):
+    """The output-path rule (as attn.results' writer in C++): a target is a regular file or
+    nothing yet; an existing link, FIFO, device or directory is refused with one line, never
+    replaced or followed."""
+    if os.path.lexists(path) and (os.path.islink(path) or not os.path.isfile(path)):
+        sys.exit(f"{path}: refusing to write over something that is not a regular file")
+
+
 def save(fig, d, stem, quiet=False):
     """Writes d/stem.png and d/stem.svg through temporaries renamed into place; returns the PNG path."""
     os.makedirs(d, exist_ok=True)
     for ext in ("png", "svg"):
         path = os.path.join(d, f"{stem}.{ext}")
+        check_target(path)
         tmp = os.path.join(d, f".{stem}.tmp.{ext}")
         fig.savefig(tmp, dpi=150, bbox_inches="tight")
         os.replace(tmp, path)
@@ -22,6 +32,18 @@ def save(fig, d, stem, quiet=False):
             print("wrote", path)
     plt.close(fig)
     return os.path.join(d, f"{stem}.png")
+
+
+def write_text(d, name, text):
+    """Writes d/name through a temporary renamed into place (the Python side's one text writer)."""
+    os.makedirs(d, exist_ok=True)
+    check_target(os.path.join(d, name))
+    tmp = os.path.join(d, f".{name}.tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+    path = os.path.join(d, name)
+    os.replace(tmp, path)
+    return path
 
 
 def plain_log_y(ax):

@@ -97,7 +97,7 @@ def claims_section(cl):
            f"{s['confirmed']} confirmed, {s['qualified']} hold with qualification, {s['refuted']} refuted. "
            "The full ledger, with what was measured and why, is [claims.md](claims.md).\n\n")
     # the verdict keys attnbench claims writes (attn::claims::key); an unknown one is an error
-    verdict = {"confirmed": "confirmed", "qualified": "holds with qualification", "refuted": "**refuted**"}
+    verdict = dict(claims.VERDICT_WORDS, refuted="**refuted**")
     rows = [[c["id"], c["claim"], c["source"], f"`{c['command']}`", verdict[c["verdict"]]]
             for c in cl["claims"]]
     return out + md_table(["id", "claim (paraphrased)", "source", "checked by", "verdict"], rows) + "\n"
@@ -224,16 +224,14 @@ def main():
     md.append("## Claims ledger\n")
     md += figures_md(claim_figs, "hull")
     md.append(claims_section(cl))
+    if cl:
+        claims.write_ledger(d)
     md.append("## Machine and build\n")
     md.append(md_table(["key", "value"], [[k, f"`{v}`" if k in ("flags", "cpu_simd_flags") else v]
                                          for k, v in meta.items()]) + "\n")
     md.append("Files of this run (JSON and CSV per stage, one JSON per performance case under cases/) are "
               "described in results/README.md.\n")
-    text = "\n".join(md)
-    tmp = os.path.join(d, ".report.md.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, os.path.join(d, "report.md"))
+    plotting.write_text(d, "report.md", "\n".join(md))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ module;
 #include <fstream>
 #include <string>
 #include <system_error>
+#include <vector>
 #include <unistd.h>
 module attn.results;
 
@@ -14,8 +15,70 @@ namespace attn {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+const char* kind_of(const fs::file_status& s) {
+    switch (s.type()) {
+    case fs::file_type::directory:
+        return "a directory";
+    case fs::file_type::symlink:
+        return "a symbolic link";
+    case fs::file_type::block:
+        return "a block device";
+    case fs::file_type::character:
+        return "a character device";
+    case fs::file_type::fifo:
+        return "a FIFO";
+    case fs::file_type::socket:
+        return "a socket";
+    default:
+        return "not a regular file";
+    }
+}
+
+} // namespace
+
+void check_output_file(const std::string& path) {
+    require(!path.empty(), "an output path must not be empty");
+    std::error_code ec;
+    const auto st = fs::symlink_status(path, ec);
+    if (ec || st.type() == fs::file_type::not_found || st.type() == fs::file_type::regular) return;
+    throw error(path + ": refusing to write over " + kind_of(st) + " (outputs replace regular files only)");
+}
+
+void check_output_dir(const std::string& dir) {
+    require(!dir.empty(), "an output directory must not be empty");
+    std::error_code ec;
+    const auto st = fs::symlink_status(dir, ec);
+    if (st.type() != fs::file_type::not_found && st.type() != fs::file_type::directory)
+        throw error(dir + ": cannot hold outputs: it is " + kind_of(st) + ", not a directory");
+    // The folders it would create, made for the probe and removed again: the check leaves the
+    // file system as it found it, and a command refused later creates nothing.
+    std::vector<fs::path> made;
+    for (fs::path p = fs::absolute(dir, ec); !p.empty() && !fs::exists(fs::symlink_status(p, ec));
+         p = p.parent_path()) {
+        made.push_back(p);
+        if (p == p.parent_path()) break;
+    }
+    auto undo = [&] {
+        std::error_code ignored;
+        for (const auto& p : made) fs::remove(p, ignored); // deepest first
+    };
+    fs::create_directories(dir, ec);
+    if (ec) {
+        undo();
+        throw error(dir + ": cannot create the output directory (" + ec.message() + ")");
+    }
+    const fs::path probe = fs::path(dir) / (".attnbench-probe." + std::to_string(::getpid()));
+    const bool ok = bool(std::ofstream(probe, std::ios::binary | std::ios::trunc));
+    const std::string why = std::strerror(errno);
+    fs::remove(probe, ec);
+    undo();
+    require(ok, dir + ": cannot write into the output directory (" + why + ")");
+}
+
 void write_atomic(const std::string& path, const std::string& text) {
-    require(!path.empty(), "cannot write a file with an empty path");
+    check_output_file(path);
     const fs::path dest(path);
     std::error_code ec;
     if (dest.has_parent_path()) {

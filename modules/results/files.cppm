@@ -5,9 +5,27 @@ export module attn.results:files;
 
 export namespace attn {
 
+// The output-path rule, for every file the suite writes:
+//  - a path is never empty; it names a regular file or nothing yet. An existing FIFO, device,
+//    socket, directory or symbolic link (to anything) is refused, never replaced or followed;
+//  - an existing regular file is replaced whole (atomically) by the new content;
+//  - the temporary lies beside the target (".NAME.tmp.PID.N", so the rename stays on one file
+//    system) and is removed when the write fails;
+//  - an output directory (--out DIR) is a directory or nothing yet, never a symbolic link; that
+//    it can be made and written is checked before any work starts, by creating it and a file in
+//    it and removing both again (check_output_dir).
+// Each refusal is an attn::error naming the path and what it is.
+
+/// Throws unless `path` may be written under the rule above.
+void check_output_file(const std::string& path);
+
+/// Throws unless `dir` may hold outputs; leaves the file system as it was.
+void check_output_dir(const std::string& dir);
+
 /// Writes `text` to `path` through a temporary file in the same directory renamed into place,
 /// so `path` holds either its old content or all of `text`, never part of it. Creates parent
-/// directories. Throws attn::error naming `path` on failure (and leaves no temporary behind).
+/// directories. Throws attn::error naming `path` on failure or refusal (check_output_file) and
+/// leaves no temporary behind.
 void write_atomic(const std::string& path, const std::string& text);
 
 } // namespace attn

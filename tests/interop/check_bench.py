@@ -6,11 +6,10 @@ usage: check_bench.py FILE.json EXPECTED_CASES
 import json
 import sys
 
+from bench_json import load_runs
+
 path, expected = sys.argv[1], int(sys.argv[2])
-d = json.load(open(path))
-runs = [b for b in d["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
-errors = [f"{b['name']}: {b['error_message']}" for b in runs if b.get("error_occurred")]
-assert not errors, "cases failed: " + "; ".join(errors)
+d, runs = load_runs(path)
 assert len(runs) == expected, f"{len(runs)} cases ran, expected {expected}"
 for b in runs:
     for c in ("gflops_matmul", "gflops_full", "pct_peak", "peak_gflops", "intensity", "bytes", "scratch_mib", "extra_mib"):

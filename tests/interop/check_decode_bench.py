@@ -9,11 +9,10 @@ import json
 import math
 import sys
 
+from bench_json import load_runs
+
 path, expected = sys.argv[1], int(sys.argv[2])
-d = json.load(open(path))
-runs = [b for b in d["benchmarks"] if b.get("run_type", "iteration") == "iteration"]
-errors = [f"{b['name']}: {b['error_message']}" for b in runs if b.get("error_occurred")]
-assert not errors, "cases failed: " + "; ".join(errors)
+d, runs = load_runs(path)
 triads = [b for b in runs if json.loads(b["label"]).get("probe") == "triad"]
 assert triads and all(b["triad_gbs"] > 0 for b in triads), "no triad ran beside the decode cases"
 steps, cores = {}, {}
