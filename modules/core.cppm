@@ -5,3 +5,4 @@ export module attn.core;
 export import :problem;
 export import :tensor;
 export import :variant;
+export import :kv;

@@ -187,11 +187,16 @@ std::vector<attn::sweep_case> cases_from(const std::vector<std::string>& given, 
 
 timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, double max_memory, std::uint64_t seed,
                    std::size_t tile_q, std::size_t tile_kv) {
-    attn::require(k.precision == "f32",
-                  "case " + k.id() + ": precision '" + k.precision + "' is not one the harness runs (f32)");
     timed_case c;
     c.k = k;
     c.var = &attn::find_variant(k.variant);
+    if (k.mode == "decode") { // the precision is the cache's type
+        c.kv = attn::parse_kv_dtype(k.precision);
+        attn::with_kv_storage(c.kv, [&]<class S>(S) { attn::require_kv_core<float, S>(*c.var); });
+    } else {
+        attn::require(k.precision == "f32",
+                      "case " + k.id() + ": precision '" + k.precision + "' is not one the harness runs (f32)");
+    }
     attn::require(c.var->threaded || k.threads == 1,
                   "case " + k.id() + ": variant '" + k.variant + "' is single-threaded; threads must be 1");
     c.p = k.shape();
@@ -246,7 +251,7 @@ int main(int argc, char** argv) {
         ->delimiter(',')
         ->capture_default_str()
         ->check(CLI::IsMember({"core", "layer", "decode"}));
-    app.add_option("--precision", g.precisions, "f32")->delimiter(',')->capture_default_str();
+    app.add_option("--precision", g.precisions, "f32; decode: the cache's type, f32, bf16, f16 or int8")->delimiter(',')->capture_default_str();
     app.add_option("--context", g.context, "decode: tokens already in the cache, L")
         ->delimiter(',')
         ->capture_default_str();

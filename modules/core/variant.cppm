@@ -4,6 +4,7 @@
 // faster at either kernel is faster at the layer, and every variant serves every family.
 module;
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <type_traits>
@@ -11,6 +12,7 @@ module;
 export module attn.core:variant;
 import :problem;
 import :tensor;
+import :kv;
 
 export namespace attn {
 
@@ -44,6 +46,26 @@ struct kernel_set {
     std::function<void(const linear_io<T>&, const run_options&)> linear;
 };
 
+/// Decode cores over a key/value cache stored narrower than fp32 (attn.core:kv), one per cache
+/// type; empty: the variant cannot read a cache of that type.
+struct kv_kernels {
+    template <class S>
+    using core_fn = std::function<void(const problem&, const kv_core_io<S>&, const run_options&)>;
+    core_fn<__bf16> bf16;
+    core_fn<_Float16> f16;
+    core_fn<std::int8_t> int8;
+
+    template <class S>
+    const core_fn<S>& get() const {
+        if constexpr (std::is_same_v<S, __bf16>)
+            return bf16;
+        else if constexpr (std::is_same_v<S, _Float16>)
+            return f16;
+        else
+            return int8;
+    }
+};
+
 /// One registered implementation. Empty kernels mean "not supported at this precision".
 struct variant {
     std::string name;
@@ -54,6 +76,7 @@ struct variant {
     std::vector<std::string> tags;
     kernel_set<float> f32;
     kernel_set<double> f64;
+    kv_kernels kv; ///< decode over a bf16, f16 or int8 key/value cache
     /// Extra memory the core allocates beyond its inputs and outputs, in bytes.
     std::function<std::size_t(const problem&, const run_options&)> scratch_bytes =
         [](const problem&, const run_options&) { return std::size_t(0); };

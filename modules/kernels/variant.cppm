@@ -1,6 +1,7 @@
 // attn.kernels:variant -- a variant on these kernels (`simd`, `parallel`): a problem with one
 // query row (a decode step) goes to decode_core, which streams K and V once; any other to
-// tiled_core.
+// tiled_core. Over a key/value cache narrower than fp32 (bf16, f16, int8) the decode core reads it
+// in its own type (variant::kv).
 module;
 #include <algorithm>
 #include <cstddef>
@@ -39,6 +40,14 @@ inline variant tiled_variant(std::string name, std::string description, bool thr
     v.f32.linear = [threads](const linear_io<float>& io, const run_options& o) {
         linear(io.x, io.w, io.b, io.y, io.rows, io.in, io.out, threads(o));
     };
+    auto kv = [threads]<class S>(attn::kv_kernels::core_fn<S>& slot) {
+        slot = [threads](const problem& p, const kv_core_io<S>& io, const run_options& o) {
+            decode_core_kv<S>(p, io, threads(o));
+        };
+    };
+    kv(v.kv.bf16);
+    kv(v.kv.f16);
+    kv(v.kv.int8);
     v.scratch_bytes = [threads](const problem& p, const run_options& o) {
         return attention_scratch_bytes(p, resolve_tiles(o), threads(o));
     };
