@@ -4,6 +4,7 @@ and the bandwidth against the triad and the roofline. Every figure quoted comes 
 rows of perf.json (decode.Decode); the only arithmetic here is the ratio of two medians (the
 speed-up) and the thresholds the wording uses.
 """
+from plotting import md_table
 
 
 def fmt(v, d):
@@ -18,12 +19,6 @@ def span(a, b, d):
 def first(r, *keys):
     """The first of the keys the row has a value for (perf.json writes null where none)."""
     return next((r[k] for k in keys if r.get(k) is not None), None)
-
-
-def md_table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
-    return "\n".join(out)
 
 
 def name(dec, g):

@@ -8,41 +8,17 @@ Nothing is measured or computed here beyond medians' ratios: the numbers come fr
 JSON. Figures go to results/<run-id>/figures/ as PNG and SVG; report.md embeds the PNGs.
 """
 import json
-import math
 import os
 import sys
 from collections import defaultdict
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.ticker  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plotting  # noqa: E402
 import claims  # noqa: E402  (the params / FLOPs / hull plots)
 import decode as decode_plots  # noqa: E402  (the decode figures)
 import decode_text  # noqa: E402  (the decode section's tables and prose)
-
-# Plot styles are derived, not listed per name: each variant of a run gets the next colour and
-# marker in sorted order (assign_styles), so a newly registered variant needs no edit here.
-COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink",
-          "tab:gray", "tab:olive", "tab:cyan"]
-MARKERS = ["o", "v", "^", "s", "D", "P", "X", "*"]
-_styles = {}
-
-
-def assign_styles(names):
-    for i, v in enumerate(sorted(set(names))):
-        _styles[v] = dict(color=COLORS[i % len(COLORS)], marker=MARKERS[i % len(MARKERS)])
-
-
-def style(variant):
-    if variant not in _styles:
-        i = len(_styles)
-        _styles[variant] = dict(color=COLORS[i % len(COLORS)], marker=MARKERS[i % len(MARKERS)])
-    return _styles[variant]
+import perf as perf_section  # noqa: E402  (the performance figures and tables)
+from plotting import md_table  # noqa: E402
 
 
 def load(d, name):
@@ -58,205 +34,9 @@ def save(fig, figdir, stem):
     return f"figures/{stem}.png"
 
 
-def plain_log_y(ax):
-    """Log y axis with plain tick labels (0.04, not 4x10^-2); call after plotting. Within three
-    decades the ticks are 1, 2, (3,) 5 x 10^k, so every panel has several labelled ticks."""
-    ax.set_yscale("log")
-    lo, hi = ax.get_ylim()
-    fmt = matplotlib.ticker.FuncFormatter(lambda v, _pos: f"{v:g}")
-    if hi / lo < 30:  # little more than a decade: 1, 2, 3, 5 x 10^k so the bottom is labelled too
-        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0)))
-    elif hi / lo < 1e3:
-        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(fmt)
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_ylim(lo, hi)
-
-
-def pow2_axis(ax, values, label):
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(values)
-    ax.set_xticklabels([str(v) for v in values])
-    ax.minorticks_off()
-    ax.set_xlabel(label)
-
-
-# --- performance -----------------------------------------------------------------------------
-
-# A panel's fixed sizes; the thread count is not one of them: each variant is drawn at the most
-# threads it ran with (single-threaded variants at 1), and its legend entry says how many.
-CONFIG_KEYS = ("mode", "d_model", "heads", "kv_heads", "batch", "causal", "context")
-
-
-def threads_of(r):
-    return r["threads"]
-
-
-def variant_label(v, pts):
-    t = threads_of(pts[0][1])
-    return f"{v} ({t} thread{'s' if t != 1 else ''})"
-
-
-def config_text(c):
-    mode, d, h, g, b, causal, ctx = c
-    s = f"{mode}, d_model={d}, H={h}"
-    if g != h:
-        s += f", G={g}"
-    s += f", batch {b}"
-    if causal:
-        s += ", causal"
-    if mode == "decode":
-        s += f", context {ctx}"
-    return s
-
-
-def ok_rows(perf):
-    return [r for r in perf["cases"] if r["status"] == "ok" and r.get("time_ms")]
-
-
-def series_over(rows, x_key, fixed_keys):
-    """{config: {variant: [(x, row)]}} for configs (the fixed_keys) with >= 2 distinct x values;
-    each variant at the most threads it ran with in that config."""
-    groups = defaultdict(lambda: defaultdict(list))
-    for r in rows:
-        groups[tuple(r[k] for k in fixed_keys)][r["variant"]].append((r[x_key], r))
-    for by_variant in groups.values():
-        for v, pts in by_variant.items():
-            most = max(threads_of(r) for _, r in pts)
-            by_variant[v] = [(x, r) for x, r in pts if threads_of(r) == most]
-    out = {}
-    for cfg, by_variant in groups.items():
-        xs = {x for pts in by_variant.values() for x, _ in pts}
-        if len(xs) >= 2:
-            out[cfg] = {v: sorted(pts, key=lambda p: p[0]) for v, pts in by_variant.items()}
-    return out
-
-
-def pick_configs(series):
-    """Per mode, the configuration with the most points (ties: larger d_model)."""
-    best = {}
-    for cfg, by_variant in series.items():
-        npts = sum(len(p) for p in by_variant.values())
-        score = (npts, cfg[1])
-        if cfg[0] not in best or score > best[cfg[0]][0]:
-            best[cfg[0]] = (score, cfg)
-    return [best[m][1] for m in sorted(best)]
-
-
-def peak_for(peak, threads):
-    """The measured FMA ceiling (GFLOP/s) at this thread count, and its label."""
-    if not peak:
-        return None, None
-    p = peak["peak"]
-    if threads == 1:
-        return p["fma_f32_gflops_1_thread"]["median"], "1-thread"
-    if threads == p["threads"]:
-        return p["fma_f32_gflops_all_threads"]["median"], f"{threads}-thread"
-    return None, None
-
-
-def plot_vs_n(d, figdir, perf, peak):
-    """time, GFLOP/s and % of peak against N, one panel per mode, one line per variant."""
-    series = series_over(ok_rows(perf), "n_q", CONFIG_KEYS)
-    configs = pick_configs(series)
-    if not configs:
-        return []
-    figures = []
-    for metric, stem, ylabel, title in (
-        ("time_ms", "perf_time_vs_n", "time per call [ms] (median)", "Time against sequence length"),
-        ("gflops_matmul", "perf_gflops_vs_n", "matmul-only rate [GFLOP/s] (median)", "Throughput against sequence length"),
-        ("pct_peak", "perf_pct_peak_vs_n", "share of the measured FMA peak [%]", "Share of this machine's peak"),
-    ):
-        fig, axes = plt.subplots(1, len(configs), figsize=(6.2 * len(configs), 4.6), squeeze=False)
-        for ax, cfg in zip(axes[0], configs):
-            ns = sorted({x for pts in series[cfg].values() for x, _ in pts})
-            for v in sorted(series[cfg]):
-                pts = [(x, r[metric]) for x, r in series[cfg][v] if r.get(metric) is not None]
-                if pts:
-                    ax.plot(*zip(*pts), label=variant_label(v, series[cfg][v]), **style(v))
-            pow2_axis(ax, ns, "sequence length N = N_q = N_kv [tokens]")
-            if metric == "time_ms":
-                # N^2 guide through the fastest variant's first point
-                firsts = [pts[0][1]["time_ms"] for pts in series[cfg].values() if pts[0][0] == ns[0]]
-                if firsts and len(ns) > 2:
-                    y0 = min(firsts)
-                    ax.plot(ns, [y0 * (n / ns[0]) ** 2 for n in ns], ls=":", color="black", lw=1, label="∝ N² (guide)")
-            if metric == "gflops_matmul":
-                threads = sorted({threads_of(pts[0][1]) for pts in series[cfg].values()}, reverse=True)
-                top = ax.get_ylim()[1]
-                for t, ls in zip(threads, ("--", ":")):
-                    gf, which = peak_for(peak, t)
-                    if gf:
-                        ax.axhline(gf, color="red", ls=ls, lw=1.2, label=f"measured {which} FMA peak ({gf:.0f})")
-                        top = max(top, gf)
-                ax.set_ylim(0, top * 1.08)
-            if metric == "pct_peak":
-                ax.axhline(100, color="red", ls="--", lw=1.2, label="measured FMA peak\n(at each variant's threads)")
-                ax.set_ylim(0, 110)
-            if metric == "time_ms":
-                plain_log_y(ax)  # after plotting: the data set the limits
-            ax.set_ylabel(ylabel)
-            ax.set_title(config_text(cfg), fontsize=10)
-            ax.grid(True, which="major", alpha=0.3)
-            ax.legend(fontsize=8, title="variant", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-        fig.suptitle(f"{title} (fp32, attention {'/'.join(c[0] for c in configs)})", y=1.02)
-        fig.tight_layout()
-        figures.append((stem, save(fig, figdir, stem), [config_text(c) for c in configs]))
-    return figures
-
-
-def plot_free_lunch(d, figdir, perf):
-    """time against H at fixed d_model and N: the parameters and matmul FLOPs stay put."""
-    keys = ("mode", "d_model", "n_q", "batch", "causal", "context")
-    rows = [r for r in ok_rows(perf) if r["kv_heads"] == r["heads"]]
-    series = series_over(rows, "heads", keys)
-    if not series:
-        return None
-    best = {}
-    for cfg, by_v in series.items():
-        npts = sum(len(p) for p in by_v.values())
-        if cfg[0] not in best or (npts, cfg[1]) > best[cfg[0]][0]:
-            best[cfg[0]] = ((npts, cfg[1]), cfg)
-    configs = [best[m][1] for m in sorted(best, key=lambda m: m != "layer")]
-    fig, axes = plt.subplots(1, len(configs), figsize=(6.4 * len(configs), 4.8), squeeze=False)
-    for ax, cfg in zip(axes[0], configs):
-        mode, dm, n, b, causal, ctx = cfg
-        hs = sorted({x for pts in series[cfg].values() for x, _ in pts})
-        for v in sorted(series[cfg]):
-            ax.plot(*zip(*[(h, r["time_ms"]) for h, r in series[cfg][v]]),
-                    label=variant_label(v, series[cfg][v]), **style(v))
-        pow2_axis(ax, hs, "query heads H (d_head = d_model / H)")
-        ax.set_xticklabels([f"{h}\n({dm // h})" for h in hs])
-        ax.set_ylabel("time per call [ms] (median, log scale)")
-        plain_log_y(ax)
-        ax.set_title(f"{mode}, d_model={dm}, N={n}, batch {b}" + (", causal" if causal else ""), fontsize=10)
-        ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, title="variant", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-    fig.suptitle("The 'free lunch': same parameters and matmul FLOPs for every H, not the same time", y=1.02)
-    fig.tight_layout()
-    return save(fig, figdir, "free_lunch"), configs, series
-
-
-# --- markdown ----------------------------------------------------------------------------------
-
 def figures_md(figs, prefix=""):
     """Markdown image lines for the figures (stem -> path) whose stem starts with prefix."""
     return [f"![{stem}]({path})\n" for stem, path in figs.items() if stem.startswith(prefix)]
-
-
-def md_table(header, rows):
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    for r in rows:
-        out.append("| " + " | ".join(str(c).replace("|", "\\|") for c in r) + " |")
-    return "\n".join(out)
-
-
-def num(v, digits=3):
-    if v is None:
-        return "–"
-    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
-        return str(v)
-    return f"{v:.{digits}g}" if abs(v) < 1e4 else f"{v:,.0f}"
 
 
 def check_section(check):
@@ -307,36 +87,6 @@ def flops_section(flops):
     return s + md_table(["family", "causal", "matmul-only N*", "first N", "full N*", "first N"], rows) + "\n"
 
 
-def perf_table(perf, peak):
-    rows = []
-    for r in perf["cases"]:
-        if r["mode"] == "decode":  # in the decoding section
-            continue
-        rows.append([r["variant"], r["mode"], r["d_model"], r["heads"], r["kv_heads"], r["n_q"], r["batch"],
-                     r["threads"],
-                     "yes" if r["causal"] else "no",
-                     num(r.get("time_ms"), 4), num(r.get("gflops_matmul"), 3), num(r.get("pct_peak"), 3),
-                     r["status"] if r["status"] == "ok" else f"**{r['status']}**: {r.get('error', '')}"])
-    return md_table(["variant", "mode", "d_model", "H", "G", "N", "batch", "threads", "causal", "time [ms]",
-                     "GFLOP/s (matmul)", "% of peak", "status"], rows)
-
-
-def free_lunch_table(configs, series):
-    out = []
-    for cfg in configs:
-        hs = sorted({x for pts in series[cfg].values() for x, _ in pts})
-        rows = []
-        for v in sorted(series[cfg]):
-            t = dict((h, r["time_ms"]) for h, r in series[cfg][v])
-            base = t.get(hs[0])
-            rows.append([variant_label(v, series[cfg][v])] + [num(t.get(h), 4) for h in hs] +
-                        [f"{t[hs[-1]] / base:.2f}×" if base and hs[-1] in t else "–"])
-        out.append(f"{cfg[0]}, d_model = {cfg[1]}, N = {cfg[2]}, batch {cfg[3]}: median time [ms] by H "
-                   "(each variant at the most threads it ran with)\n\n"
-                   + md_table(["variant"] + [f"H={h}" for h in hs] + [f"H={hs[-1]} / H={hs[0]}"], rows))
-    return "\n\n".join(out)
-
-
 def claims_section(cl):
     if not cl:
         return "Not run in this sweep.\n"
@@ -379,9 +129,9 @@ def main():
         claims.plot_hull(d)
 
     if perf:
-        assign_styles(r["variant"] for r in perf["cases"])
-    perf_figs = plot_vs_n(d, figdir, perf, peak) if perf else []
-    lunch = plot_free_lunch(d, figdir, perf) if perf else None
+        perf_section.assign_styles(r["variant"] for r in perf["cases"])
+    perf_figs = perf_section.plot_vs_n(d, figdir, perf, peak) if perf else []
+    lunch = perf_section.plot_free_lunch(d, figdir, perf) if perf else None
 
     md = [f"# attnbench report: {run.get('run_id', os.path.basename(os.path.abspath(d)))}\n"]
     md.append(f"Sweep **{run.get('preset', '?')}** ({run.get('sweep_source', '?')}), started "
@@ -431,12 +181,12 @@ def main():
                       "FLOPs constant; the time is another matter: each head's matmuls get thinner (d_head shrinks), so "
                       "arithmetic intensity per head drops, and the softmax work grows with H·N².\n")
             md.append(f"![free_lunch]({path})\n")
-            md.append(free_lunch_table(configs, series) + "\n")
+            md.append(perf_section.free_lunch_table(configs, series) + "\n")
         if any(r["mode"] != "decode" for r in perf["cases"]):
             md.append("### Medians, every case\n")
             if any(r["mode"] == "decode" for r in perf["cases"]):
                 md.append("Decode cases are in their own section below.\n")
-            md.append(perf_table(perf, peak) + "\n")
+            md.append(perf_section.perf_table(perf, peak) + "\n")
     else:
         md.append("Not run in this sweep.\n")
 

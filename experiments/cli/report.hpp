@@ -1,0 +1,72 @@
+// What the two halves of `attnbench report` share: report.cpp (the stages, their registry and
+// the command) and report_perf.cpp (the performance sweep through attnbench-bench). Include it
+// last: it imports attn.sweep and attn.results after its own #includes.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+#include <nlohmann/json.hpp>
+#include "process.hpp"
+import attn.sweep;
+import attn.results;
+
+namespace attn::cli::reporting {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+/// Thrown when a child died of SIGINT/SIGTERM/SIGKILL: this run is being stopped.
+struct interrupted {};
+
+std::string read_text(const fs::path& p);
+json read_json(const fs::path& p);
+std::string utc_stamp(const char* format);
+/// Seconds as m:ss or h:mm:ss.
+std::string clock_text(double seconds);
+/// The last non-empty line of a file (a child's error message), or "".
+std::string last_line(const fs::path& p);
+
+// ---------------------------------------------------------------------------------------------
+// One report run: where it writes, what it runs with.
+
+struct run_context {
+    sweep_spec spec;
+    fs::path dir;                 ///< results/<run-id>
+    std::string self, bench;      ///< this binary; the harness
+    int threads = 1;              ///< all logical CPUs (threads = 0 in a sweep)
+    std::uint64_t stop_after = 0; ///< test only: die (SIGKILL) after this many cases
+    std::vector<sweep_case> cases;
+
+    fs::path logs() const { return dir / "logs"; }
+    void write(const std::string& name, const std::string& text) const {
+        attn::write_atomic((dir / name).string(), text);
+    }
+    /// Runs `attnbench ARGS...` (this binary); stdout and stderr to logs/<log>.{txt,err}.
+    process_result self_run(const std::vector<std::string>& args, const std::string& log) const {
+        std::vector<std::string> argv{self};
+        argv.insert(argv.end(), args.begin(), args.end());
+        fs::create_directories(logs());
+        const auto r = run_process(argv, (logs() / (log + ".txt")).string(), (logs() / (log + ".err")).string());
+        if (r.interrupted()) throw interrupted{};
+        return r;
+    }
+};
+
+/// How a stage ended: done (ok or failed: recorded, not run again by --resume) or undone
+/// (it could not run here, e.g. no harness: not recorded, --resume tries again).
+enum class outcome { ok, failed, undone };
+
+
+/// Variants with at least one failed check case (check.json of this run; none if absent).
+std::set<std::string> failed_check(const fs::path& dir);
+
+/// The performance sweep: the cases not done yet through attnbench-bench, one file per case.
+outcome stage_perf(run_context& c);
+
+/// cases/*.json -> perf.json and perf.csv, sorted by case (the order does not depend on the
+/// order cases finished in, so an interrupted and resumed run writes the same files).
+void aggregate_perf(const fs::path& dir);
+
+} // namespace attn::cli::reporting

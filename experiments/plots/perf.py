@@ -1,0 +1,220 @@
+"""The performance section of report.md: time, GFLOP/s and % of peak against N, the free-lunch
+sweep over H, and their tables. It draws and formats what perf.json and peak.json hold."""
+from collections import defaultdict
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from plotting import md_table, num, plain_log_y, pow2_axis, save  # noqa: E402
+
+
+def figure_path(fig, figdir, stem):
+    """Writes figures/STEM.png and .svg; the path report.md links."""
+    save(fig, figdir, stem, quiet=True)
+    return f"figures/{stem}.png"
+
+# Plot styles are derived, not listed per name: each variant of a run gets the next colour and
+# marker in sorted order (assign_styles), so a newly registered variant needs no edit here.
+COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown", "tab:pink",
+          "tab:gray", "tab:olive", "tab:cyan"]
+MARKERS = ["o", "v", "^", "s", "D", "P", "X", "*"]
+_styles = {}
+
+
+def assign_styles(names):
+    for i, v in enumerate(sorted(set(names))):
+        _styles[v] = dict(color=COLORS[i % len(COLORS)], marker=MARKERS[i % len(MARKERS)])
+
+
+def style(variant):
+    if variant not in _styles:
+        i = len(_styles)
+        _styles[variant] = dict(color=COLORS[i % len(COLORS)], marker=MARKERS[i % len(MARKERS)])
+    return _styles[variant]
+
+
+
+# A panel's fixed sizes; the thread count is not one of them: each variant is drawn at the most
+# threads it ran with (single-threaded variants at 1), and its legend entry says how many.
+CONFIG_KEYS = ("mode", "d_model", "heads", "kv_heads", "batch", "causal", "context")
+
+
+def threads_of(r):
+    return r["threads"]
+
+
+def variant_label(v, pts):
+    t = threads_of(pts[0][1])
+    return f"{v} ({t} thread{'s' if t != 1 else ''})"
+
+
+def config_text(c):
+    mode, d, h, g, b, causal, ctx = c
+    s = f"{mode}, d_model={d}, H={h}"
+    if g != h:
+        s += f", G={g}"
+    s += f", batch {b}"
+    if causal:
+        s += ", causal"
+    if mode == "decode":
+        s += f", context {ctx}"
+    return s
+
+
+def ok_rows(perf):
+    return [r for r in perf["cases"] if r["status"] == "ok" and r.get("time_ms")]
+
+
+def series_over(rows, x_key, fixed_keys):
+    """{config: {variant: [(x, row)]}} for configs (the fixed_keys) with >= 2 distinct x values;
+    each variant at the most threads it ran with in that config."""
+    groups = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        groups[tuple(r[k] for k in fixed_keys)][r["variant"]].append((r[x_key], r))
+    for by_variant in groups.values():
+        for v, pts in by_variant.items():
+            most = max(threads_of(r) for _, r in pts)
+            by_variant[v] = [(x, r) for x, r in pts if threads_of(r) == most]
+    out = {}
+    for cfg, by_variant in groups.items():
+        xs = {x for pts in by_variant.values() for x, _ in pts}
+        if len(xs) >= 2:
+            out[cfg] = {v: sorted(pts, key=lambda p: p[0]) for v, pts in by_variant.items()}
+    return out
+
+
+def pick_configs(series):
+    """Per mode, the configuration with the most points (ties: larger d_model)."""
+    best = {}
+    for cfg, by_variant in series.items():
+        npts = sum(len(p) for p in by_variant.values())
+        score = (npts, cfg[1])
+        if cfg[0] not in best or score > best[cfg[0]][0]:
+            best[cfg[0]] = (score, cfg)
+    return [best[m][1] for m in sorted(best)]
+
+
+def peak_for(peak, threads):
+    """The measured FMA ceiling (GFLOP/s) at this thread count, and its label."""
+    if not peak:
+        return None, None
+    p = peak["peak"]
+    if threads == 1:
+        return p["fma_f32_gflops_1_thread"]["median"], "1-thread"
+    if threads == p["threads"]:
+        return p["fma_f32_gflops_all_threads"]["median"], f"{threads}-thread"
+    return None, None
+
+
+def plot_vs_n(d, figdir, perf, peak):
+    """time, GFLOP/s and % of peak against N, one panel per mode, one line per variant."""
+    series = series_over(ok_rows(perf), "n_q", CONFIG_KEYS)
+    configs = pick_configs(series)
+    if not configs:
+        return []
+    figures = []
+    for metric, stem, ylabel, title in (
+        ("time_ms", "perf_time_vs_n", "time per call [ms] (median)", "Time against sequence length"),
+        ("gflops_matmul", "perf_gflops_vs_n", "matmul-only rate [GFLOP/s] (median)", "Throughput against sequence length"),
+        ("pct_peak", "perf_pct_peak_vs_n", "share of the measured FMA peak [%]", "Share of this machine's peak"),
+    ):
+        fig, axes = plt.subplots(1, len(configs), figsize=(6.2 * len(configs), 4.6), squeeze=False)
+        for ax, cfg in zip(axes[0], configs):
+            ns = sorted({x for pts in series[cfg].values() for x, _ in pts})
+            for v in sorted(series[cfg]):
+                pts = [(x, r[metric]) for x, r in series[cfg][v] if r.get(metric) is not None]
+                if pts:
+                    ax.plot(*zip(*pts), label=variant_label(v, series[cfg][v]), **style(v))
+            pow2_axis(ax, ns, "sequence length N = N_q = N_kv [tokens]")
+            if metric == "time_ms":
+                # N^2 guide through the fastest variant's first point
+                firsts = [pts[0][1]["time_ms"] for pts in series[cfg].values() if pts[0][0] == ns[0]]
+                if firsts and len(ns) > 2:
+                    y0 = min(firsts)
+                    ax.plot(ns, [y0 * (n / ns[0]) ** 2 for n in ns], ls=":", color="black", lw=1, label="∝ N² (guide)")
+            if metric == "gflops_matmul":
+                threads = sorted({threads_of(pts[0][1]) for pts in series[cfg].values()}, reverse=True)
+                top = ax.get_ylim()[1]
+                for t, ls in zip(threads, ("--", ":")):
+                    gf, which = peak_for(peak, t)
+                    if gf:
+                        ax.axhline(gf, color="red", ls=ls, lw=1.2, label=f"measured {which} FMA peak ({gf:.0f})")
+                        top = max(top, gf)
+                ax.set_ylim(0, top * 1.08)
+            if metric == "pct_peak":
+                ax.axhline(100, color="red", ls="--", lw=1.2, label="measured FMA peak\n(at each variant's threads)")
+                ax.set_ylim(0, 110)
+            if metric == "time_ms":
+                plain_log_y(ax)  # after plotting: the data set the limits
+            ax.set_ylabel(ylabel)
+            ax.set_title(config_text(cfg), fontsize=10)
+            ax.grid(True, which="major", alpha=0.3)
+            ax.legend(fontsize=8, title="variant", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+        fig.suptitle(f"{title} (fp32, attention {'/'.join(c[0] for c in configs)})", y=1.02)
+        fig.tight_layout()
+        figures.append((stem, figure_path(fig, figdir, stem), [config_text(c) for c in configs]))
+    return figures
+
+
+def plot_free_lunch(d, figdir, perf):
+    """time against H at fixed d_model and N: the parameters and matmul FLOPs stay put."""
+    keys = ("mode", "d_model", "n_q", "batch", "causal", "context")
+    rows = [r for r in ok_rows(perf) if r["kv_heads"] == r["heads"]]
+    series = series_over(rows, "heads", keys)
+    if not series:
+        return None
+    best = {}
+    for cfg, by_v in series.items():
+        npts = sum(len(p) for p in by_v.values())
+        if cfg[0] not in best or (npts, cfg[1]) > best[cfg[0]][0]:
+            best[cfg[0]] = ((npts, cfg[1]), cfg)
+    configs = [best[m][1] for m in sorted(best, key=lambda m: m != "layer")]
+    fig, axes = plt.subplots(1, len(configs), figsize=(6.4 * len(configs), 4.8), squeeze=False)
+    for ax, cfg in zip(axes[0], configs):
+        mode, dm, n, b, causal, ctx = cfg
+        hs = sorted({x for pts in series[cfg].values() for x, _ in pts})
+        for v in sorted(series[cfg]):
+            ax.plot(*zip(*[(h, r["time_ms"]) for h, r in series[cfg][v]]),
+                    label=variant_label(v, series[cfg][v]), **style(v))
+        pow2_axis(ax, hs, "query heads H (d_head = d_model / H)")
+        ax.set_xticklabels([f"{h}\n({dm // h})" for h in hs])
+        ax.set_ylabel("time per call [ms] (median, log scale)")
+        plain_log_y(ax)
+        ax.set_title(f"{mode}, d_model={dm}, N={n}, batch {b}" + (", causal" if causal else ""), fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8, title="variant", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    fig.suptitle("The 'free lunch': same parameters and matmul FLOPs for every H, not the same time", y=1.02)
+    fig.tight_layout()
+    return figure_path(fig, figdir, "free_lunch"), configs, series
+
+
+def perf_table(perf, peak):
+    rows = []
+    for r in perf["cases"]:
+        if r["mode"] == "decode":  # in the decoding section
+            continue
+        rows.append([r["variant"], r["mode"], r["d_model"], r["heads"], r["kv_heads"], r["n_q"], r["batch"],
+                     r["threads"],
+                     "yes" if r["causal"] else "no",
+                     num(r.get("time_ms"), 4), num(r.get("gflops_matmul"), 3), num(r.get("pct_peak"), 3),
+                     r["status"] if r["status"] == "ok" else f"**{r['status']}**: {r.get('error', '')}"])
+    return md_table(["variant", "mode", "d_model", "H", "G", "N", "batch", "threads", "causal", "time [ms]",
+                     "GFLOP/s (matmul)", "% of peak", "status"], rows)
+
+
+def free_lunch_table(configs, series):
+    out = []
+    for cfg in configs:
+        hs = sorted({x for pts in series[cfg].values() for x, _ in pts})
+        rows = []
+        for v in sorted(series[cfg]):
+            t = dict((h, r["time_ms"]) for h, r in series[cfg][v])
+            base = t.get(hs[0])
+            rows.append([variant_label(v, series[cfg][v])] + [num(t.get(h), 4) for h in hs] +
+                        [f"{t[hs[-1]] / base:.2f}×" if base and hs[-1] in t else "–"])
+        out.append(f"{cfg[0]}, d_model = {cfg[1]}, N = {cfg[2]}, batch {cfg[3]}: median time [ms] by H "
+                   "(each variant at the most threads it ran with)\n\n"
+                   + md_table(["variant"] + [f"H={h}" for h in hs] + [f"H={hs[-1]} / H={hs[0]}"], rows))
+    return "\n\n".join(out)
