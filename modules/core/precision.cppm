@@ -1,0 +1,83 @@
+// attn.core:precision -- the number formats a run stores its tensors in, and what each costs.
+// f64 is the oracle, f32 the default; bf16 (8-bit exponent, 8-bit significand) and f16 (IEEE
+// binary16: 5-bit exponent, 11-bit significand) are storage formats: inputs, weights, projected
+// Q/K/V and outputs are held in them, while products and the softmax accumulate in fp32.
+//
+// The storage types are clang's builtin __bf16 and _Float16. Widening to float is exact (bf16: a
+// 16-bit shift; f16: vcvtph2ps with F16C). Narrowing rounds to nearest, ties to even, keeps NaN a
+// NaN and overflows to infinity: f16 through vcvtps2ph, bf16 through the compiler runtime's
+// __truncsfbf2 (compiler-rt; Debian 12's libgcc 12 lacks it, so the build links clang's builtins
+// archive for that one symbol). tests/test_precision.cpp holds both against bit-level formulas
+// over every 16-bit pattern.
+module;
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <type_traits>
+export module attn.core:precision;
+import :problem;
+
+export namespace attn {
+
+using bf16 = __bf16;
+using f16 = _Float16;
+
+enum class precision { f64, f32, bf16, f16 };
+
+inline constexpr precision all_precisions[] = {precision::f64, precision::f32, precision::bf16, precision::f16};
+
+inline constexpr std::string_view precision_name(precision p) {
+    switch (p) {
+    case precision::f64: return "f64";
+    case precision::f32: return "f32";
+    case precision::bf16: return "bf16";
+    case precision::f16: return "f16";
+    }
+    return "?";
+}
+
+/// "f64", "f32", "bf16" or "f16"; anything else throws attn::error naming the value.
+inline precision parse_precision(std::string_view s) {
+    for (const precision p : all_precisions)
+        if (precision_name(p) == s) return p;
+    throw error("unknown precision '" + std::string(s) + "' (known: f64, f32, bf16, f16)");
+}
+
+/// Bytes one stored element takes.
+inline constexpr std::size_t bytes_per_element(precision p) {
+    switch (p) {
+    case precision::f64: return 8;
+    case precision::f32: return 4;
+    case precision::bf16:
+    case precision::f16: return 2;
+    }
+    return 0;
+}
+
+/// Unit roundoff u = 2^-t of rounding to nearest with a t-bit significand: 2^-53, 2^-24, 2^-8, 2^-11.
+inline constexpr double unit_roundoff(precision p) {
+    switch (p) {
+    case precision::f64: return 0x1.0p-53;
+    case precision::f32: return 0x1.0p-24;
+    case precision::bf16: return 0x1.0p-8;
+    case precision::f16: return 0x1.0p-11;
+    }
+    return 0;
+}
+
+/// The precision whose storage type is T.
+template <class T>
+inline constexpr precision precision_of = std::is_same_v<T, double>  ? precision::f64
+                                          : std::is_same_v<T, float> ? precision::f32
+                                          : std::is_same_v<T, bf16>  ? precision::bf16
+                                                                     : precision::f16;
+
+/// True for the 16-bit storage formats, whose arithmetic is done in fp32.
+template <class T>
+inline constexpr bool is_half = std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
+
+/// The type arithmetic on stored T is done in: fp32 for the 16-bit formats, T otherwise.
+template <class T>
+using compute_t = std::conditional_t<is_half<T>, float, T>;
+
+} // namespace attn
