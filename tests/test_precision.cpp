@@ -95,7 +95,8 @@ std::vector<float> probes(format f) {
         const double v0 = decode(std::uint16_t(b), f), v1 = decode(std::uint16_t(b + 1), f);
         const float mid = float((v0 + v1) / 2); // exact: one bit past the format's significand
         REQUIRE(double(mid) == (v0 + v1) / 2);
-        for (const float x : {float(v0), mid, std::nextafter(mid, 0.0f), std::nextafter(mid, std::numeric_limits<float>::infinity())}) {
+        for (const float x :
+             {float(v0), mid, std::nextafter(mid, 0.0f), std::nextafter(mid, std::numeric_limits<float>::infinity())}) {
             xs.push_back(x);
             xs.push_back(-x);
         }
@@ -153,11 +154,11 @@ TEST_CASE("precision: float -> bf16 rounds to nearest even (ties, subnormals, ov
 
 TEST_CASE("precision: float -> f16 rounds to nearest even (ties, subnormals, overflow, NaN)", "[precision]") {
     check_round<attn::f16>(f16_fmt);
-    CHECK(bits_of(attn::f16(65519.0f)) == 0x7bff);                 // below max + ulp/2: 65504
-    CHECK(bits_of(attn::f16(65520.0f)) == 0x7c00);                 // the tie at max + ulp/2: infinity
-    CHECK(bits_of(attn::f16(std::ldexp(1.0f, -25))) == 0x0000);    // half the smallest subnormal: even 0
-    CHECK(bits_of(attn::f16(std::ldexp(1.5f, -25))) == 0x0001);    // above half: 2^-24
-    CHECK(bits_of(attn::f16(std::ldexp(3.0f, -25))) == 0x0002);    // 1.5 x 2^-24, a tie: even 2 x 2^-24
+    CHECK(bits_of(attn::f16(65519.0f)) == 0x7bff);              // below max + ulp/2: 65504
+    CHECK(bits_of(attn::f16(65520.0f)) == 0x7c00);              // the tie at max + ulp/2: infinity
+    CHECK(bits_of(attn::f16(std::ldexp(1.0f, -25))) == 0x0000); // half the smallest subnormal: even 0
+    CHECK(bits_of(attn::f16(std::ldexp(1.5f, -25))) == 0x0001); // above half: 2^-24
+    CHECK(bits_of(attn::f16(std::ldexp(3.0f, -25))) == 0x0002); // 1.5 x 2^-24, a tie: even 2 x 2^-24
 }
 
 TEST_CASE("precision: names, parsing, bytes and unit roundoff", "[precision]") {

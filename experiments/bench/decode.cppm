@@ -139,12 +139,12 @@ export void run_decode_step(benchmark::State& state, timed_case& c) {
     state.counters["step_gbs"] =
         Counter(double(cost.kv_read_bytes + cost.weight_bytes) * 1e-9, Counter::kIsIterationInvariantRate);
     state.counters["kv_bytes_per_token"] = Counter(double(cost.kv_read_bytes) / B);
+    state.counters["kv_bytes_per_cached_token"] = Counter(double(attn::kv_cache_bytes_per_token(c.p, c.kv)));
     state.counters["cache_mib"] = Counter(double(cost.kv_read_bytes) / 1048576.0);
     state.counters["weight_mib"] = Counter(double(cost.weight_bytes) / 1048576.0);
     state.counters["cache_ratio_to_mha"] = Counter(attn::decode_cache_ratio_to_mha(c.p));
     state.counters["llc_mib"] = Counter(l3 / 1048576.0);
-    state.counters["llc_context"] =
-        Counter(double(attn::decode_context_exceeding(c.p, std::uint64_t(l3), c.kv)));
+    state.counters["llc_context"] = Counter(double(attn::decode_context_exceeding(c.p, std::uint64_t(l3), c.kv)));
     ceilings(state, c);
 }
 

@@ -33,8 +33,8 @@ struct timed_case {
     std::string check_error;
     std::unique_ptr<attn::check::inputs> in;
     attn::kv_dtype kv = attn::kv_dtype::f32; ///< decode: the cache's type (the case's precision)
-    double check_ratio = 0;                   ///< decode: worst err/bound against fp64 on the same cache
-    attn::check::metrics unrounded;           ///< decode: the core against fp64 on the unrounded cache
+    double check_ratio = 0;                  ///< decode: worst err/bound against fp64 on the same cache
+    attn::check::metrics unrounded;          ///< decode: the core against fp64 on the unrounded cache
     std::unique_ptr<attn::decode_timer> fixture;
     std::uint64_t last_use = 0; ///< when the fixture was last timed (a counter), for releasing the oldest
 };

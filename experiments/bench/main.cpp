@@ -251,7 +251,9 @@ int main(int argc, char** argv) {
         ->delimiter(',')
         ->capture_default_str()
         ->check(CLI::IsMember({"core", "layer", "decode"}));
-    app.add_option("--precision", g.precisions, "f32; decode: the cache's type, f32, bf16, f16 or int8")->delimiter(',')->capture_default_str();
+    app.add_option("--precision", g.precisions, "f32; decode: the cache's type, f32, bf16, f16 or int8")
+        ->delimiter(',')
+        ->capture_default_str();
     app.add_option("--context", g.context, "decode: tokens already in the cache, L")
         ->delimiter(',')
         ->capture_default_str();
@@ -337,11 +339,17 @@ int main(int argc, char** argv) {
             "(MiB, VmHWM after a reset; layer mode includes the projection buffers). decode, the step (ID): "
             "us_per_token, "
             "tokens_per_s, gflops_matmul and gflops_full of the step, step_gbs: cache and weight bytes / step time, "
-            "kv_bytes_per_token, cache_mib (2 B G d_head (L+1) 4 bytes), weight_mib, cache_ratio_to_mha (H/G), llc_mib "
+            "kv_bytes_per_token (cache bytes read per generated token), kv_bytes_per_cached_token (2 G (d_head e + s): "
+            "e the cache type's element bytes, s int8's 4-byte row scale), cache_mib (2 B G (L+1) (d_head e + s) "
+            "bytes), weight_mib, cache_ratio_to_mha (H/G), llc_mib "
             "(the last-level cache), llc_context (the L past which this batch and G's cache outgrows it); the core "
             "alone "
             "(ID/core): core_us, kv_gbs: cache bytes / core time (GB/s), gflops_core, peak_gbs: measured triad at the "
-            "case's thread count, pct_triad (%), roof_gbs: min(peak_gbs, peak_gflops / intensity), pct_roof (%), "
+            "case's thread count, pct_triad (%), roof_gbs: min(peak_gbs, peak_gflops / intensity) with the cache "
+            "type's "
+            "intensity, pct_roof (%), check_ratio: worst err/bound against fp64 on the same (rounded or dequantized) "
+            "cache, unrounded_max_abs, unrounded_ratio (err / fp32 bound), unrounded_nmse: the core against fp64 on "
+            "the unrounded cache, "
             "arith_roof_gbs: peak_gflops / intensity; with the triad run alongside (triad-tT, counter triad_gbs): "
             "triad_alongside_gbs, pct_triad_alongside, roof_alongside_gbs, pct_roof_alongside");
         with_derived<benchmark::ConsoleReporter> console;

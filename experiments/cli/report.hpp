@@ -58,7 +58,6 @@ struct run_context {
 /// (it could not run here, e.g. no harness: not recorded, --resume tries again).
 enum class outcome { ok, failed, undone };
 
-
 /// Variants with at least one failed check case (check.json of this run; none if absent).
 std::set<std::string> failed_check(const fs::path& dir);
 

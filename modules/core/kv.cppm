@@ -12,7 +12,6 @@
 //          row's largest value rather than to the element.
 module;
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +19,7 @@ module;
 #include <type_traits>
 export module attn.core:kv;
 import :problem;
+import :precision;
 import :tensor;
 
 export namespace attn {
@@ -28,10 +28,14 @@ enum class kv_dtype { f32, bf16, f16, int8 };
 
 inline const char* kv_dtype_name(kv_dtype t) {
     switch (t) {
-    case kv_dtype::bf16: return "bf16";
-    case kv_dtype::f16: return "f16";
-    case kv_dtype::int8: return "int8";
-    default: return "f32";
+    case kv_dtype::bf16:
+        return "bf16";
+    case kv_dtype::f16:
+        return "f16";
+    case kv_dtype::int8:
+        return "int8";
+    default:
+        return "f32";
     }
 }
 
@@ -54,13 +58,13 @@ inline constexpr std::size_t kv_row_extra_bytes(kv_dtype t) { return t == kv_dty
 template <kv_dtype T>
 using kv_storage = std::conditional_t<
     T == kv_dtype::f32, float,
-    std::conditional_t<T == kv_dtype::bf16, __bf16, std::conditional_t<T == kv_dtype::f16, _Float16, std::int8_t>>>;
+    std::conditional_t<T == kv_dtype::bf16, bf16, std::conditional_t<T == kv_dtype::f16, f16, std::int8_t>>>;
 
 template <class S>
-inline constexpr kv_dtype kv_dtype_of = std::is_same_v<S, float>      ? kv_dtype::f32
-                                        : std::is_same_v<S, __bf16>   ? kv_dtype::bf16
-                                        : std::is_same_v<S, _Float16> ? kv_dtype::f16
-                                                                      : kv_dtype::int8;
+inline constexpr kv_dtype kv_dtype_of = std::is_same_v<S, float>  ? kv_dtype::f32
+                                        : std::is_same_v<S, bf16> ? kv_dtype::bf16
+                                        : std::is_same_v<S, f16>  ? kv_dtype::f16
+                                                                  : kv_dtype::int8;
 
 /// Cached keys or values of type S as [batch, G, L, d_head], and for int8 the scale of every row
 /// as [batch, G, L, 1] (scale.data is null for the other types).
@@ -87,23 +91,18 @@ struct kv_core_io {
     heads_view<float> out;
 };
 
-/// x rounded to bf16, to nearest with ties to even (NaN stays NaN, quieted): the top 16 bits of
-/// x's fp32 pattern after adding 0x7fff plus the lowest kept bit. (Debian 12's libgcc has no
-/// __truncsfbf2 for the compiler's own conversion.)
-inline __bf16 round_to_bf16(float x) {
-    const std::uint32_t b = std::bit_cast<std::uint32_t>(x);
-    if ((b & 0x7fffffffu) > 0x7f800000u) return std::bit_cast<__bf16>(std::uint16_t((b >> 16) | 0x40u));
-    return std::bit_cast<__bf16>(std::uint16_t((b + 0x7fffu + ((b >> 16) & 1u)) >> 16));
-}
-
 /// f(S{}) with S the storage type of t: runs code written once for every cache type.
 template <class F>
 decltype(auto) with_kv_storage(kv_dtype t, F&& f) {
     switch (t) {
-    case kv_dtype::bf16: return f(__bf16{});
-    case kv_dtype::f16: return f(_Float16{});
-    case kv_dtype::int8: return f(std::int8_t{});
-    default: return f(float{});
+    case kv_dtype::bf16:
+        return f(bf16{});
+    case kv_dtype::f16:
+        return f(f16{});
+    case kv_dtype::int8:
+        return f(std::int8_t{});
+    default:
+        return f(float{});
     }
 }
 

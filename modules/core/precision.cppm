@@ -28,10 +28,14 @@ inline constexpr precision all_precisions[] = {precision::f64, precision::f32, p
 
 inline constexpr std::string_view precision_name(precision p) {
     switch (p) {
-    case precision::f64: return "f64";
-    case precision::f32: return "f32";
-    case precision::bf16: return "bf16";
-    case precision::f16: return "f16";
+    case precision::f64:
+        return "f64";
+    case precision::f32:
+        return "f32";
+    case precision::bf16:
+        return "bf16";
+    case precision::f16:
+        return "f16";
     }
     return "?";
 }
@@ -46,10 +50,13 @@ inline precision parse_precision(std::string_view s) {
 /// Bytes one stored element takes.
 inline constexpr std::size_t bytes_per_element(precision p) {
     switch (p) {
-    case precision::f64: return 8;
-    case precision::f32: return 4;
+    case precision::f64:
+        return 8;
+    case precision::f32:
+        return 4;
     case precision::bf16:
-    case precision::f16: return 2;
+    case precision::f16:
+        return 2;
     }
     return 0;
 }
@@ -57,10 +64,14 @@ inline constexpr std::size_t bytes_per_element(precision p) {
 /// Unit roundoff u = 2^-t of rounding to nearest with a t-bit significand: 2^-53, 2^-24, 2^-8, 2^-11.
 inline constexpr double unit_roundoff(precision p) {
     switch (p) {
-    case precision::f64: return 0x1.0p-53;
-    case precision::f32: return 0x1.0p-24;
-    case precision::bf16: return 0x1.0p-8;
-    case precision::f16: return 0x1.0p-11;
+    case precision::f64:
+        return 0x1.0p-53;
+    case precision::f32:
+        return 0x1.0p-24;
+    case precision::bf16:
+        return 0x1.0p-8;
+    case precision::f16:
+        return 0x1.0p-11;
     }
     return 0;
 }

@@ -13,6 +13,7 @@ export module attn.core:variant;
 import :problem;
 import :tensor;
 import :kv;
+import :precision;
 
 export namespace attn {
 
@@ -51,15 +52,15 @@ struct kernel_set {
 struct kv_kernels {
     template <class S>
     using core_fn = std::function<void(const problem&, const kv_core_io<S>&, const run_options&)>;
-    core_fn<__bf16> bf16;
-    core_fn<_Float16> f16;
+    core_fn<attn::bf16> bf16;
+    core_fn<attn::f16> f16;
     core_fn<std::int8_t> int8;
 
     template <class S>
     const core_fn<S>& get() const {
-        if constexpr (std::is_same_v<S, __bf16>)
+        if constexpr (std::is_same_v<S, attn::bf16>)
             return bf16;
-        else if constexpr (std::is_same_v<S, _Float16>)
+        else if constexpr (std::is_same_v<S, attn::f16>)
             return f16;
         else
             return int8;

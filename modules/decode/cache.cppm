@@ -115,14 +115,7 @@ class kv_cache {
             static_assert(std::is_same_v<T, float>, "an int8 cache quantizes fp32 rows");
             scales[offset(b, g, i) / dim_] = quantize_row(x, dim_, dst);
         } else {
-            for (std::size_t t = 0; t < dim_; ++t) {
-                if constexpr (std::is_same_v<S, __bf16>) {
-                    static_assert(std::is_same_v<T, float>, "a bf16 cache rounds fp32 rows");
-                    dst[t] = round_to_bf16(x[t]);
-                } else {
-                    dst[t] = S(x[t]);
-                }
-            }
+            for (std::size_t t = 0; t < dim_; ++t) dst[t] = S(x[t]);
         }
     }
     template <class E>

@@ -376,7 +376,7 @@ void decode_item_for(std::size_t c_needed, const problem& p, const kv_core_io<S>
 /// Combines the chunks of (b, g) for query head g*R + r and writes its output row.
 template <class S>
 void decode_combine(const problem& p, const kv_core_io<S>& io, std::size_t b, std::size_t g, std::size_t r,
-                           const float* parts, std::size_t chunks) {
+                    const float* parts, std::size_t chunks) {
     const decode_shape sh(p);
     const std::size_t R = p.heads / p.kv_heads, d = sh.d, dp = sh.dp, rows = sh.rows;
     const std::size_t stride = sh.partial_floats();

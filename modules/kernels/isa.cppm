@@ -19,6 +19,7 @@ module;
 #include <immintrin.h>
 #include <xsimd/xsimd.hpp>
 export module attn.kernels:isa;
+import attn.core;
 
 export namespace attn::kernels {
 
@@ -78,10 +79,10 @@ template <class S>
 batch widen(const S* p) {
     if constexpr (std::is_same_v<S, float>) {
         return batch::load_unaligned(p);
-    } else if constexpr (std::is_same_v<S, __bf16>) {
+    } else if constexpr (std::is_same_v<S, bf16>) {
         const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
         return batch(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
-    } else if constexpr (std::is_same_v<S, _Float16>) {
+    } else if constexpr (std::is_same_v<S, f16>) {
         return batch(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
     } else {
         static_assert(std::is_same_v<S, std::int8_t>);
@@ -144,7 +145,7 @@ batch widen(const S* p) {
         return batch::load_unaligned(p);
     }
 #if XSIMD_WITH_AVX2
-    else if constexpr (lanes == 8 && std::is_same_v<S, __bf16>) {
+    else if constexpr (lanes == 8 && std::is_same_v<S, bf16>) {
         const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
         return batch(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
     } else if constexpr (lanes == 8 && std::is_same_v<S, std::int8_t>) {
@@ -152,7 +153,7 @@ batch widen(const S* p) {
     }
 #endif
 #ifdef __F16C__
-    else if constexpr (lanes == 8 && std::is_same_v<S, _Float16>) {
+    else if constexpr (lanes == 8 && std::is_same_v<S, f16>) {
         return batch(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
     }
 #endif
