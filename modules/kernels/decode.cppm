@@ -21,10 +21,13 @@
 //    two threads share one head's stream (MQA at batch 1 has a single head), and because it does
 //    not depend on the thread count, any thread count gives the same bytes.
 //  - the cache may be stored narrower than fp32 (attn.core:kv: bf16, f16, int8 with a scale per
-//    row): each tile of keys and values is widened to fp32 once (isa::widen, times the row's
-//    scale for int8) into two thread-local tiles that stay in L1/L2 and serve all R heads, so
-//    memory carries the narrow bytes and everything after the load -- scores, softmax, P V,
-//    the combine -- is the fp32 core above, accumulating in fp32. An fp32 cache is read in place.
+//    row); memory carries the narrow bytes and everything after the load -- scores, softmax,
+//    P V, the combine -- is the fp32 core above, accumulating in fp32. With one query head per
+//    key/value head (MHA: C = lanes) the rows are read in place and widened in registers
+//    (isa::widen), int8's row scale multiplying the key's score and the value's weight: the
+//    widening adds an instruction or two per 8 elements and no traffic. With R > 1 heads per
+//    key/value head each tile of keys and values is widened to fp32 once (times the scale)
+//    into two thread-local tiles that serve all R heads from L1/L2.
 // Rounding: the combine rescales each chunk's partial output once more than a single pass would
 // (one multiply by exp(m_c - M) per chunk of >= 256 keys), well inside attn.check's budget of
 // 2u per key tile. Extra memory: per thread the rearranged queries (about R x d_head floats) and a
@@ -192,9 +195,11 @@ void widen_rows(float* dst, const kv_rows<S>& src, std::size_t b, std::size_t g,
 /// out rows [0, RB) (each dp apart) = out * corr[r*C] + sum_{j<n} P[r, j] v_j, where P[r, j] is
 /// lane r*C + j%C of score group j/C: RV heads x DC batches of the output in registers per pass,
 /// so each V row loaded serves RV heads with one broadcast per head.
-template <std::size_t C, std::size_t DC>
-void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const float* v,
-               std::size_t vs, std::size_t n, const next_rows& v_next) {
+/// The rows v are of type E (fp32, or the cache's own type when it is read in place) and for int8
+/// have a scale per row, vsc, folded into the row's weight.
+template <std::size_t C, std::size_t DC, class E>
+void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const E* v, std::size_t vs,
+               const float* vsc, std::size_t n, const next_rows& v_next) {
     constexpr std::size_t RB = lanes / C, RV = std::min<std::size_t>(RB, DC <= 2 ? 8 : DC <= 4 ? 4 : 2);
     constexpr std::size_t D = DC > 0 ? DC : 1;
     for (std::size_t r0 = 0; r0 < RB; r0 += RV) {
@@ -204,13 +209,13 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
             for (std::size_t c = 0; c < DC; ++c) a[r][c] = batch::load_aligned(out + (r0 + r) * dp + c * lanes) * cb;
         }
         for (std::size_t j = 0; j < n; ++j) {
-            const float* vj = v + j * vs;
+            const E* vj = v + j * vs;
             if (r0 == 0) v_next.fetch(j);
             const float* pj = s + j / C * lanes + j % C + r0 * C;
             batch vb[D];
-            for (std::size_t c = 0; c < DC; ++c) vb[c] = batch::load_unaligned(vj + c * lanes);
+            for (std::size_t c = 0; c < DC; ++c) vb[c] = isa::widen(vj + c * lanes);
             for (std::size_t r = 0; r < RV; ++r) {
-                const batch pr(pj[r * C]);
+                const batch pr(vsc ? pj[r * C] * vsc[j] : pj[r * C]);
                 for (std::size_t c = 0; c < DC; ++c) a[r][c] = isa::fused(pr, vb[c], a[r][c]);
             }
         }
@@ -219,7 +224,10 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
             for (std::size_t c = 0; c < DC; ++c) a[r][c].store_aligned(o + c * lanes);
             for (std::size_t t = DC * lanes; t < d; ++t) { // the d % lanes tail (and d beyond 8 batches)
                 float x = o[t] * corr[(r0 + r) * C];
-                for (std::size_t j = 0; j < n; ++j) x += s[j / C * lanes + j % C + (r0 + r) * C] * v[j * vs + t];
+                for (std::size_t j = 0; j < n; ++j) {
+                    const float pw = s[j / C * lanes + j % C + (r0 + r) * C];
+                    x += (vsc ? pw * vsc[j] : pw) * float(v[j * vs + t]);
+                }
                 o[t] = x;
             }
         }
@@ -249,7 +257,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     decode_buffers::grow(w.s, sh.s_floats());
     decode_buffers::grow(w.ml, sh.ml_floats());
     constexpr bool narrow = !std::is_same_v<S, float>;
-    if constexpr (narrow) {
+    if constexpr (narrow && C < lanes) {
         decode_buffers::grow(w.kt, decode_tile * d);
         decode_buffers::grow(w.vt, decode_tile * d);
     }
@@ -270,28 +278,42 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         neg_inf.store_aligned(w.ml.data() + 2 * blk * lanes);
         batch(0.0f).store_aligned(w.ml.data() + (2 * blk + 1) * lanes);
     }
-    const std::size_t ks = narrow ? d : io.k.data.row_stride, vs = narrow ? d : io.v.data.row_stride;
+    // One query head per key/value head (C = lanes) reads a narrow cache in place, widening in
+    // registers (int8's row scales folded into the scores and the weights); more heads per
+    // key/value head read it through the widened tiles kt, vt.
+    constexpr bool in_place = !narrow || C == lanes;
+    constexpr bool scaled = in_place && std::is_same_v<S, std::int8_t>;
+    using E = std::conditional_t<in_place, S, float>;
+    const std::size_t ks = in_place ? io.k.data.row_stride : d, vs = in_place ? io.v.data.row_stride : d;
     float* s = w.s.data();
     for (std::size_t t0 = j0; t0 < j1; t0 += decode_tile) {
         const std::size_t n = std::min(decode_tile, j1 - t0), groups = (n + C - 1) / C;
-        const float* k;
-        const float* v;
-        if constexpr (narrow) {
+        const E* k;
+        const E* v;
+        const float* ksc = nullptr;
+        const float* vsc = nullptr;
+        if constexpr (in_place) {
+            k = io.k.data.row(b, g, t0);
+            v = io.v.data.row(b, g, t0);
+            if constexpr (scaled) {
+                ksc = io.k.scale.row(b, g, t0);
+                vsc = io.v.scale.row(b, g, t0);
+            }
+        } else {
             widen_rows(w.kt.data(), io.k, b, g, t0, n, d);
             widen_rows(w.vt.data(), io.v, b, g, t0, n, d);
             k = w.kt.data();
             v = w.vt.data();
-        } else {
-            k = io.k.data.row(b, g, t0);
-            v = io.v.data.row(b, g, t0);
         }
         // the rows decode_prefetch keys ahead, up to the end of the head's keys, prefetched while
         // this tile is computed
-        const std::size_t n_next = t0 + decode_prefetch < p.n_kv ? std::min(n, p.n_kv - t0 - decode_prefetch) : 0;
+        // (the same distance in bytes for a narrow cache: more keys ahead)
+        constexpr std::size_t dist = decode_prefetch * sizeof(float) / sizeof(S);
+        const std::size_t n_next = t0 + dist < p.n_kv ? std::min(n, p.n_kv - t0 - dist) : 0;
         auto ahead = [&](const kv_rows<S>& x) {
             if (!n_next) return next_rows{};
-            return next_rows{reinterpret_cast<const char*>(x.data.row(b, g, t0 + decode_prefetch)),
-                             x.data.row_stride * sizeof(S), d * sizeof(S), n_next};
+            return next_rows{reinterpret_cast<const char*>(x.data.row(b, g, t0 + dist)), x.data.row_stride * sizeof(S),
+                             d * sizeof(S), n_next};
         };
         const next_rows k_next = ahead(io.k), v_next = ahead(io.v);
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
@@ -299,7 +321,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             for (std::size_t kb = 0; kb < n; kb += MK) {
                 if (blk == 0)
                     for (std::size_t i = kb; i < kb + MK; ++i) k_next.fetch(i);
-                const float* kr[MK];
+                const E* kr[MK];
                 for (std::size_t i = 0; i < MK; ++i)
                     kr[i] = k + std::min(kb + i, n - 1) * ks; // past n: a real key, masked below
                 batch acc[MK];
@@ -310,15 +332,21 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                     for (std::size_t i = 0; i < MK; ++i) {
                         if (kb + i >= n) break;
                         for (std::size_t ch = 0; ch < DC; ++ch)
-                            acc[i] = isa::fused(batch::load_unaligned(kr[i] + ch * C), qb[ch], acc[i]);
+                            acc[i] = isa::fused(isa::widen(kr[i] + ch * C), qb[ch], acc[i]);
                     }
                 } else {
                     for (std::size_t ch = 0; ch < nch; ++ch) {
                         const batch qv = batch::load_aligned(qa + ch * lanes);
-                        for (std::size_t i = 0; i < MK; ++i)
-                            acc[i] = isa::fused(isa::broadcast_chunk<C>(kr[i] + ch * C), qv, acc[i]);
+                        for (std::size_t i = 0; i < MK; ++i) {
+                            if constexpr (C == lanes)
+                                acc[i] = isa::fused(isa::widen(kr[i] + ch * C), qv, acc[i]);
+                            else
+                                acc[i] = isa::fused(isa::broadcast_chunk<C>(kr[i] + ch * C), qv, acc[i]);
+                        }
                     }
                 }
+                if constexpr (scaled) // int8: each key's partial sums times its row's scale
+                    for (std::size_t i = 0; i < MK; ++i) acc[i] *= batch(ksc[std::min(kb + i, n - 1)]);
                 for (std::size_t gi = 0; gi < MK / C; ++gi) {
                     transpose_sum<C / 2>(acc + gi * C);
                     const std::size_t key0 = kb + gi * C;
@@ -332,10 +360,10 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                 for (std::size_t j = 0; j < n; ++j)
                     for (std::size_t r = 0; r < RB && blk * RB + r < R; ++r) {
                         const float* q = io.q.row(b, g * R + blk * RB + r, 0);
-                        const float* kj = k + j * ks;
+                        const E* kj = k + j * ks;
                         float x = 0.0f;
-                        for (std::size_t i = tail; i < d; ++i) x += q[i] * kj[i];
-                        s[j / C * lanes + r * C + j % C] += x * scale;
+                        for (std::size_t i = tail; i < d; ++i) x += q[i] * float(kj[i]);
+                        s[j / C * lanes + r * C + j % C] += ksc ? x * scale * ksc[j] : x * scale;
                     }
             float* mp = w.ml.data() + 2 * blk * lanes;
             const batch m = batch::load_aligned(mp), l = batch::load_aligned(mp + lanes);
@@ -348,7 +376,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             (l * corr + group_sum<C>(sum)).store_aligned(mp + lanes);
             alignas(64) float cr[lanes];
             corr.store_aligned(cr);
-            decode_pv<C, DC>(part + blk * RB * dp, dp, d, cr, s, v, vs, n, blk == 0 ? v_next : next_rows{});
+            decode_pv<C, DC>(part + blk * RB * dp, dp, d, cr, s, v, vs, vsc, n, blk == 0 ? v_next : next_rows{});
         }
     }
     float* m_out = part + sh.rows * dp;
