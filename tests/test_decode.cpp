@@ -1,7 +1,9 @@
 // Decoding with a key/value cache: every step's output is the matching row of the full causal
 // forward (fp64 reference), for every family and every variant, under attn.check's tolerance
 // policy; the cache's layout and errors; the decode core's thread-count independence; the
-// analytic per-token costs. Timings are measured by attnbench-bench's decode mode, never
+// analytic per-token costs. Caches in bf16, f16 and int8: against fp64 on the same rounded or
+// dequantized cache, the mutants over bf16 and int8 caches, rounding and quantization by hand,
+// bytes per token in closed form. Timings are measured by attnbench-bench's decode mode, never
 // asserted here.
 #include <algorithm>
 #include <bit>
