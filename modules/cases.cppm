@@ -126,6 +126,11 @@ void from_json(const Json& j, sweep_case& c) {
         get("n_kv", c.n_kv, false);
         c.context = 0;
     }
+    if (c.mode == "decode")
+        parse_kv_dtype(c.precision); // the cache's type: f32, bf16, f16 or int8
+    else
+        require(c.precision != "int8",
+                "the case's precision 'int8' is a key/value cache type: it applies to mode 'decode' only");
     c.shape().validate();
 }
 

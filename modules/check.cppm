@@ -242,24 +242,15 @@ inline expectation expect(const problem& p, mode m, const inputs& in, precision 
         for (std::size_t i = 0; i < corr.size(); ++i)
             corr[i] *= std::expm1(2 * us * (1 + us) * (1 + us) * score_st[i / d]) + us;
     }
-    const double out_proj = detail::lambda * std::sqrt(double(p.q_width()));
-    e.bound.resize(e.ref.size());
-    if (half) e.store.resize(e.ref.size());
-    for (std::size_t c = 0; c < p.d_model; ++c) {
-        double wo_row = 0;
-        for (std::size_t t = 0; t < p.q_width(); ++t) wo_row += std::abs(w.wo[c * p.q_width() + t]);
-        const double bo = w.bo.empty() ? 0.0 : std::abs(w.bo[c]);
-        for (std::size_t r = 0; r < rq; ++r) {
-            double ctx_err = 0, ctx_mag = 0;
-            for (std::size_t h = 0; h < p.heads; ++h) {
-                ctx_err = std::max(ctx_err, ctx[r * p.heads + h]);
-                ctx_mag = std::max(ctx_mag, v_max[r * p.heads + h]);
-            }
-            const std::size_t at = r * p.d_model + c;
-            e.bound[at] = wo_row * (ctx_err + out_proj * ctx_mag) + out_proj * bo;
-            // through W_o: the correlated part at worst case, the context's own rounding at the
-            // smaller of worst case and lambda sqrt(sum W^2 |ctx|^2); then the output rounded as stored
-            if (half) {
+    e.bound = detail::output_bounds(p, w, ctx, v_max);
+    // the storage roundings through W_o: the correlated part at worst case, the context's own
+    // rounding at the smaller of worst case and lambda sqrt(sum W^2 |ctx|^2); then the output
+    // rounded as stored
+    if (half) {
+        e.store.resize(e.ref.size());
+        for (std::size_t c = 0; c < p.d_model; ++c)
+            for (std::size_t r = 0; r < rq; ++r) {
+                const std::size_t at = r * p.d_model + c;
                 double correlated = 0, worst = 0, squares = 0;
                 for (std::size_t t = 0; t < p.q_width(); ++t) {
                     const double wt = w.wo[c * p.q_width() + t], x = ctx_abs[r * p.q_width() + t];
@@ -270,8 +261,36 @@ inline expectation expect(const problem& p, mode m, const inputs& in, precision 
                 e.store[at] = correlated + us * (1 + us) * std::min(worst, detail::lambda * std::sqrt(squares)) +
                               us * (std::abs(e.ref[at]) + u32 * e.bound[at]);
             }
-        }
     }
+    return e;
+}
+
+/// A decode check over a cache of given values: the fp64 layer output for x_q [B, n_q, d_model]
+/// whose keys and values are k and v [B, n_kv, G*d_head] as they are, not projected -- a cache's
+/// contents, rounded or dequantized: exact inputs here. The queries are projected in fp64 and
+/// their projection error charged as in layer mode; the keys and values carry none.
+inline expectation expect_over_cache(const problem& p, const weights<float>& wf, const std::vector<float>& x_q,
+                                     const std::vector<float>& k_in, const std::vector<float>& v_in) {
+    const std::size_t d = p.head_dim(), rq = p.batch * p.n_q;
+    const auto w = wf.cast<double>();
+    const auto x = detail::widen(x_q), k = detail::widen(k_in), v = detail::widen(v_in);
+    auto bias = [](const std::vector<double>& b) { return b.empty() ? nullptr : b.data(); };
+    std::vector<double> q(rq * p.q_width()), qm(q.size()), ctx(q.size());
+    reference::linear<double>({x.data(), w.wq.data(), bias(w.bq), q.data(), rq, p.d_model, p.q_width()});
+    const auto xa = detail::absolute(x), wqa = detail::absolute(w.wq), bqa = detail::absolute(w.bq);
+    reference::linear<double>({xa.data(), wqa.data(), bias(bqa), qm.data(), rq, p.d_model, p.q_width()});
+    reference::core<double>(p, {interleaved_heads<const double>(q.data(), p.batch, p.n_q, p.heads, d),
+                                interleaved_heads<const double>(k.data(), p.batch, p.n_kv, p.kv_heads, d),
+                                interleaved_heads<const double>(v.data(), p.batch, p.n_kv, p.kv_heads, d),
+                                interleaved_heads<double>(ctx.data(), p.batch, p.n_q, p.heads, d)});
+    expectation e;
+    e.ref.resize(rq * p.d_model);
+    reference::linear<double>({ctx.data(), w.wo.data(), bias(w.bo), e.ref.data(), rq, p.q_width(), p.d_model});
+    const std::vector<double> none(k.size(), 0.0);
+    std::vector<double> v_max;
+    const auto row = detail::context_bounds(p, detail::absolute(q), detail::absolute(k), detail::absolute(v), &qm,
+                                            &none, &none, p.d_model, v_max);
+    e.bound = detail::output_bounds(p, w, row, v_max);
     return e;
 }
 

@@ -6,3 +6,4 @@ export import :problem;
 export import :precision;
 export import :tensor;
 export import :variant;
+export import :kv;

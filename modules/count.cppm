@@ -164,6 +164,12 @@ inline std::uint64_t kv_cache_elements_per_token(const problem& p) { return 2 * 
 inline std::uint64_t kv_cache_bytes_per_token(const problem& p, std::uint64_t bytes_per_element) {
     return kv_cache_elements_per_token(p) * bytes_per_element;
 }
+/// The same in a cache of type t (attn.core:kv): 2 G (d_head e_t + s_t) bytes, e_t the element's
+/// bytes (4 f32, 2 bf16 and f16, 1 int8) and s_t what each row stores beside it (int8: its
+/// 4-byte scale). MHA d_model 1024, H 16: 8192 bytes per token in f32, 2176 in int8.
+inline std::uint64_t kv_cache_bytes_per_token(const problem& p, kv_dtype t) {
+    return 2 * std::uint64_t(p.kv_heads) * (p.head_dim() * kv_element_bytes(t) + kv_row_extra_bytes(t));
+}
 
 /// The attention problem of one decode step with `context` tokens already cached: one query row
 /// per sequence, context + 1 keys, causal (bottom-right: the new token sees every key).
@@ -188,20 +194,33 @@ struct decode_costs {
     std::uint64_t full_flops = 0;      ///< every add, multiply, divide, exp and compare (attn.count's full count)
 };
 
-inline decode_costs decode_cost(const problem& layer, std::size_t context, std::size_t bytes_per_element) {
+/// decode_cost with the cache's bytes per token (per sequence) and the weights' bytes per element.
+inline decode_costs decode_cost_from(const problem& layer, std::size_t context, std::uint64_t kv_per_token,
+                                     std::uint64_t weight_element_bytes) {
     const problem step = decode_problem(layer, context);
     problem one = step; // projections of the new token only: K and V of one row, not of L+1
     one.n_kv = 1;
     const flop_counts att = analytic_flops(step), proj = analytic_flops(one);
     decode_costs c;
-    const std::uint64_t e = bytes_per_element, B = layer.batch, kw = layer.kv_width();
-    c.kv_read_bytes = 2 * B * kw * (context + 1) * e;
-    c.kv_write_bytes = 2 * B * kw * e;
-    c.weight_bytes = analytic_params(layer).weights() * e + analytic_params(layer).biases() * e;
+    const std::uint64_t B = layer.batch;
+    c.kv_read_bytes = B * kv_per_token * (context + 1);
+    c.kv_write_bytes = B * kv_per_token;
+    c.weight_bytes = analytic_params(layer).total() * weight_element_bytes;
     c.attention_flops = att.attention_matmul();
     c.matmul_flops = c.attention_flops + proj.projection_matmul();
     c.full_flops = att.attention_full() + proj.projection_full();
     return c;
+}
+
+/// A step whose cache, weights and compute share one element type of `bytes_per_element`.
+inline decode_costs decode_cost(const problem& layer, std::size_t context, std::size_t bytes_per_element) {
+    return decode_cost_from(layer, context, kv_cache_bytes_per_token(layer, bytes_per_element), bytes_per_element);
+}
+
+/// A step over a cache of type t with fp32 weights and compute (the cache's type is a storage
+/// type only): the cache bytes are kv_cache_bytes_per_token(layer, t) per token, scales included.
+inline decode_costs decode_cost(const problem& layer, std::size_t context, kv_dtype t) {
+    return decode_cost_from(layer, context, kv_cache_bytes_per_token(layer, t), sizeof(float));
 }
 
 /// Bytes a kernel must at least move: every input read once and every output written once
@@ -252,6 +271,9 @@ inline double roofline_gbs(double bandwidth_gbs, double fma_gflops, double inten
 inline std::size_t decode_context_exceeding(const problem& layer, std::uint64_t bytes, std::size_t bytes_per_element) {
     return std::size_t(bytes / (layer.batch * kv_cache_bytes_per_token(layer, bytes_per_element)));
 }
+inline std::size_t decode_context_exceeding(const problem& layer, std::uint64_t bytes, kv_dtype t) {
+    return std::size_t(bytes / (layer.batch * kv_cache_bytes_per_token(layer, t)));
+}
 
 /// How many times fewer cache bytes a decode step of `layer` reads than MHA's of the same
 /// d_model and heads (G = H): H / G.
@@ -266,6 +288,13 @@ inline double decode_cache_ratio_to_mha(const problem& layer) {
 /// elements: I = 4 H d_head / (2 G d_head e) = 2H / (G e), H/(2G) in fp32.
 inline double decode_intensity(const problem& p, std::uint64_t bytes_per_element) {
     return 2.0 * double(p.heads) / (double(p.kv_heads) * double(bytes_per_element));
+}
+/// The same over a cache of type t: 4 H d_head FLOPs per token over kv_cache_bytes_per_token --
+/// H/G in bf16 and f16, 2H/G x d_head/(d_head + 4) in int8 (its scales are read too). With the
+/// FMA peak it gives the type's roofline, min(triad, peak / I): a narrower cache carries more
+/// arithmetic per byte, so its arithmetic roof is lower.
+inline double decode_intensity(const problem& p, kv_dtype t) {
+    return 4.0 * double(p.heads) * double(p.head_dim()) / double(kv_cache_bytes_per_token(p, t));
 }
 
 /// Which FLOP convention a comparison uses.

@@ -162,7 +162,7 @@ class reader {
 const std::vector<std::string> grid_keys{"variants", "modes", "precisions", "d_model", "heads",  "kv_heads",
                                          "seq",      "batch", "threads",    "causal",  "context"};
 const std::vector<std::string> known_modes{"core", "layer", "decode"};
-const std::vector<std::string> known_precisions{"f32", "bf16", "f16"};
+const std::vector<std::string> known_precisions{"f32", "bf16", "f16", "int8"};
 
 /// What a grid's `variants` may name: the selectors and every registered variant.
 std::vector<std::string> known_variants() {
@@ -224,6 +224,10 @@ void check_combinations(const reader& r, const located_grid& lg, const std::stri
                        "value " + std::to_string(kv) + " does not divide heads " + std::to_string(h) + where +
                            " (0 means kv_heads = heads)");
     const bool decode = std::find(g.modes.begin(), g.modes.end(), "decode") != g.modes.end();
+    const bool other_modes = std::any_of(g.modes.begin(), g.modes.end(), [](const auto& m) { return m != "decode"; });
+    if (other_modes && std::find(g.precisions.begin(), g.precisions.end(), "int8") != g.precisions.end())
+        r.fail(line("precisions"), "precisions",
+               "value 'int8' is a key/value cache type: it applies to mode 'decode' only" + where);
     if (!decode && line("context") && !(g.context.size() == 1 && g.context[0] == 0))
         r.fail(line("context"), "context", "applies to mode 'decode' only, and modes does not include it" + where);
 }

@@ -4,9 +4,12 @@
 //              over context + 1 keys, project out (the cache is cut back before each step);
 //   <id>/core  the attention core alone over those context + 1 keys: the part that reads the
 //              cache, whose bytes per second are the case's cache bandwidth.
-// Before either is timed, the case is checked against the fp64 reference: the decode step at a
-// short context (the last row of the full causal forward) and the core over the case's own
-// context (up to 8192 keys, where the reference stays cheap). Beside the decode cases a triad
+// The case's precision is the cache's type (f32, bf16, f16, int8; attn.core:kv); weights and
+// compute stay fp32. Before either is timed, the case is checked against the fp64 reference:
+// the decode step at a short context (the last row of the full causal forward) and the core over
+// the case's own context (up to 8192 keys, where the reference stays cheap), both on the same
+// rounded or dequantized cache; the core's error against fp64 on the unrounded cache is written
+// beside (unrounded_*: what the narrower cache loses). Beside the decode cases a triad
 // runs as a benchmark of its own (triad-t<threads>), so the bandwidth of the same minutes can
 // be paired with theirs: pair_triads() writes, for every core, the triad measured alongside and
 // its share of it. With --benchmark_enable_random_interleaving the repetitions of every case and
@@ -21,6 +24,7 @@ module;
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 #include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>
@@ -47,10 +51,10 @@ std::uint64_t next_use() {
 
 /// The case's fixture, built if needed after releasing the least recently timed others until
 /// the bytes held together fit max_memory_bytes.
-attn::decode_fixture<float>& fixture_of(timed_case& c) {
+attn::decode_timer& fixture_of(timed_case& c) {
     c.last_use = next_use();
     if (c.fixture) return *c.fixture;
-    const double need = double(attn::decode_cost(c.p, c.k.context, sizeof(float)).kv_read_bytes +
+    const double need = double(attn::decode_cost(c.p, c.k.context, c.kv).kv_read_bytes +
                                sizeof(float) * attn::analytic_params(c.p).total());
     auto& live = live_fixtures();
     auto held = [&] {
@@ -65,7 +69,9 @@ attn::decode_fixture<float>& fixture_of(timed_case& c) {
         (*oldest)->fixture.reset();
         live.erase(oldest);
     }
-    c.fixture = std::make_unique<attn::decode_fixture<float>>(*c.var, c.p, c.k.context, c.opt, c.seed);
+    c.fixture = attn::with_kv_storage(c.kv, [&]<class S>(S) -> std::unique_ptr<attn::decode_timer> {
+        return std::make_unique<attn::decode_fixture<float, S>>(*c.var, c.p, c.k.context, c.opt, c.seed);
+    });
     live.push_back(&c);
     return *c.fixture;
 }
@@ -74,7 +80,7 @@ attn::decode_fixture<float>& fixture_of(timed_case& c) {
 /// reason) when the case cannot be timed.
 bool ready(benchmark::State& state, timed_case& c) {
     const std::size_t L = c.k.context;
-    const double cache_bytes = double(attn::decode_cost(c.p, L, sizeof(float)).kv_read_bytes);
+    const double cache_bytes = double(attn::decode_cost(c.p, L, c.kv).kv_read_bytes);
     if (cache_bytes > c.max_memory_bytes) {
         state.SkipWithError(
             ("the cache would need " + mib(cache_bytes) + " > --max-memory " + mib(c.max_memory_bytes)).c_str());
@@ -82,16 +88,26 @@ bool ready(benchmark::State& state, timed_case& c) {
     }
     if (!c.checked) {
         c.checked = true;
-        const auto step = attn::check_decode<float>(*c.var, c.p, std::min<std::size_t>(L, 15),
-                                                    attn::decode_fill::prefill, c.opt, c.seed);
-        const auto core = attn::check::check_case<float>(
-            *c.var, attn::decode_problem(c.p, std::min<std::size_t>(L, 8192)), attn::check::mode::core, c.opt, c.seed);
+        const std::size_t short_l = std::min<std::size_t>(L, 15);
+        const auto fill = attn::decode_fill::prefill;
+        const auto step = attn::with_kv_storage(c.kv, [&]<class S>(S) {
+            if constexpr (std::is_same_v<S, float>)
+                return attn::check_decode<float>(*c.var, c.p, short_l, fill, c.opt, c.seed);
+            else
+                return attn::check_decode_kv<S>(*c.var, c.p, short_l, fill, c.opt, c.seed).same;
+        });
+        const auto core = attn::with_kv_storage(c.kv, [&]<class S>(S) {
+            return attn::check_decode_core<S>(*c.var, attn::decode_problem(c.p, std::min<std::size_t>(L, 8192)), c.opt,
+                                              c.seed);
+        });
+        c.check_ratio = std::max(step.ratio, core.same.ratio);
+        c.unrounded = core.unrounded;
         if (!step.pass)
             c.check_error =
                 "decode step output differs from the fp64 reference: " + std::to_string(step.ratio) + " x the bound";
-        else if (!core.pass)
-            c.check_error =
-                "decode core output differs from the fp64 reference: " + std::to_string(core.ratio) + " x the bound";
+        else if (!core.same.pass)
+            c.check_error = "decode core output differs from the fp64 reference: " + std::to_string(core.same.ratio) +
+                            " x the bound";
     }
     if (!c.check_error.empty()) state.SkipWithError(c.check_error.c_str());
     return c.check_error.empty();
@@ -99,7 +115,7 @@ bool ready(benchmark::State& state, timed_case& c) {
 
 /// Counters both benchmarks of a case carry: the ceilings and the core's intensity.
 void ceilings(benchmark::State& state, const timed_case& c) {
-    state.counters["intensity"] = Counter(attn::decode_intensity(c.p, sizeof(float)));
+    state.counters["intensity"] = Counter(attn::decode_intensity(c.p, c.kv));
     state.counters["peak_gbs"] = Counter(c.peak_gbs);
     state.counters["peak_gflops"] = Counter(c.peak_gflops);
 }
@@ -114,7 +130,7 @@ export void run_decode_step(benchmark::State& state, timed_case& c) {
         benchmark::ClobberMemory();
     });
     const std::size_t L = c.k.context;
-    const auto cost = attn::decode_cost(c.p, L, sizeof(float));
+    const auto cost = attn::decode_cost(c.p, L, c.kv);
     const double B = double(c.p.batch), l3 = double(attn::machine().l3_bytes);
     state.counters["us_per_token"] = Counter(B * 1e-6, Counter::kIsIterationInvariantRate | Counter::kInvert);
     state.counters["tokens_per_s"] = Counter(B, Counter::kIsIterationInvariantRate);
@@ -123,12 +139,12 @@ export void run_decode_step(benchmark::State& state, timed_case& c) {
     state.counters["step_gbs"] =
         Counter(double(cost.kv_read_bytes + cost.weight_bytes) * 1e-9, Counter::kIsIterationInvariantRate);
     state.counters["kv_bytes_per_token"] = Counter(double(cost.kv_read_bytes) / B);
+    state.counters["kv_bytes_per_cached_token"] = Counter(double(attn::kv_cache_bytes_per_token(c.p, c.kv)));
     state.counters["cache_mib"] = Counter(double(cost.kv_read_bytes) / 1048576.0);
     state.counters["weight_mib"] = Counter(double(cost.weight_bytes) / 1048576.0);
     state.counters["cache_ratio_to_mha"] = Counter(attn::decode_cache_ratio_to_mha(c.p));
     state.counters["llc_mib"] = Counter(l3 / 1048576.0);
-    state.counters["llc_context"] =
-        Counter(double(attn::decode_context_exceeding(c.p, std::uint64_t(l3), sizeof(float))));
+    state.counters["llc_context"] = Counter(double(attn::decode_context_exceeding(c.p, std::uint64_t(l3), c.kv)));
     ceilings(state, c);
 }
 
@@ -141,7 +157,11 @@ export void run_decode_core(benchmark::State& state, timed_case& c) {
         benchmark::DoNotOptimize(f.context_output());
         benchmark::ClobberMemory();
     }
-    const auto cost = attn::decode_cost(c.p, c.k.context, sizeof(float));
+    const auto cost = attn::decode_cost(c.p, c.k.context, c.kv);
+    state.counters["check_ratio"] = Counter(c.check_ratio);
+    state.counters["unrounded_max_abs"] = Counter(c.unrounded.max_abs);
+    state.counters["unrounded_ratio"] = Counter(c.unrounded.ratio);
+    state.counters["unrounded_nmse"] = Counter(c.unrounded.nmse);
     state.counters["core_us"] = Counter(1e-6, Counter::kIsIterationInvariantRate | Counter::kInvert);
     state.counters["kv_gbs"] = Counter(double(cost.kv_read_bytes) * 1e-9, Counter::kIsIterationInvariantRate);
     state.counters["gflops_core"] = Counter(double(cost.attention_flops) * 1e-9, Counter::kIsIterationInvariantRate);

@@ -32,7 +32,10 @@ struct timed_case {
     double extra_bytes = -2; ///< measured peak extra memory of one call (-2: not yet measured)
     std::string check_error;
     std::unique_ptr<attn::check::inputs> in;
-    std::unique_ptr<attn::decode_fixture<float>> fixture;
+    attn::kv_dtype kv = attn::kv_dtype::f32; ///< decode: the cache's type (the case's precision)
+    double check_ratio = 0;                  ///< decode: worst err/bound against fp64 on the same cache
+    attn::check::metrics unrounded;          ///< decode: the core against fp64 on the unrounded cache
+    std::unique_ptr<attn::decode_timer> fixture;
     std::uint64_t last_use = 0; ///< when the fixture was last timed (a counter), for releasing the oldest
 };
 

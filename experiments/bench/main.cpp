@@ -203,14 +203,20 @@ std::vector<attn::sweep_case> cases_from(const std::vector<std::string>& given, 
 
 timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, double max_memory, std::uint64_t seed,
                    std::size_t tile_q, std::size_t tile_kv) {
-    const attn::precision prec = attn::parse_precision(k.precision);
-    attn::require(k.mode != "decode" || prec == attn::precision::f32,
-                  "case " + k.id() + ": decode runs in f32 only (precision '" + k.precision + "')");
     timed_case c;
     c.k = k;
     c.var = &attn::find_variant(k.variant);
-    attn::require(c.var->supports(prec),
-                  "case " + k.id() + ": variant '" + k.variant + "' does not run in " + k.precision);
+    // decode: the precision is the key/value cache's type (the step computes in fp32); otherwise
+    // the storage type of every operand
+    const attn::precision prec =
+        k.mode == "decode" ? attn::precision::f32 : attn::parse_precision(k.precision);
+    if (k.mode == "decode") {
+        c.kv = attn::parse_kv_dtype(k.precision);
+        attn::with_kv_storage(c.kv, [&]<class S>(S) { attn::require_kv_core<float, S>(*c.var); });
+    } else {
+        attn::require(c.var->supports(prec),
+                      "case " + k.id() + ": variant '" + k.variant + "' does not run in " + k.precision);
+    }
     attn::require(c.var->threaded || k.threads == 1,
                   "case " + k.id() + ": variant '" + k.variant + "' is single-threaded; threads must be 1");
     c.p = k.shape();
@@ -269,10 +275,11 @@ int main(int argc, char** argv) {
         ->delimiter(',')
         ->capture_default_str()
         ->check(CLI::IsMember({"core", "layer", "decode"}));
-    app.add_option("--precision", g.precisions, "f32, bf16, f16 (f64 for the variants that have it)")
+    app.add_option("--precision", g.precisions,
+                   "f32, bf16, f16 (f64 for the variants that have it); decode: the cache's type, f32, bf16, f16 or int8")
         ->delimiter(',')
         ->capture_default_str()
-        ->check(CLI::IsMember({"f32", "bf16", "f16", "f64"}));
+        ->check(CLI::IsMember({"f32", "bf16", "f16", "f64", "int8"}));
     app.add_option("--context", g.context, "decode: tokens already in the cache, L")
         ->delimiter(',')
         ->capture_default_str();
@@ -372,11 +379,17 @@ int main(int argc, char** argv) {
             "(MiB, VmHWM after a reset; layer mode includes the projection buffers). decode, the step (ID): "
             "us_per_token, "
             "tokens_per_s, gflops_matmul and gflops_full of the step, step_gbs: cache and weight bytes / step time, "
-            "kv_bytes_per_token, cache_mib (2 B G d_head (L+1) 4 bytes), weight_mib, cache_ratio_to_mha (H/G), llc_mib "
+            "kv_bytes_per_token (cache bytes read per generated token), kv_bytes_per_cached_token (2 G (d_head e + s): "
+            "e the cache type's element bytes, s int8's 4-byte row scale), cache_mib (2 B G (L+1) (d_head e + s) "
+            "bytes), weight_mib, cache_ratio_to_mha (H/G), llc_mib "
             "(the last-level cache), llc_context (the L past which this batch and G's cache outgrows it); the core "
             "alone "
             "(ID/core): core_us, kv_gbs: cache bytes / core time (GB/s), gflops_core, peak_gbs: measured triad at the "
-            "case's thread count, pct_triad (%), roof_gbs: min(peak_gbs, peak_gflops / intensity), pct_roof (%), "
+            "case's thread count, pct_triad (%), roof_gbs: min(peak_gbs, peak_gflops / intensity) with the cache "
+            "type's "
+            "intensity, pct_roof (%), check_ratio: worst err/bound against fp64 on the same (rounded or dequantized) "
+            "cache, unrounded_max_abs, unrounded_ratio (err / fp32 bound), unrounded_nmse: the core against fp64 on "
+            "the unrounded cache, "
             "arith_roof_gbs: peak_gflops / intensity; with the triad run alongside (triad-tT, counter triad_gbs): "
             "triad_alongside_gbs, pct_triad_alongside, roof_alongside_gbs, pct_roof_alongside");
         with_derived<benchmark::ConsoleReporter> console;

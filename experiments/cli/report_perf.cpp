@@ -31,8 +31,11 @@ const std::vector<std::string> counter_keys{
     "gflops_matmul", "gflops_full", "pct_peak", "peak_gflops", "bytes", "intensity", "scratch_mib", "extra_mib",
     // decode: the step's (ID) and the core's (ID/core), bench.decode
     "us_per_token", "tokens_per_s", "step_gbs", "cache_mib", "weight_mib", "kv_bytes_per_token", "cache_ratio_to_mha",
-    "llc_mib", "llc_context", "core_us", "kv_gbs", "gflops_core", "peak_gbs", "pct_triad", "roof_gbs", "pct_roof",
-    "arith_roof_gbs", "triad_alongside_gbs", "pct_triad_alongside", "roof_alongside_gbs", "pct_roof_alongside"};
+    "kv_bytes_per_cached_token", "llc_mib", "llc_context", "core_us", "kv_gbs", "gflops_core", "peak_gbs", "pct_triad",
+    "roof_gbs", "pct_roof", "arith_roof_gbs", "triad_alongside_gbs", "pct_triad_alongside", "roof_alongside_gbs",
+    "pct_roof_alongside",
+    // decode's check: against fp64 on the same (rounded) cache, and the loss against the unrounded one
+    "check_ratio", "unrounded_max_abs", "unrounded_ratio", "unrounded_nmse"};
 
 /// What a benchmark of the harness's JSON measured: the case itself (its label is the case),
 /// a decode case's attention core (named ID/core), or the triad run beside decode cases (its

@@ -65,21 +65,33 @@ def log2_axis(ax, ls):
     ax.minorticks_off()
 
 
+DTYPES = ["f32", "bf16", "f16", "int8"]  # the cache's types, in the order tables and legends list them
+DTYPE_COLOR = {"f32": "tab:blue", "bf16": "tab:green", "f16": "tab:olive", "int8": "tab:red"}
+
+
 class Decode:
-    """The decode rows of one variant (the first in the run) at one model size, indexed."""
+    """The decode rows of one variant (the first in the run) at one model size, indexed. A decode
+    case's precision is its cache's type: the figures of one type (f32 when the run has it) are
+    `rows`/`get`; every type's rows are `all_rows`/`getp`."""
 
     def __init__(self, perf, meta=None):
         rows = [r for r in perf["cases"] if r["mode"] == "decode" and r["status"] == "ok" and r.get("time_ms")]
         self.failed = [r for r in perf["cases"] if r["mode"] == "decode" and r["status"] != "ok"]
-        self.rows = []
+        self.rows = self.all_rows = []
         if not rows:
             return
         first = rows[0]
         self.variant, self.d_model, self.h = first["variant"], first["d_model"], first["heads"]
-        self.rows = [r for r in rows if (r["variant"], r["d_model"], r["heads"]) == (self.variant, self.d_model, self.h)]
+        rows = [r for r in rows if (r["variant"], r["d_model"], r["heads"]) == (self.variant, self.d_model, self.h)]
+        self.threads = max(r["threads"] for r in rows)
+        self.all_rows = [r for r in rows if r["threads"] == self.threads]
+        present = {r.get("precision", "f32") for r in self.all_rows}
+        self.dtypes = [t for t in DTYPES if t in present] + sorted(present - set(DTYPES))
+        self.dtype = "f32" if "f32" in present else self.dtypes[0]
+        self.byp = {(r["batch"], r["kv_heads"], r["context"], r.get("precision", "f32")): r for r in self.all_rows}
+        self.rows = [r for r in self.all_rows if r.get("precision", "f32") == self.dtype]
+        first = self.rows[0]
         self.dh = first["d_head"]
-        self.threads = max(r["threads"] for r in self.rows)
-        self.rows = [r for r in self.rows if r["threads"] == self.threads]
         self.batches = sorted({r["batch"] for r in self.rows})
         self.gs = sorted({r["kv_heads"] for r in self.rows})
         self.ls = sorted({r["context"] for r in self.rows})
@@ -88,11 +100,14 @@ class Decode:
         self.triad = first["peak_gbs"]  # the run's triad at the cases' thread count (peak.json)
         self.llc_mib = first.get("llc_mib") or 0
         cpu = (meta or {}).get("cpu_model", "")
-        self.sub = (f"d_model {self.d_model}, H {self.h}, d_head {self.dh}, fp32, variant '{self.variant}', "
+        self.sub = (f"d_model {self.d_model}, H {self.h}, d_head {self.dh}, {self.dtype} cache, variant '{self.variant}', "
                     f"{self.threads} threads; median of {self.reps} repetitions" + (f"; {cpu}" if cpu else ""))
 
     def get(self, b, g, l):
         return self.by.get((b, g, l))
+
+    def getp(self, b, g, l, t):
+        return self.byp.get((b, g, l, t))
 
     def series(self, b, g, key):
         pts = [(l, self.by[(b, g, l)].get(key)) for l in self.ls if (b, g, l) in self.by]
@@ -203,8 +218,58 @@ def plot_cache_size(dec, d):
     ax.set_ylabel("KV cache per layer (MiB, log2 scale)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, ncol=2)
-    ax.set_title(f"KV cache size, 2·B·G·d_head·(L+1)·4 bytes (d_head {dec.dh}, fp32)", fontsize=9)
+    ax.set_title(f"KV cache size, 2·B·G·(L+1)·d_head elements (d_head {dec.dh}, {dec.dtype} cache)", fontsize=9)
     save(fig, d, "decode_cache_size")
+
+
+def dtype_point(dec):
+    """(batch, L) where the cache types are compared: the largest L, then batch, at which MHA ran
+    with more than one type."""
+    pts = {(r["batch"], r["context"]) for r in dec.all_rows
+           if r["kv_heads"] == dec.h and sum(1 for t in dec.dtypes if dec.getp(r["batch"], dec.h, r["context"], t)) > 1}
+    return max(pts, key=lambda p: (p[1], p[0])) if pts else None
+
+
+def plot_dtypes(dec, d):
+    """The cache's type: bytes per cached token, time per generated token and the share of the
+    type's roofline reached, per family, at one (batch, L)."""
+    at = dtype_point(dec)
+    if not at:
+        return
+    b, l = at
+    gs = [g for g in dec.gs if any(dec.getp(b, g, l, t) for t in dec.dtypes)]
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+    fig.subplots_adjust(wspace=0.32)
+    width = 0.8 / len(dec.dtypes)
+    panels = [("kv_bytes_per_cached_token", "KV cache bytes per cached token\n(K and V, every key/value head; "
+               "int8 with its scales)", "{:.0f}"),
+              ("us_per_token", "time per generated token (µs)\n(whole decode step / batch)", "{:.0f}"),
+              ("pct_roof_alongside", "cache read rate, % of the type's roofline\nmin(triad alongside, FMA peak / "
+               "FLOP per cache byte)", "{:.0f}")]
+    for ax, (key, ylabel, fmt) in zip(axes, panels):
+        for i, t in enumerate(dec.dtypes):
+            xs, ys = [], []
+            for j, g in enumerate(gs):
+                r = dec.getp(b, g, l, t)
+                v = r.get(key) if r else None
+                if v is None and key == "pct_roof_alongside" and r:
+                    v = r.get("pct_roof")
+                if v is not None:
+                    xs.append(j + (i - (len(dec.dtypes) - 1) / 2) * width)
+                    ys.append(v)
+            bars = ax.bar(xs, ys, width, color=DTYPE_COLOR.get(t, "gray"), label=t)
+            ax.bar_label(bars, labels=[fmt.format(v) for v in ys], fontsize=6, padding=1)
+        ax.set_xticks(range(len(gs)))
+        ax.set_xticklabels([f"{family(g, dec.h)}\nG={g}" for g in gs])
+        ax.set_ylabel(ylabel, fontsize=8)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.margins(y=0.12)
+    axes[2].axhline(100, color="black", lw=1, ls="--")
+    axes[2].axhline(70, color="gray", lw=1, ls=":")
+    axes[0].legend(title="cache type", fontsize=8)
+    fig.suptitle(f"The key/value cache's type at L = {l} cached tokens, batch {b} (weights, queries and arithmetic "
+                 "fp32)\n" + dec.sub.replace(f"{dec.dtype} cache, ", ""), fontsize=9, y=1.04)
+    save(fig, d, "decode_cache_dtype")
 
 
 def plot_all(dec, d):
@@ -212,6 +277,8 @@ def plot_all(dec, d):
     plot_bandwidth_vs_context(dec, d)
     plot_time_vs_groups(dec, d)
     plot_cache_size(dec, d)
+    if len(dec.dtypes) > 1:
+        plot_dtypes(dec, d)
 
 
 def main(d):

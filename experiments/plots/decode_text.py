@@ -4,6 +4,7 @@ and the bandwidth against the triad and the roofline. Every figure quoted comes 
 rows of perf.json (decode.Decode); the only arithmetic here is the ratio of two medians (the
 speed-up) and the thresholds the wording uses.
 """
+import decode
 from plotting import md_table
 
 
@@ -171,6 +172,60 @@ def bandwidth_paragraph(dec, peak):
     return s
 
 
+def dtype_tables(dec):
+    """The cache's type: per family and type at one (batch, L), and MQA in fp32 against MHA in
+    int8 (and bf16) at every (batch, L) both ran."""
+    at = decode.dtype_point(dec)
+    if not at:
+        return ""
+    b, l = at
+    out = [f"### The cache's type\n\nA decode case's precision is the type its key/value cache is stored in: f32, "
+           "bf16 or f16 (rounded to nearest even when the token is appended), or int8 (symmetric, one fp32 scale per "
+           "token and key/value head). Queries, weights, projections and every accumulation stay fp32; the core "
+           "widens the cache as it reads it. Each case is checked against fp64 on the same rounded or dequantized "
+           "cache (err/bound ≤ 1 passes); *unrounded* is the core's error against fp64 on the cache before rounding, "
+           "what the narrower type gives up (max |error| with the inputs in ±1, and as a multiple of the fp32 "
+           f"bound). At L = {l}, batch {b}; speed-up: the family's f32 time per token over this type's.\n"]
+    rows = []
+    for g in dec.gs:
+        base = dec.getp(b, g, l, "f32")
+        for t in dec.dtypes:
+            r = dec.getp(b, g, l, t)
+            if not r:
+                continue
+            roof = first(r, "pct_roof_alongside", "pct_roof")
+            rows.append([name(dec, g), t, fmt(r["kv_bytes_per_cached_token"], 0), fmt(r["cache_mib"], 0),
+                         fmt(r["us_per_token"], 0),
+                         f"{fmt(base['us_per_token'] / r['us_per_token'], 2)}×" if base else "–",
+                         fmt(r["kv_gbs"], 1), fmt(first(r, "pct_triad_alongside", "pct_triad"), 0),
+                         fmt(roof, 0) if roof is not None else "–", f"{r['intensity']:.3g}",
+                         f"{r['check_ratio']:.2g}" if r.get("check_ratio") is not None else "–",
+                         f"{r['unrounded_max_abs']:.2g}" if r.get("unrounded_max_abs") is not None else "–",
+                         f"{r['unrounded_ratio']:.3g}" if r.get("unrounded_ratio") is not None else "–"])
+    out.append(md_table(["family", "cache", "bytes / cached token", "cache MiB", "µs / token", "speed-up vs f32",
+                         "core GB/s", "% triad", "% type's roof", "FLOP / cache byte", "err/bound (same cache)",
+                         "unrounded max err", "unrounded err / fp32 bound"], rows) + "\n")
+    gmin = dec.gs[0]
+    if gmin < dec.h:
+        rows = []
+        for (bb, ll) in sorted({(r["batch"], r["context"]) for r in dec.all_rows}):
+            q = dec.getp(bb, gmin, ll, "f32")
+            for t in ("int8", "bf16"):
+                m = dec.getp(bb, dec.h, ll, t)
+                if q and m:
+                    rows.append([bb, ll, t, fmt(q["us_per_token"], 0), fmt(m["us_per_token"], 0),
+                                 f"{fmt(m['us_per_token'] / q['us_per_token'], 2)}×",
+                                 fmt(q["kv_bytes_per_cached_token"], 0), fmt(m["kv_bytes_per_cached_token"], 0),
+                                 f"{fmt(m['kv_bytes_per_cached_token'] / q['kv_bytes_per_cached_token'], 2)}×"])
+        if rows:
+            out.append(f"MQA in fp32 against MHA in a narrow cache (the comparison researchers ask about): time per "
+                       f"generated token and cache bytes per cached token, and MHA's over MQA's (above 1×: MQA in "
+                       f"fp32 is ahead). MQA here is {name(dec, gmin)}.\n")
+            out.append(md_table(["batch", "L", "MHA cache", "MQA f32 µs/token", "MHA µs/token", "time MHA / MQA",
+                                 "MQA f32 bytes/token", "MHA bytes/token", "bytes MHA / MQA"], rows) + "\n")
+    return "\n".join(out)
+
+
 def section(dec, peak, figure_lines):
     """The decoding section of report.md, under one heading."""
     md = ["## Incremental decoding: where MQA and GQA pay off\n"]
@@ -194,6 +249,9 @@ def section(dec, peak, figure_lines):
     md.append(case_table(dec) + "\n")
     if dec.failed:
         md.append("Not timed: " + "; ".join(f"{r['id']} ({r.get('error', r['status'])})" for r in dec.failed) + ".\n")
+    dt = dtype_tables(dec) if len(getattr(dec, "dtypes", [])) > 1 else ""
+    if dt:
+        md.append(dt)
     md.append("perf.csv's decode rows have every figure above and the rest (bytes, intensity, FLOP/s, the triad "
               "measured alongside).\n")
     return "\n".join(md)

@@ -75,6 +75,30 @@ inline std::vector<double> context_bounds(const problem& p, const std::vector<do
     return out;
 }
 
+/// The layer's per-element bound from its context rows' bounds: the output projection carries
+/// the context's error, sum_k |W_o,rk| (ctx error + lambda sqrt(H d_head) u V), plus its own
+/// lambda sqrt(H d_head) u |b_o,r|. Output [B n_q, d_model].
+inline std::vector<double> output_bounds(const problem& p, const weights<double>& w, const std::vector<double>& ctx,
+                                         const std::vector<double>& v_max) {
+    const std::size_t rq = p.batch * p.n_q;
+    const double out_proj = lambda * std::sqrt(double(p.q_width()));
+    std::vector<double> bound(rq * p.d_model);
+    for (std::size_t c = 0; c < p.d_model; ++c) {
+        double wo_row = 0;
+        for (std::size_t t = 0; t < p.q_width(); ++t) wo_row += std::abs(w.wo[c * p.q_width() + t]);
+        const double bo = w.bo.empty() ? 0.0 : std::abs(w.bo[c]);
+        for (std::size_t r = 0; r < rq; ++r) {
+            double ctx_err = 0, ctx_mag = 0;
+            for (std::size_t h = 0; h < p.heads; ++h) {
+                ctx_err = std::max(ctx_err, ctx[r * p.heads + h]);
+                ctx_mag = std::max(ctx_mag, v_max[r * p.heads + h]);
+            }
+            bound[r * p.d_model + c] = wo_row * (ctx_err + out_proj * ctx_mag) + out_proj * bo;
+        }
+    }
+    return bound;
+}
+
 } // namespace detail
 
 } // namespace attn::check

@@ -7,6 +7,7 @@
 // arithmetic is fp32; by_conversion() makes such a set from a variant's fp32 kernels.
 module;
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <type_traits>
@@ -15,6 +16,7 @@ export module attn.core:variant;
 import :problem;
 import :precision;
 import :tensor;
+import :kv;
 
 export namespace attn {
 
@@ -48,6 +50,26 @@ struct kernel_set {
     std::function<void(const linear_io<T>&, const run_options&)> linear;
 };
 
+/// Decode cores over a key/value cache stored narrower than fp32 (attn.core:kv), one per cache
+/// type; empty: the variant cannot read a cache of that type.
+struct kv_kernels {
+    template <class S>
+    using core_fn = std::function<void(const problem&, const kv_core_io<S>&, const run_options&)>;
+    core_fn<attn::bf16> bf16;
+    core_fn<attn::f16> f16;
+    core_fn<std::int8_t> int8;
+
+    template <class S>
+    const core_fn<S>& get() const {
+        if constexpr (std::is_same_v<S, attn::bf16>)
+            return bf16;
+        else if constexpr (std::is_same_v<S, attn::f16>)
+            return f16;
+        else
+            return int8;
+    }
+};
+
 /// One registered implementation. Empty kernels mean "not supported at this precision".
 struct variant {
     std::string name;
@@ -62,6 +84,7 @@ struct variant {
     kernel_set<attn::f16> f16;
     /// How the variant computes in bf16 and f16, one line each (recorded in results' metadata).
     std::string bf16_path, f16_path;
+    kv_kernels kv; ///< decode over a bf16, f16 or int8 key/value cache
     /// Extra memory the core allocates beyond its inputs and outputs, in bytes.
     std::function<std::size_t(const problem&, const run_options&)> scratch_bytes =
         [](const problem&, const run_options&) { return std::size_t(0); };

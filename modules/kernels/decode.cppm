@@ -20,6 +20,14 @@
 //    chunk order: out = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c. The split is what lets
 //    two threads share one head's stream (MQA at batch 1 has a single head), and because it does
 //    not depend on the thread count, any thread count gives the same bytes.
+//  - the cache may be stored narrower than fp32 (attn.core:kv: bf16, f16, int8 with a scale per
+//    row); memory carries the narrow bytes and everything after the load -- scores, softmax,
+//    P V, the combine -- is the fp32 core above, accumulating in fp32. With one query head per
+//    key/value head (MHA: C = lanes) the rows are read in place and widened in registers
+//    (isa::widen), int8's row scale multiplying the key's score and the value's weight: the
+//    widening adds an instruction or two per 8 elements and no traffic. With R > 1 heads per
+//    key/value head each tile of keys and values is widened to fp32 once (times the scale)
+//    into two thread-local tiles that serve all R heads from L1/L2.
 // Rounding: the combine rescales each chunk's partial output once more than a single pass would
 // (one multiply by exp(m_c - M) per chunk of >= 256 keys), well inside attn.check's budget of
 // 2u per key tile. Extra memory: per thread the rearranged queries (about R x d_head floats) and a
@@ -34,6 +42,7 @@ module;
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <xsimd/xsimd.hpp>
 export module attn.kernels:decode;
 import :isa;
@@ -82,10 +91,12 @@ struct decode_shape {
     std::size_t partial_floats() const { return round_up(rows * (dp + 2), lanes); }
 };
 
-/// Extra memory of decode_core on `threads` threads, in bytes.
-inline std::size_t decode_scratch_bytes(const problem& p, int threads) {
+/// Extra memory of decode_core on `threads` threads, in bytes; `widens`: the cache is narrower
+/// than fp32 (two widened tiles per thread).
+inline std::size_t decode_scratch_bytes(const problem& p, int threads, bool widens = false) {
     const decode_shape sh(p);
-    const std::size_t per_thread = sh.qs_floats() + sh.s_floats() + sh.ml_floats();
+    const std::size_t per_thread =
+        sh.qs_floats() + sh.s_floats() + sh.ml_floats() + (widens ? 2 * decode_tile * sh.d : 0);
     const std::size_t partials = p.batch * p.kv_heads * split_keys(p.n_kv).chunks * sh.partial_floats();
     return sizeof(float) * (per_thread * std::size_t(std::max(threads, 1)) + partials);
 }
@@ -94,7 +105,7 @@ namespace detail {
 
 /// Grow-only buffers, one set per thread, reused by every call.
 struct decode_buffers {
-    aligned_vector<float> qs, s, ml, partials;
+    aligned_vector<float> qs, s, ml, partials, kt, vt; // kt, vt: widened tiles of a narrow cache
     static void grow(aligned_vector<float>& v, std::size_t n) {
         if (v.size() < n) v.resize(n);
     }
@@ -146,18 +157,49 @@ void transpose_sum(batch* v) {
     }
 }
 
-/// Asks for the cache lines of a row of d floats (the next tile's, while this one is computed).
-inline void prefetch_row(const float* p, std::size_t d) {
-    const char* c = reinterpret_cast<const char*>(p);
-    for (std::size_t off = 0; off < d * sizeof(float); off += 64) isa::prefetch_l2(c + off);
+/// Asks for the cache lines of a row of `bytes` (the next tile's, while this one is computed).
+inline void prefetch_row(const void* p, std::size_t bytes) {
+    const char* c = static_cast<const char*>(p);
+    for (std::size_t off = 0; off < bytes; off += 64) isa::prefetch_l2(c + off);
+}
+
+/// Where the rows after a tile lie in the cache, for prefetching: row j at at + j * stride, each
+/// `bytes` long.
+struct next_rows {
+    const char* at = nullptr;
+    std::size_t stride = 0, bytes = 0, n = 0;
+    void fetch(std::size_t j) const {
+        if (j < n) prefetch_row(at + j * stride, bytes);
+    }
+};
+
+/// Rows [i0, i0 + n) of (b, g) widened to fp32 into dst (rows d apart), int8 times its row scale.
+template <class S>
+void widen_rows(float* dst, const kv_rows<S>& src, std::size_t b, std::size_t g, std::size_t i0, std::size_t n,
+                std::size_t d) {
+    for (std::size_t j = 0; j < n; ++j) {
+        const S* r = src.data.row(b, g, i0 + j);
+        float* o = dst + j * d;
+        std::size_t t = 0;
+        if constexpr (std::is_same_v<S, std::int8_t>) {
+            const float sc = *src.scale.row(b, g, i0 + j);
+            for (; t + lanes <= d; t += lanes) (isa::widen(r + t) * batch(sc)).store_unaligned(o + t);
+            for (; t < d; ++t) o[t] = float(r[t]) * sc;
+        } else {
+            for (; t + lanes <= d; t += lanes) isa::widen(r + t).store_unaligned(o + t);
+            for (; t < d; ++t) o[t] = float(r[t]);
+        }
+    }
 }
 
 /// out rows [0, RB) (each dp apart) = out * corr[r*C] + sum_{j<n} P[r, j] v_j, where P[r, j] is
 /// lane r*C + j%C of score group j/C: RV heads x DC batches of the output in registers per pass,
 /// so each V row loaded serves RV heads with one broadcast per head.
-template <std::size_t C, std::size_t DC>
-void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const float* v,
-               std::size_t vs, std::size_t n, const float* v_next, std::size_t n_next) {
+/// The rows v are of type E (fp32, or the cache's own type when it is read in place) and for int8
+/// have a scale per row, vsc, folded into the row's weight.
+template <std::size_t C, std::size_t DC, class E>
+void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const E* v, std::size_t vs,
+               const float* vsc, std::size_t n, const next_rows& v_next) {
     constexpr std::size_t RB = lanes / C, RV = std::min<std::size_t>(RB, DC <= 2 ? 8 : DC <= 4 ? 4 : 2);
     constexpr std::size_t D = DC > 0 ? DC : 1;
     for (std::size_t r0 = 0; r0 < RB; r0 += RV) {
@@ -167,13 +209,13 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
             for (std::size_t c = 0; c < DC; ++c) a[r][c] = batch::load_aligned(out + (r0 + r) * dp + c * lanes) * cb;
         }
         for (std::size_t j = 0; j < n; ++j) {
-            const float* vj = v + j * vs;
-            if (r0 == 0 && j < n_next) prefetch_row(v_next + j * vs, d);
+            const E* vj = v + j * vs;
+            if (r0 == 0) v_next.fetch(j);
             const float* pj = s + j / C * lanes + j % C + r0 * C;
             batch vb[D];
-            for (std::size_t c = 0; c < DC; ++c) vb[c] = batch::load_unaligned(vj + c * lanes);
+            for (std::size_t c = 0; c < DC; ++c) vb[c] = isa::widen(vj + c * lanes);
             for (std::size_t r = 0; r < RV; ++r) {
-                const batch pr(pj[r * C]);
+                const batch pr(vsc ? pj[r * C] * vsc[j] : pj[r * C]);
                 for (std::size_t c = 0; c < DC; ++c) a[r][c] = isa::fused(pr, vb[c], a[r][c]);
             }
         }
@@ -182,7 +224,10 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
             for (std::size_t c = 0; c < DC; ++c) a[r][c].store_aligned(o + c * lanes);
             for (std::size_t t = DC * lanes; t < d; ++t) { // the d % lanes tail (and d beyond 8 batches)
                 float x = o[t] * corr[(r0 + r) * C];
-                for (std::size_t j = 0; j < n; ++j) x += s[j / C * lanes + j % C + (r0 + r) * C] * v[j * vs + t];
+                for (std::size_t j = 0; j < n; ++j) {
+                    const float pw = s[j / C * lanes + j % C + (r0 + r) * C];
+                    x += (vsc ? pw * vsc[j] : pw) * float(v[j * vs + t]);
+                }
                 o[t] = x;
             }
         }
@@ -200,8 +245,8 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
 ///  - P V with decode_pv.
 /// All lanes do useful work whatever R is (up to padding R to RB); R = 1 is the plain dot
 /// product (C = lanes) and R >= lanes puts the heads in the lanes (C = 1).
-template <std::size_t C, std::size_t DC>
-void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std::size_t g, std::size_t j0,
+template <std::size_t C, std::size_t DC, class S>
+void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::size_t g, std::size_t j0,
                  std::size_t j1, float* part) {
     constexpr std::size_t RB = lanes / C, MK = C >= 8 ? C : 8;
     const decode_shape sh(p);
@@ -211,6 +256,11 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
     decode_buffers::grow(w.qs, sh.qs_floats());
     decode_buffers::grow(w.s, sh.s_floats());
     decode_buffers::grow(w.ml, sh.ml_floats());
+    constexpr bool narrow = !std::is_same_v<S, float>;
+    if constexpr (narrow && C < lanes) {
+        decode_buffers::grow(w.kt, decode_tile * d);
+        decode_buffers::grow(w.vt, decode_tile * d);
+    }
     alignas(64) float kk[lanes];
     for (std::size_t i = 0; i < lanes; ++i) kk[i] = float(i % C);
     const batch key_in_group = batch::load_aligned(kk), neg_inf(-std::numeric_limits<float>::infinity());
@@ -228,23 +278,50 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
         neg_inf.store_aligned(w.ml.data() + 2 * blk * lanes);
         batch(0.0f).store_aligned(w.ml.data() + (2 * blk + 1) * lanes);
     }
-    const std::size_t ks = io.k.row_stride, vs = io.v.row_stride;
+    // One query head per key/value head (C = lanes) reads a narrow cache in place, widening in
+    // registers (int8's row scales folded into the scores and the weights); more heads per
+    // key/value head read it through the widened tiles kt, vt.
+    constexpr bool in_place = !narrow || C == lanes;
+    constexpr bool scaled = in_place && std::is_same_v<S, std::int8_t>;
+    using E = std::conditional_t<in_place, S, float>;
+    const std::size_t ks = in_place ? io.k.data.row_stride : d, vs = in_place ? io.v.data.row_stride : d;
     float* s = w.s.data();
     for (std::size_t t0 = j0; t0 < j1; t0 += decode_tile) {
         const std::size_t n = std::min(decode_tile, j1 - t0), groups = (n + C - 1) / C;
-        const float* k = io.k.row(b, g, t0);
-        const float* v = io.v.row(b, g, t0);
+        const E* k;
+        const E* v;
+        const float* ksc = nullptr;
+        const float* vsc = nullptr;
+        if constexpr (in_place) {
+            k = io.k.data.row(b, g, t0);
+            v = io.v.data.row(b, g, t0);
+            if constexpr (scaled) {
+                ksc = io.k.scale.row(b, g, t0);
+                vsc = io.v.scale.row(b, g, t0);
+            }
+        } else {
+            widen_rows(w.kt.data(), io.k, b, g, t0, n, d);
+            widen_rows(w.vt.data(), io.v, b, g, t0, n, d);
+            k = w.kt.data();
+            v = w.vt.data();
+        }
         // the rows decode_prefetch keys ahead, up to the end of the head's keys, prefetched while
         // this tile is computed
-        const std::size_t n_next = t0 + decode_prefetch < p.n_kv ? std::min(n, p.n_kv - t0 - decode_prefetch) : 0;
-        const float* k_next = n_next ? io.k.row(b, g, t0 + decode_prefetch) : k;
-        const float* v_next = n_next ? io.v.row(b, g, t0 + decode_prefetch) : v;
+        // (the same distance in bytes for a narrow cache: more keys ahead)
+        constexpr std::size_t dist = decode_prefetch * sizeof(float) / sizeof(S);
+        const std::size_t n_next = t0 + dist < p.n_kv ? std::min(n, p.n_kv - t0 - dist) : 0;
+        auto ahead = [&](const kv_rows<S>& x) {
+            if (!n_next) return next_rows{};
+            return next_rows{reinterpret_cast<const char*>(x.data.row(b, g, t0 + dist)), x.data.row_stride * sizeof(S),
+                             d * sizeof(S), n_next};
+        };
+        const next_rows k_next = ahead(io.k), v_next = ahead(io.v);
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
             const float* qa = w.qs.data() + blk * nch * lanes;
             for (std::size_t kb = 0; kb < n; kb += MK) {
                 if (blk == 0)
-                    for (std::size_t i = kb; i < std::min(kb + MK, n_next); ++i) prefetch_row(k_next + i * ks, d);
-                const float* kr[MK];
+                    for (std::size_t i = kb; i < kb + MK; ++i) k_next.fetch(i);
+                const E* kr[MK];
                 for (std::size_t i = 0; i < MK; ++i)
                     kr[i] = k + std::min(kb + i, n - 1) * ks; // past n: a real key, masked below
                 batch acc[MK];
@@ -255,15 +332,21 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
                     for (std::size_t i = 0; i < MK; ++i) {
                         if (kb + i >= n) break;
                         for (std::size_t ch = 0; ch < DC; ++ch)
-                            acc[i] = isa::fused(batch::load_unaligned(kr[i] + ch * C), qb[ch], acc[i]);
+                            acc[i] = isa::fused(isa::widen(kr[i] + ch * C), qb[ch], acc[i]);
                     }
                 } else {
                     for (std::size_t ch = 0; ch < nch; ++ch) {
                         const batch qv = batch::load_aligned(qa + ch * lanes);
-                        for (std::size_t i = 0; i < MK; ++i)
-                            acc[i] = isa::fused(isa::broadcast_chunk<C>(kr[i] + ch * C), qv, acc[i]);
+                        for (std::size_t i = 0; i < MK; ++i) {
+                            if constexpr (C == lanes)
+                                acc[i] = isa::fused(isa::widen(kr[i] + ch * C), qv, acc[i]);
+                            else
+                                acc[i] = isa::fused(isa::broadcast_chunk<C>(kr[i] + ch * C), qv, acc[i]);
+                        }
                     }
                 }
+                if constexpr (scaled) // int8: each key's partial sums times its row's scale
+                    for (std::size_t i = 0; i < MK; ++i) acc[i] *= batch(ksc[std::min(kb + i, n - 1)]);
                 for (std::size_t gi = 0; gi < MK / C; ++gi) {
                     transpose_sum<C / 2>(acc + gi * C);
                     const std::size_t key0 = kb + gi * C;
@@ -277,10 +360,10 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
                 for (std::size_t j = 0; j < n; ++j)
                     for (std::size_t r = 0; r < RB && blk * RB + r < R; ++r) {
                         const float* q = io.q.row(b, g * R + blk * RB + r, 0);
-                        const float* kj = k + j * ks;
+                        const E* kj = k + j * ks;
                         float x = 0.0f;
-                        for (std::size_t i = tail; i < d; ++i) x += q[i] * kj[i];
-                        s[j / C * lanes + r * C + j % C] += x * scale;
+                        for (std::size_t i = tail; i < d; ++i) x += q[i] * float(kj[i]);
+                        s[j / C * lanes + r * C + j % C] += ksc ? x * scale * ksc[j] : x * scale;
                     }
             float* mp = w.ml.data() + 2 * blk * lanes;
             const batch m = batch::load_aligned(mp), l = batch::load_aligned(mp + lanes);
@@ -293,7 +376,7 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
             (l * corr + group_sum<C>(sum)).store_aligned(mp + lanes);
             alignas(64) float cr[lanes];
             corr.store_aligned(cr);
-            decode_pv<C, DC>(part + blk * RB * dp, dp, d, cr, s, v, vs, n, v_next, blk == 0 ? n_next : 0);
+            decode_pv<C, DC>(part + blk * RB * dp, dp, d, cr, s, v, vs, vsc, n, blk == 0 ? v_next : next_rows{});
         }
     }
     float* m_out = part + sh.rows * dp;
@@ -305,8 +388,8 @@ void decode_item(const problem& p, const core_io<float>& io, std::size_t b, std:
 }
 
 /// decode_item for the C that R needs.
-template <std::size_t DC, std::size_t C = lanes>
-void decode_item_for(std::size_t c_needed, const problem& p, const core_io<float>& io, std::size_t b, std::size_t g,
+template <std::size_t DC, class S, std::size_t C = lanes>
+void decode_item_for(std::size_t c_needed, const problem& p, const kv_core_io<S>& io, std::size_t b, std::size_t g,
                      std::size_t j0, std::size_t j1, float* part) {
     if constexpr (C == 1) {
         (void)c_needed;
@@ -314,13 +397,14 @@ void decode_item_for(std::size_t c_needed, const problem& p, const core_io<float
     } else if (c_needed == C) {
         decode_item<C, DC>(p, io, b, g, j0, j1, part);
     } else {
-        decode_item_for<DC, C / 2>(c_needed, p, io, b, g, j0, j1, part);
+        decode_item_for<DC, S, C / 2>(c_needed, p, io, b, g, j0, j1, part);
     }
 }
 
 /// Combines the chunks of (b, g) for query head g*R + r and writes its output row.
-inline void decode_combine(const problem& p, const core_io<float>& io, std::size_t b, std::size_t g, std::size_t r,
-                           const float* parts, std::size_t chunks) {
+template <class S>
+void decode_combine(const problem& p, const kv_core_io<S>& io, std::size_t b, std::size_t g, std::size_t r,
+                    const float* parts, std::size_t chunks) {
     const decode_shape sh(p);
     const std::size_t R = p.heads / p.kv_heads, d = sh.d, dp = sh.dp, rows = sh.rows;
     const std::size_t stride = sh.partial_floats();
@@ -341,8 +425,8 @@ inline void decode_combine(const problem& p, const core_io<float>& io, std::size
     for (std::size_t t = 0; t < d; ++t) o[t] *= inv;
 }
 
-template <std::size_t DC>
-void decode_core_dc(const problem& p, const core_io<float>& io, int threads) {
+template <std::size_t DC, class S>
+void decode_core_dc(const problem& p, const kv_core_io<S>& io, int threads) {
     const key_split ks = split_keys(p.n_kv);
     const decode_shape sh(p);
     const std::size_t items = p.batch * p.kv_heads * ks.chunks, stride = sh.partial_floats();
@@ -366,15 +450,15 @@ void decode_core_dc(const problem& p, const core_io<float>& io, int threads) {
     }
 }
 
-template <std::size_t DC = 8>
-void decode_core_dispatch(std::size_t dc, const problem& p, const core_io<float>& io, int threads) {
+template <class S, std::size_t DC = 8>
+void decode_core_dispatch(std::size_t dc, const problem& p, const kv_core_io<S>& io, int threads) {
     if constexpr (DC == 0) {
         (void)dc;
         decode_core_dc<0>(p, io, threads);
     } else if (dc == DC) {
         decode_core_dc<DC>(p, io, threads);
     } else {
-        decode_core_dispatch<DC - 1>(dc, p, io, threads);
+        decode_core_dispatch<S, DC - 1>(dc, p, io, threads);
     }
 }
 
@@ -385,6 +469,14 @@ void decode_core_dispatch(std::size_t dc, const problem& p, const core_io<float>
 /// d_head up to 8 x lanes in registers; wider heads keep 8 x lanes in registers and do the rest
 /// as the scalar tail (correct, not fast).
 inline void decode_core(const problem& p, const core_io<float>& io, int threads) {
+    const kv_core_io<float> kv{io.q, {io.k, {}}, {io.v, {}}, io.out};
+    detail::decode_core_dispatch(std::min<std::size_t>(p.head_dim() / lanes, 8), p, kv, threads);
+}
+
+/// decode_core over a cache of type S (bf16, f16, int8): k and v [B, G, n_kv, d] in S (int8 with
+/// a scale per row), q and out in fp32; the same function of the cache's values as fp32 would be.
+template <class S>
+void decode_core_kv(const problem& p, const kv_core_io<S>& io, int threads) {
     detail::decode_core_dispatch(std::min<std::size_t>(p.head_dim() / lanes, 8), p, io, threads);
 }
 

@@ -11,10 +11,15 @@
 // architectures. xsimd::fma on the default batch of an AVX-512 build (avx512bw), and on plain
 // batch<float, avx2>, falls back to x*y + z, which clang (-ffp-contract=on) emits as a separate
 // multiply and add: the same throughput as an FMA, but longer latency and two roundings.
+//
+// widen<S>(p): `lanes` consecutive cache elements of type S (attn.core:kv) as fp32 -- bf16 by a
+// 16-bit shift of the zero-extended halves, f16 by F16C's vcvtph2ps, int8 by sign extension to
+// int32 and a convert (the caller applies the row's scale).
 module;
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <immintrin.h>
 #include <xsimd/xsimd.hpp>
 export module attn.kernels:isa;
@@ -42,6 +47,14 @@ batch broadcast_chunk_generic(const float* p) {
     }
 }
 
+/// `lanes` elements of type S at p widened to fp32, element by element: the portable version.
+template <class S>
+batch widen_generic(const S* p) {
+    alignas(64) float t[lanes];
+    for (std::size_t i = 0; i < lanes; ++i) t[i] = float(p[i]);
+    return batch::load_aligned(t);
+}
+
 #if XSIMD_WITH_AVX512F
 // ---- AVX-512: 16 lanes, 32 vector registers --------------------------------------------------
 static_assert(lanes == 16, "xsimd's default batch of an AVX-512 build has 16 lanes");
@@ -63,6 +76,21 @@ batch broadcast_chunk(const float* p) {
         return batch(_mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd(reinterpret_cast<const double*>(p)))));
     } else {
         return broadcast_chunk_generic<C>(p);
+    }
+}
+
+template <class S>
+batch widen(const S* p) {
+    if constexpr (std::is_same_v<S, float>) {
+        return batch::load_unaligned(p);
+    } else if constexpr (std::is_same_v<S, bf16>) {
+        const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+        return batch(_mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+    } else if constexpr (std::is_same_v<S, f16>) {
+        return batch(_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))));
+    } else {
+        static_assert(std::is_same_v<S, std::int8_t>);
+        return batch(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
     }
 }
 
@@ -115,6 +143,29 @@ batch broadcast_chunk(const float* p) {
     }
 }
 
+template <class S>
+batch widen(const S* p) {
+    if constexpr (std::is_same_v<S, float>) {
+        return batch::load_unaligned(p);
+    }
+#if XSIMD_WITH_AVX2
+    else if constexpr (lanes == 8 && std::is_same_v<S, bf16>) {
+        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+        return batch(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+    } else if constexpr (lanes == 8 && std::is_same_v<S, std::int8_t>) {
+        return batch(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))));
+    }
+#endif
+#ifdef __F16C__
+    else if constexpr (lanes == 8 && std::is_same_v<S, f16>) {
+        return batch(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    }
+#endif
+    else {
+        return widen_generic(p);
+    }
+}
+
 /// exp(x) for x <= 0: xsimd::exp.
 inline batch exp_nonpos(batch x) { return xsimd::exp(x); }
 
@@ -138,6 +189,11 @@ inline batch fused(batch a, batch b, batch c) { return xsimd::fma(a, b, c); }
 template <std::size_t C>
 batch broadcast_chunk(const float* p) {
     return broadcast_chunk_generic<C>(p);
+}
+
+template <class S>
+batch widen(const S* p) {
+    return widen_generic(p);
 }
 
 inline batch exp_nonpos(batch x) { return xsimd::exp(x); }

@@ -2,7 +2,8 @@
 // query row (a decode step) goes to decode_core, which streams K and V once; any other to
 // tiled_core. In bf16 and f16 the tiled core and the projections widen operands while packing
 // (fp32 arithmetic, storage traffic halved); a decode step in bf16/f16 runs the fp32 decode core on
-// fp32 copies (by_conversion).
+// fp32 copies (by_conversion). Over a key/value cache narrower than fp32 (bf16, f16, int8) the
+// decode core reads it in its own type (variant::kv).
 module;
 #include <algorithm>
 #include <cstddef>
@@ -61,6 +62,14 @@ inline variant tiled_variant(std::string name, std::string description, bool thr
     v.f16 = half_kernels<f16>(v.f32, threads);
     v.bf16_path = isa::bf16_path();
     v.f16_path = isa::f16_path();
+    auto kv = [threads]<class S>(attn::kv_kernels::core_fn<S>& slot) {
+        slot = [threads](const problem& p, const kv_core_io<S>& io, const run_options& o) {
+            decode_core_kv<S>(p, io, threads(o));
+        };
+    };
+    kv(v.kv.bf16);
+    kv(v.kv.f16);
+    kv(v.kv.int8);
     v.scratch_bytes = [threads](const problem& p, const run_options& o) {
         return attention_scratch_bytes(p, o.tile_q ? resolve_tiles(o) : balanced_tiles(p, resolve_tiles(o), threads(o)),
                                        threads(o));

@@ -1,0 +1,207 @@
+// attn.decode:check -- is decoding the same function as the full causal forward? For a cache
+// of the compute type against the fp64 reference's rows; for a narrower cache (bf16, f16, int8)
+// against fp64 computed on the same rounded or dequantized cache, with the loss against the
+// unrounded cache reported beside it.
+module;
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+export module attn.decode:check;
+import :step;
+import attn.core;
+import attn.count;
+import attn.check;
+
+export namespace attn {
+
+/// How the equivalence check builds the cache.
+enum class decode_fill {
+    steps,   ///< L+1 decode steps from an empty cache; every step's output is checked (row t of the forward)
+    prefill, ///< prefill() with the first L tokens, then one step; its output is checked (the last row)
+};
+inline const char* decode_fill_name(decode_fill f) { return f == decode_fill::steps ? "steps" : "prefill"; }
+
+namespace detail {
+
+/// The inputs of a decode check and what it expects: L+1 tokens per sequence, drawn as attn.check
+/// draws a layer's (self-attention: queries, keys and values from the same tokens), and the
+/// problem whose rows are checked -- every row of the full causal forward (steps) or the last
+/// one (prefill: under bottom-right causal alignment the one-query problem over the L+1 keys is
+/// exactly that row).
+struct decode_inputs {
+    problem checked;
+    check::inputs in;
+};
+
+inline decode_inputs decode_check_inputs(const problem& layer, std::size_t context, decode_fill fill,
+                                         std::uint64_t seed, double magnitude) {
+    const std::size_t n = context + 1, B = layer.batch, dm = layer.d_model;
+    problem full = layer;
+    full.n_q = full.n_kv = n;
+    full.causal = true;
+    decode_inputs r{fill == decode_fill::steps ? full : decode_problem(layer, context), {}};
+    r.in = check::make_inputs(r.checked, check::mode::layer, seed, magnitude);
+    r.in.x_q.resize(B * r.checked.n_q * dm); // queries are the same tokens as the keys
+    for (std::size_t b = 0; b < B; ++b)
+        std::copy_n(r.in.x_kv.data() + (b * n + n - r.checked.n_q) * dm, r.checked.n_q * dm,
+                    r.in.x_q.data() + b * r.checked.n_q * dm);
+    return r;
+}
+
+/// Decodes the tokens of `d` into `cache` (steps from empty, or prefill and one step) and returns
+/// the checked rows' outputs [B, n_q, d_model].
+template <class T, class S>
+std::vector<T> run_decode(const variant& var, const problem& layer, std::size_t context, decode_fill fill,
+                          const run_options& opt, const decode_inputs& d, kv_cache<S>& cache) {
+    const std::size_t n = context + 1, B = layer.batch, dm = layer.d_model, rows = d.checked.n_q;
+    const weights<T> w = d.in.w.template cast<T>();
+    const std::vector<T> x(d.in.x_kv.begin(), d.in.x_kv.end());
+    decode_workspace<T> ws(layer);
+    std::vector<T> x_t(B * dm), y_t(B * dm, T(-777));
+    std::vector<T> out(B * rows * dm, T(-777));
+    auto step = [&](std::size_t t, std::size_t row) {
+        for (std::size_t b = 0; b < B; ++b) std::copy_n(x.data() + (b * n + t) * dm, dm, x_t.data() + b * dm);
+        decode_step<T>(var, layer, w, x_t.data(), cache, y_t.data(), opt, ws);
+        for (std::size_t b = 0; b < B; ++b) std::copy_n(y_t.data() + b * dm, dm, out.data() + (b * rows + row) * dm);
+    };
+    if (fill == decode_fill::steps) {
+        for (std::size_t t = 0; t < n; ++t) step(t, t);
+    } else {
+        std::vector<T> prompt(B * context * dm);
+        for (std::size_t b = 0; b < B; ++b)
+            std::copy_n(x.data() + b * n * dm, context * dm, prompt.data() + b * context * dm);
+        prefill<T>(var, layer, w, prompt.data(), context, cache, opt);
+        step(context, 0);
+    }
+    return out;
+}
+
+/// The keys (or values) a cache holds as a decode core reads them, fp32, in a projection's
+/// layout [B, L, G*d_head].
+template <class S>
+std::vector<float> cached(const kv_cache<S>& c, bool values) {
+    const std::size_t B = c.batch(), G = c.kv_heads(), d = c.d_head(), L = c.size();
+    std::vector<float> out(B * L * G * d);
+    for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t i = 0; i < L; ++i)
+            for (std::size_t g = 0; g < G; ++g)
+                for (std::size_t t = 0; t < d; ++t)
+                    out[((b * L + i) * G + g) * d + t] = values ? c.value_at(b, g, i, t) : c.key_at(b, g, i, t);
+    return out;
+}
+
+} // namespace detail
+
+/// Is decoding with `var` the same function as the full causal forward? For `layer` (batch,
+/// sizes, bias) and `context` = L, the decoded outputs are compared with the fp64 reference's
+/// rows (detail::decode_check_inputs) under attn.check's tolerance policy (its per-element
+/// bounds, unchanged). With decode_fill::prefill only the last row is checked, so long contexts
+/// stay cheap.
+template <class T>
+check::metrics check_decode(const variant& var, const problem& layer, std::size_t context, decode_fill fill,
+                            const run_options& opt, std::uint64_t seed, double magnitude = 1.0) {
+    const auto d = detail::decode_check_inputs(layer, context, fill, seed, magnitude);
+    const check::expectation e = check::expect(d.checked, check::mode::layer, d.in);
+    kv_cache<T> cache(layer, context + 1);
+    return check::compare(detail::run_decode<T>(var, layer, context, fill, opt, d, cache), e.ref, e.bound,
+                          check::unit_roundoff<T>());
+}
+
+/// A decode check over a cache narrower than the compute type: `same` against fp64 computed on
+/// the cache's own values (the rounded or dequantized keys and values are exact inputs there,
+/// so the bound is fp32's: what the kernels round beyond the cache is their fp32 arithmetic);
+/// `unrounded` against fp64 on the keys and values before rounding, with fp32's bound: the
+/// accuracy a user gives up for the narrower cache (its ratio is how many fp32 budgets that is).
+struct kv_check {
+    check::metrics same, unrounded;
+};
+
+/// check_decode for a cache stored as S (bf16, f16, int8): the decode step with fp32 compute.
+template <class S>
+kv_check check_decode_kv(const variant& var, const problem& layer, std::size_t context, decode_fill fill,
+                         const run_options& opt, std::uint64_t seed, double magnitude = 1.0) {
+    const auto d = detail::decode_check_inputs(layer, context, fill, seed, magnitude);
+    kv_cache<S> cache(layer, context + 1);
+    const auto out = detail::run_decode<float>(var, layer, context, fill, opt, d, cache);
+    const auto same = check::expect_over_cache(d.checked, d.in.w, d.in.x_q, detail::cached(cache, false),
+                                               detail::cached(cache, true));
+    const auto plain = check::expect(d.checked, check::mode::layer, d.in);
+    const double u = check::unit_roundoff<float>();
+    return {check::compare(out, same.ref, same.bound, u), check::compare(out, plain.ref, plain.bound, u)};
+}
+
+/// The attention core of one decode step, `step` (n_q = 1), over a cache stored as S holding
+/// random keys and values (attn.check's core inputs): `same` and `unrounded` as above, in core
+/// mode. S = float checks the variant's fp32 core (both metrics then agree).
+template <class S>
+kv_check check_decode_core(const variant& var, const problem& step, const run_options& opt, std::uint64_t seed,
+                           double magnitude = 1.0) {
+    require(step.n_q == 1, "a decode core check has one query row (got n_q " + std::to_string(step.n_q) + ")");
+    const std::size_t B = step.batch, kw = step.kv_width(), n = step.n_kv;
+    const check::inputs in = check::make_inputs(step, check::mode::core, seed, magnitude);
+    kv_cache<S> cache(step, n);
+    std::vector<float> k_t(B * kw), v_t(B * kw);
+    for (std::size_t i = 0; i < n; ++i) {
+        for (std::size_t b = 0; b < B; ++b) {
+            std::copy_n(in.k.data() + (b * n + i) * kw, kw, k_t.data() + b * kw);
+            std::copy_n(in.v.data() + (b * n + i) * kw, kw, v_t.data() + b * kw);
+        }
+        cache.append(k_t.data(), v_t.data());
+    }
+    std::vector<float> out(B * step.q_width(), -777.0f);
+    require_kv_core<float, S>(var);
+    attend(var, step, in.q.data(), cache, out.data(), opt);
+    check::inputs same_in = in;
+    same_in.k = detail::cached(cache, false);
+    same_in.v = detail::cached(cache, true);
+    const auto same = check::expect(step, check::mode::core, same_in),
+               plain = check::expect(step, check::mode::core, in);
+    const double u = check::unit_roundoff<float>();
+    return {check::compare(out, same.ref, same.bound, u), check::compare(out, plain.ref, plain.bound, u)};
+}
+
+/// A case of the decode grid: the layer (batch, sizes), the context length L and the input magnitude.
+struct decode_case {
+    problem layer;
+    std::size_t context = 0;
+    double magnitude = 1.0;
+};
+
+/// The embedded decode grid: every family (single-head, MHA, MQA, GQA, wide), L = 0, odd L,
+/// L long enough for the key split (> 256 keys: 2 chunks; > 4096: 16), batch > 1, biases,
+/// d_head 3, 16, 17, 64 and 80, and scores of a few thousand.
+inline std::vector<decode_case> decode_grid() {
+    std::vector<decode_case> g;
+    problem p;
+    g.push_back({single_head(17, 1), 0, 1.0}); // d_head 17, L 0: one key
+    g.push_back({single_head(17, 1), 7, 1.0});
+    p = mha(64, 4, 1); // d_head 16, batch 2
+    p.batch = 2;
+    g.push_back({p, 129, 1.0});
+    g.push_back({mqa(48, 16, 1), 7, 1.0}); // d_head 3, MQA
+    p = gqa(512, 8, 2, 1);                 // d_head 64, GQA, bias, batch 3, two key chunks
+    p.bias = true;
+    p.batch = 3;
+    g.push_back({p, 300, 1.0});
+    p = gqa(320, 4, 2, 1); // d_head 80, batch 2
+    p.batch = 2;
+    g.push_back({p, 33, 1.0});
+    g.push_back({wide(32, 4, 1), 7, 1.0}); // the wide-head counterfactual
+    g.push_back({mha(64, 8, 1), 0, 1.0});  // MHA, L 0
+    p = mqa(128, 4, 1);                    // MQA, 16 key chunks, batch 2
+    p.batch = 2;
+    g.push_back({p, 4999, 1.0});
+    g.push_back({mqa(64, 4, 1), 33, 12.0}); // scores of a few thousand
+    p = mqa(256, 16, 1);                    // 16 query heads per kv head: heads in the lanes
+    p.batch = 2;
+    g.push_back({p, 700, 1.0});
+    g.push_back({mqa(512, 8, 1), 300, 1.0}); // 8 per kv head, d_head 64
+    p = gqa(640, 32, 1, 1);                  // 32 per kv head (two groups of lanes), d_head 20
+    p.bias = true;
+    g.push_back({p, 77, 1.0});
+    return g;
+}
+
+} // namespace attn
