@@ -100,7 +100,6 @@ void from_json(const Json& j, sweep_case& c) {
     get("variant", c.variant, true);
     get("mode", c.mode, true);
     get("precision", c.precision, false);
-    parse_precision(c.precision); // an unknown one is an error naming it
     get("d_model", c.d_model, true);
     get("heads", c.heads, true);
     get("kv_heads", c.kv_heads, false);
@@ -128,9 +127,11 @@ void from_json(const Json& j, sweep_case& c) {
     }
     if (c.mode == "decode")
         parse_kv_dtype(c.precision); // the cache's type: f32, bf16, f16 or int8
-    else
+    else {
         require(c.precision != "int8",
                 "the case's precision 'int8' is a key/value cache type: it applies to mode 'decode' only");
+        parse_precision(c.precision); // the storage type: f64, f32, bf16 or f16; an unknown one is named
+    }
     c.shape().validate();
 }
 

@@ -129,9 +129,9 @@ TEST_CASE("a newly registered variant joins the quick preset with no other edit"
     attn::register_variant(v);
     CHECK_THROWS_WITH(attn::register_variant(v), Catch::Contains("registered already"));
     const auto after = attn::expand(spec.grids, 2);
-    // the quick preset's "fast" grids: scaling (4 lengths) and free_lunch (7 head counts)
-    CHECK(count_variant(after, "throwaway") == 4 + 7);
-    CHECK(after.size() == before.size() + 11);
+    // the quick preset's "fast" grids: scaling and bf16 (4 lengths each) and free_lunch (7 head counts)
+    CHECK(count_variant(after, "throwaway") == 4 + 4 + 7);
+    CHECK(after.size() == before.size() + 15);
     for (const auto& c : after)
         if (c.variant == "throwaway") CHECK(c.threads == 1);
 }

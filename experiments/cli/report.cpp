@@ -23,6 +23,7 @@
 #include "output.hpp"
 #include "presets.hpp"
 #include "report.hpp"
+import attn.shard;
 
 namespace attn::cli::reporting {
 
@@ -243,6 +244,7 @@ void report(const report_args& a, const std::vector<std::string>& command) {
     c.bench = a.bench.empty() ? (fs::path(c.self).parent_path() / "attnbench-bench").string() : a.bench;
     c.stop_after = a.stop_after;
     const bool explicit_spec = !a.preset.empty() || !a.sweep.empty();
+    if (!a.shard.empty()) parse_shard(a.shard); // a malformed --shard is refused before the folder is made
     if (a.resume) {
         require(!a.out.empty(), "--resume needs --out DIR, the run to resume");
         c.dir = a.out;
