@@ -156,11 +156,11 @@ def plot_vs_n(d, figdir, perf, peak):
                 for t, ls in zip(threads, ("--", ":")):
                     gf, which = peak_for(peak, t)
                     if gf:
-                        ax.axhline(gf, color="red", ls=ls, lw=1.2, label=f"measured {which} FMA peak ({gf:.0f})")
+                        ax.axhline(gf, color="black", ls=ls, lw=1.2, label=f"measured {which} FMA peak ({gf:.0f})")
                         top = max(top, gf)
                 ax.set_ylim(0, top * 1.08)
             if metric == "pct_peak":
-                ax.axhline(100, color="red", ls="--", lw=1.2, label="measured FMA peak\n(at each variant's threads)")
+                ax.axhline(100, color="black", ls="--", lw=1.2, label="measured FMA peak\n(at each variant's threads)")
                 ax.set_ylim(0, 110)
             if metric == "time_ms":
                 plain_log_y(ax)  # after plotting: the data set the limits
@@ -168,8 +168,8 @@ def plot_vs_n(d, figdir, perf, peak):
             ax.set_title(config_text(cfg), fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
             ax.legend(fontsize=8, title="variant", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-        fig.suptitle(f"{title} (fp32 unless a legend entry names bf16/f16; attention "
-                     f"{'/'.join(c[0] for c in configs)})", y=1.02)
+        fig.suptitle(f"{title} (attention {'/'.join(c[0] for c in configs)}; fp32 unless marked bf16/f16)",
+                     y=1.02)
         fig.tight_layout()
         figures.append((stem, figure_path(fig, figdir, stem), [config_text(c) for c in configs]))
     return figures
