@@ -208,8 +208,7 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
     c.var = &attn::find_variant(k.variant);
     // decode: the precision is the key/value cache's type (the step computes in fp32); otherwise
     // the storage type of every operand
-    const attn::precision prec =
-        k.mode == "decode" ? attn::precision::f32 : attn::parse_precision(k.precision);
+    const attn::precision prec = k.mode == "decode" ? attn::precision::f32 : attn::parse_precision(k.precision);
     if (k.mode == "decode") {
         c.kv = attn::parse_kv_dtype(k.precision);
         attn::with_kv_storage(c.kv, [&]<class S>(S) { attn::require_kv_core<float, S>(*c.var); });
@@ -275,8 +274,9 @@ int main(int argc, char** argv) {
         ->delimiter(',')
         ->capture_default_str()
         ->check(CLI::IsMember({"core", "layer", "decode"}));
-    app.add_option("--precision", g.precisions,
-                   "f32, bf16, f16 (f64 for the variants that have it); decode: the cache's type, f32, bf16, f16 or int8")
+    app.add_option(
+           "--precision", g.precisions,
+           "f32, bf16, f16 (f64 for the variants that have it); decode: the cache's type, f32, bf16, f16 or int8")
         ->delimiter(',')
         ->capture_default_str()
         ->check(CLI::IsMember({"f32", "bf16", "f16", "f64", "int8"}));
