@@ -62,52 +62,12 @@ TEST_CASE("bf16: the error against unrounded inputs is reported and exceeds the 
     CHECK(r.unrounded_max_rel < 0x1.0p-8 * 64); // and still of the format's order, not garbage
 }
 
-namespace {
-
-// Plausible wrong kernels on the fp32 reference, served in bf16 and f16 by conversion.
-attn::variant mutant(const std::string& name, std::function<void(const problem&, const attn::core_io<float>&)> core) {
-    attn::variant v;
-    v.name = name;
-    v.f32.core = [core](const problem& p, const attn::core_io<float>& io, const attn::run_options&) { core(p, io); };
-    v.f32.linear = [](const attn::linear_io<float>& io, const attn::run_options&) {
-        attn::reference::linear<float>(io);
-    };
-    attn::add_half_by_conversion(v);
-    return v;
-}
-
-} // namespace
+/// The wrong kernels of test_variants.cpp (fp32), served here in bf16 and f16 by conversion.
+std::vector<attn::variant> wrong_kernels();
 
 TEST_CASE("the checker rejects wrong kernels in bf16 and f16", "[halves][check][mutants]") {
-    const std::vector<attn::variant> mutants{
-        mutant("scale 1% off",
-               [](const problem& p, const attn::core_io<float>& io) {
-                   problem q = p;
-                   q.scale = 0.99 * p.softmax_scale();
-                   attn::reference::core<float>(q, io);
-               }),
-        mutant("kv head h % G instead of h*G/H",
-               [](const problem& p, const attn::core_io<float>& io) {
-                   for (std::size_t h = 0; h < p.heads; ++h) {
-                       problem one = p;
-                       one.heads = one.kv_heads = 1;
-                       one.d_head = p.head_dim();
-                       auto sub = [](auto view, std::size_t head) {
-                           view.data = view.data + head * view.head_stride;
-                           view.heads = 1;
-                           return view;
-                       };
-                       attn::reference::core<float>(
-                           one, {sub(io.q, h), sub(io.k, h % p.kv_heads), sub(io.v, h % p.kv_heads), sub(io.out, h)});
-                   }
-               }),
-        mutant("mask one key short",
-               [](const problem& p, const attn::core_io<float>& io) {
-                   problem q = p;
-                   q.n_kv = p.n_kv - 1;
-                   attn::reference::core<float>(q, io);
-               }),
-    };
+    std::vector<attn::variant> mutants = wrong_kernels();
+    for (auto& v : mutants) attn::add_half_by_conversion(v);
     problem p = attn::gqa(64, 4, 2, 33);
     p.causal = true;
     // "scale 1% off" in core mode only: in a layer, rounding the projected Q and K to bf16 moves

@@ -150,8 +150,9 @@ attn::variant mutant(const std::string& name, std::function<void(const problem&,
 
 } // namespace
 
-TEST_CASE("the checker rejects wrong kernels", "[check][mutants]") {
-    const std::vector<attn::variant> mutants{
+/// The wrong kernels (fp32; test_halves.cpp serves them in bf16 and f16 by conversion).
+std::vector<attn::variant> wrong_kernels() {
+    return {
         mutant("scale 1% off",
                [](const problem& p, const attn::core_io<float>& io) {
                    problem q = p;
@@ -192,6 +193,10 @@ TEST_CASE("the checker rejects wrong kernels", "[check][mutants]") {
                    attn::reference::core<float>(q, io);
                }),
     };
+}
+
+TEST_CASE("the checker rejects wrong kernels", "[check][mutants]") {
+    const std::vector<attn::variant> mutants = wrong_kernels();
     problem p = attn::gqa(64, 4, 2, 33);
     p.causal = true;
     for (const auto& v : mutants) {

@@ -1,0 +1,156 @@
+// attn.count:bytes -- bytes: the key/value cache per token and type, a decode step's costs, the
+// minimum traffic and resident bytes of a run, the ceilings at t threads and the roofline.
+module;
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+export module attn.count:bytes;
+import attn.core;
+import :flops;
+
+export namespace attn {
+
+/// Key/value cache per token per layer: one key and one value vector per key/value head.
+inline std::uint64_t kv_cache_elements_per_token(const problem& p) { return 2 * std::uint64_t(p.kv_width()); }
+inline std::uint64_t kv_cache_bytes_per_token(const problem& p, std::uint64_t bytes_per_element) {
+    return kv_cache_elements_per_token(p) * bytes_per_element;
+}
+/// The same in a cache of type t (attn.core:kv): 2 G (d_head e_t + s_t) bytes, e_t the element's
+/// bytes (4 f32, 2 bf16 and f16, 1 int8) and s_t what each row stores beside it (int8: its
+/// 4-byte scale). MHA d_model 1024, H 16: 8192 bytes per token in f32, 2176 in int8.
+inline std::uint64_t kv_cache_bytes_per_token(const problem& p, kv_dtype t) {
+    return 2 * std::uint64_t(p.kv_heads) * (p.head_dim() * kv_element_bytes(t) + kv_row_extra_bytes(t));
+}
+
+/// The attention problem of one decode step with `context` tokens already cached: one query row
+/// per sequence, context + 1 keys, causal (bottom-right: the new token sees every key).
+inline problem decode_problem(const problem& layer, std::size_t context) {
+    problem p = layer;
+    p.n_q = 1;
+    p.n_kv = context + 1;
+    p.causal = true;
+    return p;
+}
+
+/// What one decode step costs, analytically, with `context` tokens cached before it.
+/// Byte convention: the cache rows the core must read -- every key and value of the L+1 tokens
+/// once per key/value head, 2 B G d_head (L+1) bytes_per_element -- as if the H/G query heads
+/// sharing a head read it once (our decode core does); the weights are counted separately.
+struct decode_costs {
+    std::uint64_t kv_read_bytes = 0;   ///< 2 B G d_head (L+1) x element bytes
+    std::uint64_t kv_write_bytes = 0;  ///< the appended token: 2 B G d_head x element bytes
+    std::uint64_t weight_bytes = 0;    ///< every parameter once (W_q, W_k, W_v, W_o, biases)
+    std::uint64_t matmul_flops = 0;    ///< 2 per multiply-add: the four projections of B tokens, QK^T and PV
+    std::uint64_t attention_flops = 0; ///< of which QK^T and PV: 4 B H d_head (L+1)
+    std::uint64_t full_flops = 0;      ///< every add, multiply, divide, exp and compare (attn.count's full count)
+};
+
+/// decode_cost with the cache's bytes per token (per sequence) and the weights' bytes per element.
+inline decode_costs decode_cost_from(const problem& layer, std::size_t context, std::uint64_t kv_per_token,
+                                     std::uint64_t weight_element_bytes) {
+    const problem step = decode_problem(layer, context);
+    problem one = step; // projections of the new token only: K and V of one row, not of L+1
+    one.n_kv = 1;
+    const flop_counts att = analytic_flops(step), proj = analytic_flops(one);
+    decode_costs c;
+    const std::uint64_t B = layer.batch;
+    c.kv_read_bytes = B * kv_per_token * (context + 1);
+    c.kv_write_bytes = B * kv_per_token;
+    c.weight_bytes = analytic_params(layer).total() * weight_element_bytes;
+    c.attention_flops = att.attention_matmul();
+    c.matmul_flops = c.attention_flops + proj.projection_matmul();
+    c.full_flops = att.attention_full() + proj.projection_full();
+    return c;
+}
+
+/// A step whose cache, weights and compute share one element type of `bytes_per_element`.
+inline decode_costs decode_cost(const problem& layer, std::size_t context, std::size_t bytes_per_element) {
+    return decode_cost_from(layer, context, kv_cache_bytes_per_token(layer, bytes_per_element), bytes_per_element);
+}
+
+/// A step over a cache of type t with fp32 weights and compute (the cache's type is a storage
+/// type only): the cache bytes are kv_cache_bytes_per_token(layer, t) per token, scales included.
+inline decode_costs decode_cost(const problem& layer, std::size_t context, kv_dtype t) {
+    return decode_cost_from(layer, context, kv_cache_bytes_per_token(layer, t), sizeof(float));
+}
+
+/// Bytes a kernel must at least move: every input read once and every output written once
+/// (core: Q, K, V in, O out; layer: x_q and x_kv in, the four weight matrices, y out).
+inline std::uint64_t min_bytes(const problem& p, bool layer, std::uint64_t bytes_per_element) {
+    const std::uint64_t B = p.batch, q = B * p.n_q * p.q_width(), kv = B * p.n_kv * p.kv_width();
+    if (!layer) return bytes_per_element * (2 * q + 2 * kv);
+    const std::uint64_t io = B * (p.n_q + p.n_kv) * p.d_model + B * p.n_q * p.d_model;
+    return bytes_per_element * (io + 2 * p.q_width() * p.d_model + 2 * p.kv_width() * p.d_model);
+}
+
+/// Bytes a layer run holds beside the kernel's scratch: the minimum traffic plus the projected
+/// Q, K, V and the concatenated heads (the layer workspace); the core holds its inputs only.
+inline std::uint64_t resident_bytes(const problem& p, bool layer, std::uint64_t bytes_per_element) {
+    const std::uint64_t B = p.batch;
+    const std::uint64_t ws = layer ? B * (2 * p.n_q * p.q_width() + 2 * p.n_kv * p.kv_width()) : 0;
+    return min_bytes(p, layer, bytes_per_element) + bytes_per_element * ws;
+}
+
+/// The compute ceiling at `threads` threads from the two measured (1 thread, all `all` threads):
+/// compute scales with the cores a run uses, so the all-thread figure is taken pro rata.
+inline double fma_ceiling_at(double one_thread, double all_threads, int all, int threads) {
+    if (threads <= 1 || all <= 1) return one_thread;
+    return all_threads * double(std::min(threads, all)) / double(all);
+}
+
+/// The bandwidth ceiling at `threads` threads: one thread's when it runs alone, the all-thread
+/// figure otherwise (a few cores already saturate the memory channels).
+inline double triad_ceiling_at(double one_thread, double all_threads, int threads) {
+    return threads <= 1 ? one_thread : all_threads;
+}
+
+/// The roofline's arithmetic side as a bandwidth: the bytes per second that `fma_gflops`
+/// FLOP/s can consume at `intensity` FLOP per byte (unbounded for 0).
+inline double arithmetic_roof_gbs(double fma_gflops, double intensity) {
+    return intensity > 0 ? fma_gflops / intensity : HUGE_VAL;
+}
+
+/// The roofline as a bandwidth: the GB/s a kernel of `intensity` FLOP per byte can reach,
+/// min(bandwidth ceiling, FMA ceiling / I).
+inline double roofline_gbs(double bandwidth_gbs, double fma_gflops, double intensity) {
+    return std::min(bandwidth_gbs, arithmetic_roof_gbs(fma_gflops, intensity));
+}
+
+/// The context length at which a decode cache of `layer` (its batch and key/value heads)
+/// grows past `bytes` -- e.g. the last-level cache: the smallest L whose 2 B G d_head (L+1)
+/// elements exceed it, floor(bytes / (2 B G d_head e)) (0 when even one token does).
+inline std::size_t decode_context_exceeding(const problem& layer, std::uint64_t bytes, std::size_t bytes_per_element) {
+    return std::size_t(bytes / (layer.batch * kv_cache_bytes_per_token(layer, bytes_per_element)));
+}
+inline std::size_t decode_context_exceeding(const problem& layer, std::uint64_t bytes, kv_dtype t) {
+    return std::size_t(bytes / (layer.batch * kv_cache_bytes_per_token(layer, t)));
+}
+
+/// How many times fewer cache bytes a decode step of `layer` reads than MHA's of the same
+/// d_model and heads (G = H): H / G.
+inline double decode_cache_ratio_to_mha(const problem& layer) {
+    problem mha_layer = layer;
+    mha_layer.kv_heads = layer.heads;
+    return double(decode_cost(mha_layer, 0, 1).kv_read_bytes) / double(decode_cost(layer, 0, 1).kv_read_bytes);
+}
+
+/// A decode step's attention-core FLOPs per cache byte: per key, QK^T and PV cost 4 d_head FLOPs
+/// for each of the H query heads, and the key and value of the G key/value heads are 2 G d_head
+/// elements: I = 4 H d_head / (2 G d_head e) = 2H / (G e), H/(2G) in fp32.
+inline double decode_intensity(const problem& p, std::uint64_t bytes_per_element) {
+    return 2.0 * double(p.heads) / (double(p.kv_heads) * double(bytes_per_element));
+}
+/// The same over a cache of type t: 4 H d_head FLOPs per token over kv_cache_bytes_per_token --
+/// H/G in bf16 and f16, 2H/G x d_head/(d_head + 4) in int8 (its scales are read too). With the
+/// FMA peak it gives the type's roofline, min(triad, peak / I): a narrower cache carries more
+/// arithmetic per byte, so its arithmetic roof is lower.
+inline double decode_intensity(const problem& p, kv_dtype t) {
+    return 4.0 * double(p.heads) * double(p.head_dim()) / double(kv_cache_bytes_per_token(p, t));
+}
+
+} // namespace attn
