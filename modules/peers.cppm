@@ -18,6 +18,9 @@ struct peer_provider {
     std::vector<std::string> modes; ///< the case modes it runs
     bool mha_only = false;          ///< only G = H (nn.MultiheadAttention has no grouped heads)
     std::string library, install;   ///< the Python module it needs; the command that installs it
+    /// The precisions whose output its runner has judged against the reference: fp32 only so far
+    /// (an unjudged peer is never timed).
+    std::vector<std::string> precisions{"f32"};
 };
 
 inline const std::vector<peer_provider>& peer_providers() {
@@ -50,9 +53,7 @@ inline std::vector<sweep_case> peer_cases(const std::vector<sweep_case>& cases,
         for (const auto& k : cases) {
             if (is_peer(k.variant) || std::find(p->modes.begin(), p->modes.end(), k.mode) == p->modes.end()) continue;
             if (p->mha_only && k.kv_heads != k.heads) continue;
-            // fp32 only: a peer's bf16/f16 output is not yet judged against the reference, and
-            // an unjudged peer is never timed
-            if (k.precision != "f32") continue;
+            if (std::find(p->precisions.begin(), p->precisions.end(), k.precision) == p->precisions.end()) continue;
             sweep_case c = k;
             c.variant = p->name;
             const auto id = c.id();
