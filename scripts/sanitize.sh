@@ -18,7 +18,13 @@ ASAN_SYMBOLIZER_PATH=${ASAN_SYMBOLIZER_PATH:-$(command -v llvm-symbolizer-19 || 
 export ASAN_SYMBOLIZER_PATH
 t0=$SECONDS
 status=0
-.venv/bin/ctest --preset asan -j2 || status=$?
+# Two tests stay with the release suite only, to keep CI inside its budget: the exhaustive
+# conversion sweeps (every bf16/f16 bit pattern and rounding midpoint, 1.2M assertions of pure
+# arithmetic on scalars: nothing there for ASan to find that the other precision tests miss) and
+# slurm.array (a real Slurm job array: its time is spent waiting on slurmctld, and the CLI paths
+# it drives are covered by slurm.shard_cli, which does run here).
+release_only='rounds to nearest even|every (bf16|f16) bit pattern|^slurm\.array$'
+.venv/bin/ctest --preset asan -j2 -E "$release_only" || status=$?
 t_test=$((SECONDS - t0))
 
 # The fuzzers run with the test preset's sanitizer options (see CMakePresets.json).
