@@ -5,7 +5,8 @@
 //  - :gemv     y = x W^T + b for a few rows;
 //  - :gemm     the packed, register-blocked SIMD GEMM and linear();
 //  - :tiled    the tiled streaming-softmax attention core on the GEMM;
-//  - :decode   the one-query-row core (a decode step over a key/value cache);
+//  - :decode   the one-query-row core (a decode step over a key/value cache), built from
+//    :decode_parts (lane-group reductions, widening, prefetch, the P V update);
 //  - :variant  tiled_variant: the core for a problem (decode or tiled) as an attn::variant.
 export module attn.kernels;
 
@@ -14,5 +15,6 @@ export import :softmax;
 export import :gemv;
 export import :gemm;
 export import :tiled;
+export import :decode_parts;
 export import :decode;
 export import :variant;

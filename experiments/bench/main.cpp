@@ -32,6 +32,7 @@ import attn.variants;
 import attn.kernels;
 import bench.decode;
 import bench.harness;
+import bench.reporters;
 
 namespace {
 
@@ -118,54 +119,6 @@ void run_case(benchmark::State& state, timed_case& c) {
     state.counters["bytes"] = Counter(bytes, Counter::kDefaults, Counter::kIs1024);
     state.counters["scratch_mib"] = Counter(scratch / 1048576.0);
 }
-
-/// % of the ceilings are derived columns: Google Benchmark computes rates after the run, so
-/// the reporters add them where both the rate and the case's ceiling are known.
-void add_derived(benchmark::BenchmarkReporter::Run& r) {
-    auto get = [&](const char* k) {
-        const auto it = r.counters.find(k);
-        return it == r.counters.end() ? 0.0 : it->second.value;
-    };
-    if (get("kv_gbs") > 0 && get("peak_gbs") > 0) {
-        r.counters["pct_triad"] = Counter(100.0 * get("kv_gbs") / get("peak_gbs"));
-        const double roof = attn::roofline_gbs(get("peak_gbs"), get("peak_gflops"), get("intensity"));
-        r.counters["roof_gbs"] = Counter(roof);
-        r.counters["pct_roof"] = Counter(100.0 * get("kv_gbs") / roof);
-        r.counters["arith_roof_gbs"] = Counter(attn::arithmetic_roof_gbs(get("peak_gflops"), get("intensity")));
-    }
-    if (get("gflops_matmul") > 0 && get("peak_gflops") > 0) // a rate is already per second here
-        r.counters["pct_peak"] = Counter(100.0 * get("gflops_matmul") / get("peak_gflops"));
-    for (auto it = r.counters.begin(); it != r.counters.end();) // JSON has no NaN (a constant's cv is 0/0)
-        it = std::isfinite(it->second.value) ? std::next(it) : r.counters.erase(it);
-}
-
-/// A reporter that adds the derived columns. The file reporter also holds every run back to
-/// the end, so that each decode core can be paired with the triad measured in the same run
-/// (bench::pair_triads); the console prints as the runs come.
-template <class Base>
-class with_derived : public Base {
-  public:
-    explicit with_derived(bool hold = false) : hold_(hold) {}
-    void ReportRuns(const std::vector<benchmark::BenchmarkReporter::Run>& runs) override {
-        auto copy = runs;
-        for (auto& r : copy) add_derived(r);
-        if (hold_)
-            held_.insert(held_.end(), copy.begin(), copy.end());
-        else
-            Base::ReportRuns(copy);
-    }
-    void Finalize() override {
-        if (hold_ && !held_.empty()) {
-            bench::pair_triads(held_);
-            Base::ReportRuns(held_);
-        }
-        Base::Finalize();
-    }
-
-  private:
-    bool hold_;
-    std::vector<benchmark::BenchmarkReporter::Run> held_;
-};
 
 /// The cases to run: --case and --cases when given, the flags' grid otherwise.
 std::vector<attn::sweep_case> cases_from(const std::vector<std::string>& given, const std::string& file,
@@ -392,8 +345,8 @@ int main(int argc, char** argv) {
             "the unrounded cache, "
             "arith_roof_gbs: peak_gflops / intensity; with the triad run alongside (triad-tT, counter triad_gbs): "
             "triad_alongside_gbs, pct_triad_alongside, roof_alongside_gbs, pct_roof_alongside");
-        with_derived<benchmark::ConsoleReporter> console;
-        with_derived<benchmark::JSONReporter> file(true), json_display(true);
+        bench::with_derived<benchmark::ConsoleReporter> console;
+        bench::with_derived<benchmark::JSONReporter> file(true), json_display(true);
         benchmark::BenchmarkReporter* display = &console;
         if (format == "json") display = &json_display;
         if (format == "csv") display = nullptr; // Google Benchmark's own CSV (without the derived columns)

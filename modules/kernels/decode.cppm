@@ -1,39 +1,25 @@
 // attn.kernels:decode -- the attention core for one query row per sequence (n_q = 1: a decode
-// step over a key/value cache). The tiled core would pack every key tile into GEMM panels for a
-// single row of scores, a transposed copy of the whole cache per query head; here the cache is
-// read in place and streamed once:
-//  - one work item is (sequence b, key/value head g, key chunk c). Its R = H/G query heads share
-//    g, so each K and V tile, read from memory once, serves all R heads from L1;
-//  - the R heads fill the lanes: a batch holds RB heads x C dims (RB * C = lanes, RB = R rounded
-//    up to a power of two, at most lanes), so a score costs d_head/C FMAs on full batches whether
-//    R is 1 (dot products, C = lanes), 4 (GQA) or 16 (MQA, C = 1): the step stays a matter of
-//    bandwidth, not of wasted lanes (decode_item has the details);
-//  - while a tile is computed, the rows decode_prefetch keys ahead are prefetched into L2, past
-//    the end of the item into the next chunk of the same head, so memory and arithmetic overlap
-//    instead of taking turns. Into L1 it is slower: the current and the next K and V tiles
-//    together exceed its 32 KiB;
-//  - items go to the threads in contiguous runs (OpenMP's guided schedule), so a thread's next
-//    item usually continues the keys it is streaming and the prefetch runs on across the chunk
-//    boundary;
-//  - keys are split into chunks (a function of n_kv only, never of the thread count), each chunk
-//    leaves (max m, sum l, unnormalised output acc) per head, and a final pass combines them in
-//    chunk order: out = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c. The split is what lets
-//    two threads share one head's stream (MQA at batch 1 has a single head), and because it does
-//    not depend on the thread count, any thread count gives the same bytes.
-//  - the cache may be stored narrower than fp32 (attn.core:kv: bf16, f16, int8 with a scale per
-//    row); memory carries the narrow bytes and everything after the load -- scores, softmax,
-//    P V, the combine -- is the fp32 core above, accumulating in fp32. With one query head per
-//    key/value head (MHA: C = lanes) the rows are read in place and widened in registers
-//    (isa::widen), int8's row scale multiplying the key's score and the value's weight: the
-//    widening adds an instruction or two per 8 elements and no traffic. With R > 1 heads per
-//    key/value head each tile of keys and values is widened to fp32 once (times the scale)
-//    into two thread-local tiles that serve all R heads from L1/L2.
-// Rounding: the combine rescales each chunk's partial output once more than a single pass would
-// (one multiply by exp(m_c - M) per chunk of >= 256 keys), well inside attn.check's budget of
-// 2u per key tile. Extra memory: per thread the rearranged queries (about R x d_head floats) and a
-// tile of scores, plus the partials, B x G x chunks x R x (d_head + 2) floats with chunks <= 16:
-// O(batch x d_model), whatever the context length. The buffers are thread_local and grow only,
-// so steady-state decode steps allocate nothing.
+// step over a key/value cache). The cache is read in place and streamed once; no GEMM panels.
+//  - Work item: (sequence b, key/value head g, key chunk c). Its R = H/G query heads share g, so
+//    each K and V tile, read from memory once, serves all R heads from L1.
+//  - Lanes: a batch holds RB heads x C dims (RB = R rounded up to a power of two, at most lanes;
+//    RB * C = lanes), so a score costs d_head/C FMAs whether R is 1 (dot products), 4 (GQA) or
+//    16 (MQA): no lane is idle and the step stays bandwidth-bound (decode_item).
+//  - Overlap: the rows decode_prefetch keys ahead are prefetched into L2 (not L1: the current and
+//    next K and V tiles together exceed it), across chunk boundaries; items go to threads in
+//    contiguous runs (guided schedule), so a thread's next item continues the keys it streams.
+//  - Determinism: keys are split into chunks that depend on n_kv only; each chunk leaves
+//    (max m, sum l, unnormalised acc) per head and a final pass combines them in chunk order,
+//    out = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c, so two threads can share one head
+//    (MQA at batch 1) and every thread count gives the same bytes.
+//  - Narrow caches (attn.core:kv: bf16, f16, int8 with a scale per row): memory carries the
+//    narrow bytes and all arithmetic after the load is fp32. MHA (C = lanes) widens rows in
+//    registers, int8's scale multiplying the key's score and the value's weight; R > 1 widens
+//    each tile once into thread-local fp32 tiles that serve all R heads.
+// Rounding: one extra rescale per chunk of >= 256 keys, well inside attn.check's 2u per key tile.
+// Extra memory: per thread the rearranged queries and one tile of scores, plus partials of
+// B x G x chunks x R x (d_head + 2) floats, chunks <= 16: O(batch x d_model) for any context;
+// the buffers are thread_local and grow only, so steady-state steps allocate nothing.
 // Measured: MQA, batch 8, L = 64k, 21 ms a step without the L2 prefetch, 14 ms with it.
 module;
 #include <algorithm>
@@ -48,6 +34,7 @@ export module attn.kernels:decode;
 import :isa;
 import :gemm;
 import :softmax;
+import :decode_parts;
 import attn.core;
 
 export namespace attn::kernels {
@@ -114,124 +101,6 @@ struct decode_buffers {
 inline decode_buffers& decode_local() {
     static thread_local decode_buffers b;
     return b;
-}
-
-/// Lane permutation i -> i ^ H, and the lanes with bit H set, as xsimd compile-time constants.
-template <std::size_t H>
-struct xor_lane {
-    static constexpr std::uint32_t get(std::size_t i, std::size_t) { return std::uint32_t(i ^ H); }
-};
-template <std::size_t H>
-struct lane_bit {
-    static constexpr bool get(std::size_t i, std::size_t) { return (i & H) != 0; }
-};
-
-template <std::size_t H>
-batch swap_lanes(batch x) {
-    return xsimd::swizzle(x, xsimd::make_batch_constant<xsimd::batch<std::uint32_t>, xor_lane<H>>());
-}
-
-/// Every lane of each group of C lanes gets the group's sum (max): log2(C) swaps.
-template <std::size_t C>
-batch group_sum(batch x) {
-    if constexpr (C > 1) x = group_sum<C / 2>(x + swap_lanes<C / 2>(x));
-    return x;
-}
-template <std::size_t C>
-batch group_max(batch x) {
-    if constexpr (C > 1) x = group_max<C / 2>(xsimd::max(x, swap_lanes<C / 2>(x)));
-    return x;
-}
-
-/// v[0..2H) hold per-key partial sums, lane r*2H + c of v[k] a part of key k's score for head r.
-/// Leaves in v[0] lane r*2H + k the sum over c of v[k]'s group r: a transpose-and-add within
-/// each group, log2(2H) rounds of (blend, blend, swap, add) -- LLVM folds each round into two
-/// shuffles and an add.
-template <std::size_t H>
-void transpose_sum(batch* v) {
-    if constexpr (H >= 1) {
-        constexpr auto hi = xsimd::make_batch_bool_constant<batch, lane_bit<H>>();
-        for (std::size_t k = 0; k < H; ++k)
-            v[k] = xsimd::select(hi, v[k + H], v[k]) + swap_lanes<H>(xsimd::select(hi, v[k], v[k + H]));
-        transpose_sum<H / 2>(v);
-    }
-}
-
-/// Asks for the cache lines of a row of `bytes` (the next tile's, while this one is computed).
-inline void prefetch_row(const void* p, std::size_t bytes) {
-    const char* c = static_cast<const char*>(p);
-    for (std::size_t off = 0; off < bytes; off += 64) isa::prefetch_l2(c + off);
-}
-
-/// Where the rows after a tile lie in the cache, for prefetching: row j at at + j * stride, each
-/// `bytes` long.
-struct next_rows {
-    const char* at = nullptr;
-    std::size_t stride = 0, bytes = 0, n = 0;
-    void fetch(std::size_t j) const {
-        if (j < n) prefetch_row(at + j * stride, bytes);
-    }
-};
-
-/// Rows [i0, i0 + n) of (b, g) widened to fp32 into dst (rows d apart), int8 times its row scale.
-template <class S>
-void widen_rows(float* dst, const kv_rows<S>& src, std::size_t b, std::size_t g, std::size_t i0, std::size_t n,
-                std::size_t d) {
-    for (std::size_t j = 0; j < n; ++j) {
-        const S* r = src.data.row(b, g, i0 + j);
-        float* o = dst + j * d;
-        std::size_t t = 0;
-        if constexpr (std::is_same_v<S, std::int8_t>) {
-            const float sc = *src.scale.row(b, g, i0 + j);
-            for (; t + lanes <= d; t += lanes) (isa::widen(r + t) * batch(sc)).store_unaligned(o + t);
-            for (; t < d; ++t) o[t] = float(r[t]) * sc;
-        } else {
-            for (; t + lanes <= d; t += lanes) isa::widen(r + t).store_unaligned(o + t);
-            for (; t < d; ++t) o[t] = float(r[t]);
-        }
-    }
-}
-
-/// out rows [0, RB) (each dp apart) = out * corr[r*C] + sum_{j<n} P[r, j] v_j, where P[r, j] is
-/// lane r*C + j%C of score group j/C: RV heads x DC batches of the output in registers per pass,
-/// so each V row loaded serves RV heads with one broadcast per head.
-/// The rows v are of type E (fp32, or the cache's own type when it is read in place) and for int8
-/// have a scale per row, vsc, folded into the row's weight.
-template <std::size_t C, std::size_t DC, class E>
-void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const E* v, std::size_t vs,
-               const float* vsc, std::size_t n, const next_rows& v_next) {
-    constexpr std::size_t RB = lanes / C, RV = std::min<std::size_t>(RB, DC <= 2 ? 8 : DC <= 4 ? 4 : 2);
-    constexpr std::size_t D = DC > 0 ? DC : 1;
-    for (std::size_t r0 = 0; r0 < RB; r0 += RV) {
-        batch a[RV][D];
-        for (std::size_t r = 0; r < RV; ++r) {
-            const batch cb(corr[(r0 + r) * C]);
-            for (std::size_t c = 0; c < DC; ++c) a[r][c] = batch::load_aligned(out + (r0 + r) * dp + c * lanes) * cb;
-        }
-        for (std::size_t j = 0; j < n; ++j) {
-            const E* vj = v + j * vs;
-            if (r0 == 0) v_next.fetch(j);
-            const float* pj = s + j / C * lanes + j % C + r0 * C;
-            batch vb[D];
-            for (std::size_t c = 0; c < DC; ++c) vb[c] = isa::widen(vj + c * lanes);
-            for (std::size_t r = 0; r < RV; ++r) {
-                const batch pr(vsc ? pj[r * C] * vsc[j] : pj[r * C]);
-                for (std::size_t c = 0; c < DC; ++c) a[r][c] = isa::fused(pr, vb[c], a[r][c]);
-            }
-        }
-        for (std::size_t r = 0; r < RV; ++r) {
-            float* o = out + (r0 + r) * dp;
-            for (std::size_t c = 0; c < DC; ++c) a[r][c].store_aligned(o + c * lanes);
-            for (std::size_t t = DC * lanes; t < d; ++t) { // the d % lanes tail (and d beyond 8 batches)
-                float x = o[t] * corr[(r0 + r) * C];
-                for (std::size_t j = 0; j < n; ++j) {
-                    const float pw = s[j / C * lanes + j % C + (r0 + r) * C];
-                    x += (vsc ? pw * vsc[j] : pw) * float(v[j * vs + t]);
-                }
-                o[t] = x;
-            }
-        }
-    }
 }
 
 /// One work item: keys [j0, j1) of key/value head g in sequence b, for its R query heads, with

@@ -1,0 +1,135 @@
+// attn.kernels:decode_parts -- the pieces the decode core (attn.kernels:decode) is built from:
+// reductions within groups of C lanes (one group per query head sharing a batch), the transpose
+// that turns C keys' partial dot products into one batch of scores, L2 prefetch of the rows after
+// a tile, widening a narrow cache's rows to fp32, and the P V update of a block of heads.
+module;
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <xsimd/xsimd.hpp>
+export module attn.kernels:decode_parts;
+import :isa;
+import attn.core;
+
+export namespace attn::kernels::detail {
+
+/// Lane permutation i -> i ^ H, and the lanes with bit H set, as xsimd compile-time constants.
+template <std::size_t H>
+struct xor_lane {
+    static constexpr std::uint32_t get(std::size_t i, std::size_t) { return std::uint32_t(i ^ H); }
+};
+template <std::size_t H>
+struct lane_bit {
+    static constexpr bool get(std::size_t i, std::size_t) { return (i & H) != 0; }
+};
+
+template <std::size_t H>
+batch swap_lanes(batch x) {
+    return xsimd::swizzle(x, xsimd::make_batch_constant<xsimd::batch<std::uint32_t>, xor_lane<H>>());
+}
+
+/// Every lane of each group of C lanes gets the group's sum (max): log2(C) swaps.
+template <std::size_t C>
+batch group_sum(batch x) {
+    if constexpr (C > 1) x = group_sum<C / 2>(x + swap_lanes<C / 2>(x));
+    return x;
+}
+template <std::size_t C>
+batch group_max(batch x) {
+    if constexpr (C > 1) x = group_max<C / 2>(xsimd::max(x, swap_lanes<C / 2>(x)));
+    return x;
+}
+
+/// v[0..2H) hold per-key partial sums, lane r*2H + c of v[k] a part of key k's score for head r.
+/// Leaves in v[0] lane r*2H + k the sum over c of v[k]'s group r: a transpose-and-add within
+/// each group, log2(2H) rounds of (blend, blend, swap, add) -- LLVM folds each round into two
+/// shuffles and an add.
+template <std::size_t H>
+void transpose_sum(batch* v) {
+    if constexpr (H >= 1) {
+        constexpr auto hi = xsimd::make_batch_bool_constant<batch, lane_bit<H>>();
+        for (std::size_t k = 0; k < H; ++k)
+            v[k] = xsimd::select(hi, v[k + H], v[k]) + swap_lanes<H>(xsimd::select(hi, v[k], v[k + H]));
+        transpose_sum<H / 2>(v);
+    }
+}
+
+/// Asks for the cache lines of a row of `bytes` (the next tile's, while this one is computed).
+inline void prefetch_row(const void* p, std::size_t bytes) {
+    const char* c = static_cast<const char*>(p);
+    for (std::size_t off = 0; off < bytes; off += 64) isa::prefetch_l2(c + off);
+}
+
+/// Where the rows after a tile lie in the cache, for prefetching: row j at at + j * stride, each
+/// `bytes` long.
+struct next_rows {
+    const char* at = nullptr;
+    std::size_t stride = 0, bytes = 0, n = 0;
+    void fetch(std::size_t j) const {
+        if (j < n) prefetch_row(at + j * stride, bytes);
+    }
+};
+
+/// Rows [i0, i0 + n) of (b, g) widened to fp32 into dst (rows d apart), int8 times its row scale.
+template <class S>
+void widen_rows(float* dst, const kv_rows<S>& src, std::size_t b, std::size_t g, std::size_t i0, std::size_t n,
+                std::size_t d) {
+    for (std::size_t j = 0; j < n; ++j) {
+        const S* r = src.data.row(b, g, i0 + j);
+        float* o = dst + j * d;
+        std::size_t t = 0;
+        if constexpr (std::is_same_v<S, std::int8_t>) {
+            const float sc = *src.scale.row(b, g, i0 + j);
+            for (; t + lanes <= d; t += lanes) (isa::widen(r + t) * batch(sc)).store_unaligned(o + t);
+            for (; t < d; ++t) o[t] = float(r[t]) * sc;
+        } else {
+            for (; t + lanes <= d; t += lanes) isa::widen(r + t).store_unaligned(o + t);
+            for (; t < d; ++t) o[t] = float(r[t]);
+        }
+    }
+}
+
+/// out rows [0, RB) (each dp apart) = out * corr[r*C] + sum_{j<n} P[r, j] v_j, where P[r, j] is
+/// lane r*C + j%C of score group j/C: RV heads x DC batches of the output in registers per pass,
+/// so each V row loaded serves RV heads with one broadcast per head.
+/// The rows v are of type E (fp32, or the cache's own type when it is read in place) and for int8
+/// have a scale per row, vsc, folded into the row's weight.
+template <std::size_t C, std::size_t DC, class E>
+void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const E* v, std::size_t vs,
+               const float* vsc, std::size_t n, const next_rows& v_next) {
+    constexpr std::size_t RB = lanes / C, RV = std::min<std::size_t>(RB, DC <= 2 ? 8 : DC <= 4 ? 4 : 2);
+    constexpr std::size_t D = DC > 0 ? DC : 1;
+    for (std::size_t r0 = 0; r0 < RB; r0 += RV) {
+        batch a[RV][D];
+        for (std::size_t r = 0; r < RV; ++r) {
+            const batch cb(corr[(r0 + r) * C]);
+            for (std::size_t c = 0; c < DC; ++c) a[r][c] = batch::load_aligned(out + (r0 + r) * dp + c * lanes) * cb;
+        }
+        for (std::size_t j = 0; j < n; ++j) {
+            const E* vj = v + j * vs;
+            if (r0 == 0) v_next.fetch(j);
+            const float* pj = s + j / C * lanes + j % C + r0 * C;
+            batch vb[D];
+            for (std::size_t c = 0; c < DC; ++c) vb[c] = isa::widen(vj + c * lanes);
+            for (std::size_t r = 0; r < RV; ++r) {
+                const batch pr(vsc ? pj[r * C] * vsc[j] : pj[r * C]);
+                for (std::size_t c = 0; c < DC; ++c) a[r][c] = isa::fused(pr, vb[c], a[r][c]);
+            }
+        }
+        for (std::size_t r = 0; r < RV; ++r) {
+            float* o = out + (r0 + r) * dp;
+            for (std::size_t c = 0; c < DC; ++c) a[r][c].store_aligned(o + c * lanes);
+            for (std::size_t t = DC * lanes; t < d; ++t) { // the d % lanes tail (and d beyond 8 batches)
+                float x = o[t] * corr[(r0 + r) * C];
+                for (std::size_t j = 0; j < n; ++j) {
+                    const float pw = s[j / C * lanes + j % C + (r0 + r) * C];
+                    x += (vsc ? pw * vsc[j] : pw) * float(v[j * vs + t]);
+                }
+                o[t] = x;
+            }
+        }
+    }
+}
+
+} // namespace attn::kernels::detail
