@@ -23,7 +23,8 @@ inline void add_derived(benchmark::BenchmarkReporter::Run& r) {
         const double roof = attn::roofline_gbs(get("peak_gbs"), get("peak_gflops"), get("intensity"));
         r.counters["roof_gbs"] = benchmark::Counter(roof);
         r.counters["pct_roof"] = benchmark::Counter(100.0 * get("kv_gbs") / roof);
-        r.counters["arith_roof_gbs"] = benchmark::Counter(attn::arithmetic_roof_gbs(get("peak_gflops"), get("intensity")));
+        r.counters["arith_roof_gbs"] =
+            benchmark::Counter(attn::arithmetic_roof_gbs(get("peak_gflops"), get("intensity")));
     }
     if (get("gflops_matmul") > 0 && get("peak_gflops") > 0) // a rate is already per second here
         r.counters["pct_peak"] = benchmark::Counter(100.0 * get("gflops_matmul") / get("peak_gflops"));
