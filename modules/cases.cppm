@@ -170,11 +170,48 @@ inline std::vector<std::string> select_variants(const std::string& selector) {
     return out;
 }
 
+/// The most cases one expand() builds: a sweep is a list held in memory, and past this it is a
+/// list nobody can run (100,000 cases at the minimum of 3 repetitions x 0.1 s is over 8 hours of
+/// timing alone).
+inline constexpr std::size_t max_cases = 100000;
+
+/// An upper bound on the cases of `grids`: the product of each grid's list lengths, summed over
+/// the grids (duplicates and refused combinations are not removed), in saturating arithmetic
+/// (SIZE_MAX when it overflows), computed before anything is built.
+inline std::size_t case_bound(const std::vector<grid>& grids) {
+    constexpr std::size_t top = std::numeric_limits<std::size_t>::max();
+    auto mul = [](std::size_t a, std::size_t b) { return b && a > top / b ? top : a * b; };
+    std::size_t total = 0;
+    for (const auto& g : grids) {
+        std::vector<std::string> names;
+        for (const auto& s : g.variants)
+            for (const auto& n : select_variants(s))
+                if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+        std::size_t per_mode = 0;
+        for (const auto& m : g.modes) {
+            const std::size_t lengths = m == "decode" ? g.context.size() : mul(g.seq.size(), g.causal.size());
+            per_mode = per_mode > top - lengths ? top : per_mode + lengths;
+        }
+        std::size_t n = mul(names.size(), per_mode);
+        for (std::size_t k : {g.precisions.size(), g.d_model.size(), g.heads.size(), g.kv_heads.size(), g.batch.size(),
+                              g.threads.size()})
+            n = mul(n, k);
+        total = total > top - n ? top : total + n;
+    }
+    return total;
+}
+
 /// Every case of the grids, grid by grid, without duplicates (a case asked for by two grids is
 /// run once and lists both). Variants that are not threaded run at 1 thread whatever a grid
 /// asks; combinations the problem refuses (heads not dividing d_model, ...) throw, or, given
 /// `skipped`, are left out with the first refusal's reason stored there.
 inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_threads, std::string* skipped = nullptr) {
+    const std::size_t bound = case_bound(grids);
+    require(bound <= max_cases, "the grids ask for " +
+                                    (bound == std::numeric_limits<std::size_t>::max() ? std::string("more than 2^64")
+                                                                                      : std::to_string(bound)) +
+                                    " cases (the product of their lists' lengths), more than the " +
+                                    std::to_string(max_cases) + " one run may hold: split the sweep into smaller ones");
     std::vector<sweep_case> out;
     std::map<std::string, std::size_t> index;
     for (const auto& g : grids) {

@@ -47,7 +47,9 @@ class reader {
   public:
     explicit reader(std::string source) : source_(std::move(source)) {}
 
+    /// Line 0 is a key the file does not give: its built-in default is named as such, not as a line.
     [[noreturn]] void fail(std::size_t line, const std::string& key, const std::string& what) const {
+        if (!line) throw error(source_ + ": key '" + key + "' (not in the file: its built-in default) " + what);
         throw error(source_ + ":" + std::to_string(line) + ": key '" + key + "' " + what);
     }
     [[noreturn]] void fail(const toml::node& n, const std::string& key, const std::string& what) const {
@@ -101,10 +103,13 @@ class reader {
             out.push_back(std::size_t(integer(n, key, min)));
         else if (const auto* a = n.as_array()) {
             if (a->empty()) fail(n, key, "must not be an empty array");
+            std::set<std::size_t> seen;
             for (const auto& e : *a) {
                 if (!e.is_integer())
                     fail(e, key, std::string("must be an array of integers, but holds ") + type_name(e));
-                out.push_back(std::size_t(integer(e, key, min)));
+                const auto v = std::size_t(integer(e, key, min));
+                if (!seen.insert(v).second) fail(e, key, "holds " + std::to_string(v) + " twice");
+                out.push_back(v);
             }
         } else
             fail(n, key, std::string("must be an integer or an array of integers, not ") + type_name(n));
@@ -348,6 +353,13 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source,
         grids.push_back(defaults);
     }
     for (const auto& lg : grids) {
+        // before the pairwise checks below, which loop over the grid's lists
+        if (const std::size_t n = case_bound({lg.g}); n > max_cases)
+            throw error(
+                source + ": grid '" + lg.g.name + "' asks for " +
+                (n == std::numeric_limits<std::size_t>::max() ? std::string("more than 2^64") : std::to_string(n)) +
+                " cases (the product of its lists' lengths), more than the " + std::to_string(max_cases) +
+                " one run may hold: split it");
         check_combinations(r, lg, " (grid '" + lg.g.name + "')");
         s.grids.push_back(lg.g);
     }

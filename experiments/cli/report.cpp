@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <set>
 #include <sstream>
@@ -217,16 +218,27 @@ int render(const fs::path& dir) {
 
 struct report_args {
     std::string preset, sweep, out, bench, shard;
-    bool resume = false;
+    bool resume = false, yes = false;
     std::uint64_t stop_after = 0;
 };
 
 sweep_spec load_spec(const report_args& a) {
     require(a.preset.empty() || a.sweep.empty(), "--preset and --sweep are exclusive: give one");
     if (!a.sweep.empty()) {
+        // a directory opens as an empty stream and an empty file parses as the defaults: either
+        // would start the default run under a name the user did not mean
+        std::error_code ec;
+        require(fs::is_regular_file(a.sweep, ec), a.sweep + ": not a sweep file (" +
+                                                      (fs::is_directory(a.sweep, ec) ? "a directory"
+                                                       : fs::exists(a.sweep, ec)     ? "not a regular file"
+                                                                                     : "no such file") +
+                                                      ")");
         std::ifstream f(a.sweep);
         require(bool(f), a.sweep + ": cannot read the sweep file");
-        return parse_sweep(read_text(a.sweep), a.sweep, stage_names());
+        const std::string text = read_text(a.sweep);
+        require(text.find_first_not_of(" \t\r\n") != std::string::npos,
+                a.sweep + ": the sweep file is empty (the embedded presets are --preset quick and --preset full)");
+        return parse_sweep(text, a.sweep, stage_names());
     }
     const std::string name = a.preset.empty() ? "quick" : a.preset;
     for (const auto& [n, text] : sweep_presets())
@@ -234,6 +246,28 @@ sweep_spec load_spec(const report_args& a) {
     std::string known;
     for (const auto& p : sweep_presets()) known += (known.empty() ? "" : ", ") + p.first;
     throw error("unknown preset '" + name + "' (known: " + known + ")");
+}
+
+/// Sweeps above this many performance cases start only with --yes (expand refuses more than
+/// attn::max_cases regardless).
+constexpr std::size_t confirm_cases = 10000;
+
+/// Refuses a sweep too large to start unasked: one line with its case count and the least time
+/// its timing alone takes (repetitions x min_time per case).
+void confirm_size(const sweep_spec& spec, int threads, bool yes) {
+    const std::size_t bound = case_bound(spec.grids);
+    require(bound <= max_cases,
+            spec.source + ": the grids ask for " +
+                (bound == std::numeric_limits<std::size_t>::max() ? std::string("more than 2^64") : grouped(bound)) +
+                " cases (the product of their lists' lengths), more than the " + grouped(max_cases) +
+                " one run may hold: split the sweep");
+    const std::size_t n = expand(spec.grids, threads).size();
+    const double seconds = double(n) * spec.repetitions * spec.min_time;
+    require(yes || n <= confirm_cases || std::find(spec.stages.begin(), spec.stages.end(), "perf") == spec.stages.end(),
+            spec.source + ": " + grouped(n) + " performance cases, at least " + clock_text(seconds) +
+                " (h:mm:ss) of timing alone (" + std::to_string(spec.repetitions) + " repetitions x " +
+                format_number(spec.min_time, 3) + " s each); more than " + grouped(confirm_cases) +
+                ": pass --yes to start it");
 }
 
 void report(const report_args& a, const std::vector<std::string>& command) {
@@ -259,6 +293,7 @@ void report(const report_args& a, const std::vector<std::string>& command) {
                                                           ", the one this run started with");
     } else {
         c.spec = load_spec(a);
+        confirm_size(c.spec, c.threads, a.yes);
         c.dir =
             a.out.empty() ? fs::path("results") / (c.spec.name + "-" + utc_stamp("%Y%m%d-%H%M%S")) : fs::path(a.out);
         lock_run_dir(c.dir.string()); // one run per folder, before anything in it is read or written
@@ -348,6 +383,7 @@ void add_report(CLI::App& app) {
         ->option_text("DIR")
         ->check(output_dir());
     cmd->add_flag("--resume", a->resume, "finish the run in --out DIR: skip the stages and cases done");
+    cmd->add_flag("--yes", a->yes, "start a sweep of more than 10,000 performance cases");
     cmd->add_option("--shard", a->shard, "run only shard I of N of the sweep's cases (attnbench merge joins them)")
         ->option_text("I/N");
     cmd->add_option("--bench", a->bench, "the harness to run (default: attnbench-bench next to this binary)")

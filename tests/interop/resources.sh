@@ -37,4 +37,16 @@ refused 2 "threads.toml:3: key 'threads' must be <= [0-9]+ \(got 5000" "$ab" rep
 for m in 0 nan inf -5 1e300; do
     refused 2 "--max-memory $m is not a size" "$bench" --max-memory "$m" --benchmark_list_tests=true
 done
+# sweep size: counted from the grids' list lengths before anything is built; 10^9 cases ran out of
+# memory building the list, 12,000 started without a word
+printf '[perf]\nvariants = "naive"\nd_model = [64, 128]\nseq = [%s]\n' "$(seq -s, 1 6000)" >big.toml
+refused 2 "big.toml: 12,000 performance cases, at least 1:00:00 .* pass --yes to start it" \
+    "$ab" report --sweep big.toml --out r2
+[ ! -e r2 ] || fail "a refused sweep left its run folder"
+printf '[perf]\nseq = [%s]\nbatch = [%s]\nd_model = [%s]\n' "$(seq -s, 1 1000)" "$(seq -s, 1 1000)" \
+    "$(seq -s, 8 8 8000)" >huge.toml
+refused 2 "huge.toml: grid 'perf' asks for 5000000000 cases .* more than the 100000" \
+    "$ab" report --sweep huge.toml --out r3 --yes
+refused 2 "the grids ask for 2000000 cases" "$bench" --seq "$(seq -s, 1 500)" --batch "$(seq -s, 1 100)" \
+    --d-model 64,128,256,512 --benchmark_list_tests=true
 echo "resources ok"
