@@ -120,7 +120,7 @@ void add_run(CLI::App& app) {
                     "products and softmax in fp32 for bf16/f16; output .npy float64 for f64, else float32)")
         ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}))
         ->capture_default_str();
-    cmd->add_option("--threads", a->threads, "threads for threaded variants")->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--threads", a->threads, "threads for threaded variants")->check(threads_in());
     cmd->add_option("--out", a->out, "output .npy")->required()->check(output_file());
     cmd->callback([a] { run(*a); });
 }
