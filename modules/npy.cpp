@@ -203,9 +203,9 @@ array load(const std::string& path) {
     } catch (const error& e) {
         throw error(path + ": not a valid .npy file (" + e.what() + ")");
     }
-    require(h.descr == "<f4" || h.descr == "<f8",
-            path + ": dtype '" + h.descr + "' is not float32 ('<f4') or float64 ('<f8')");
-    const std::size_t word = h.descr == "<f4" ? 4 : 8;
+    require(h.descr == "<f2" || h.descr == "<f4" || h.descr == "<f8",
+            path + ": dtype '" + h.descr + "' is not float16 ('<f2'), float32 ('<f4') or float64 ('<f8')");
+    const std::size_t word = h.descr == "<f2" ? 2 : h.descr == "<f4" ? 4 : 8;
     std::size_t n = 1, bytes = 0;
     for (std::size_t d : h.shape)
         require(!__builtin_mul_overflow(n, d, &n),
@@ -221,8 +221,10 @@ array load(const std::string& path) {
     require(bool(in), path + ": read failed");
     array a;
     a.shape = h.shape;
-    a.type = word == 4 ? dtype::f32 : dtype::f64;
-    a.values = word == 4 ? to_row_major<float>(raw, h.shape, h.fortran) : to_row_major<double>(raw, h.shape, h.fortran);
+    a.type = word == 2 ? dtype::f16 : word == 4 ? dtype::f32 : dtype::f64;
+    a.values = word == 2   ? to_row_major<f16>(raw, h.shape, h.fortran)
+               : word == 4 ? to_row_major<float>(raw, h.shape, h.fortran)
+                           : to_row_major<double>(raw, h.shape, h.fortran);
     return a;
 }
 

@@ -10,7 +10,7 @@ export import attn.core;
 
 export namespace attn::npy {
 
-enum class dtype { f32, f64 };
+enum class dtype { f16, f32, f64 };
 
 /// A loaded array, row-major, widened to double (the file's dtype is kept in `type`).
 struct array {
@@ -19,7 +19,8 @@ struct array {
     std::vector<double> values;
 };
 
-/// Reads a little-endian float32 or float64 .npy (C or Fortran order).
+/// Reads a little-endian float16, float32 or float64 .npy (C or Fortran order); every value is
+/// widened to double exactly.
 array load(const std::string& path);
 
 /// Writes atomically (a temporary file renamed into place), row-major.

@@ -18,4 +18,8 @@ void register_variant(variant v);
 /// The variant called `name`; throws attn::error listing the known names if there is none.
 const variant& find_variant(std::string_view name);
 
+/// Throws attn::error "variant 'V' does not run in P on this CPU (MODEL)" when v has no kernels
+/// for precision p here.
+void require_precision(const variant& v, precision p);
+
 } // namespace attn

@@ -60,6 +60,19 @@ TEST_CASE(".npy round trip in float32 and float64", "[npy]") {
     CHECK(b.values == d);
 }
 
+TEST_CASE("a float16 .npy is read and widened exactly", "[npy]") {
+    // binary16 words, decoded by hand: sign | 5-bit exponent (bias 15) | 10-bit fraction
+    const unsigned short words[] = {0x3C00,  // 1.0
+                                    0xC000,  // -2.0
+                                    0x3555,  // 2^-2 * (1 + 0x155/1024) = 0.333251953125
+                                    0x0001,  // the smallest subnormal, 2^-24
+                                    0x7BFF}; // the largest finite, 65504
+    write_raw(scratch("h.npy"), "<f2", "(5,)", std::string(reinterpret_cast<const char*>(words), sizeof words));
+    const auto a = attn::npy::load(scratch("h.npy").string());
+    CHECK(a.type == attn::npy::dtype::f16);
+    CHECK(a.values == std::vector<double>{1.0, -2.0, 0.333251953125, 0x1.0p-24, 65504.0});
+}
+
 TEST_CASE("a Fortran-ordered file is read in row-major order", "[npy]") {
     // the 2x3 matrix [[1,2,3],[4,5,6]] stored column by column
     const std::vector<double> col_major{1, 4, 2, 5, 3, 6};
@@ -79,7 +92,8 @@ TEST_CASE("bad .npy files are one-line errors naming the file", "[npy][errors]")
 
     const auto ints = scratch("int.npy");
     write_raw(ints, "<i8", "(2,)", std::string(16, '\0'));
-    CHECK(load_error(ints.string()) == ints.string() + ": dtype '<i8' is not float32 ('<f4') or float64 ('<f8')");
+    CHECK(load_error(ints.string()) ==
+          ints.string() + ": dtype '<i8' is not float16 ('<f2'), float32 ('<f4') or float64 ('<f8')");
 
     const auto truncated = scratch("truncated.npy");
     write_raw(truncated, "<f4", "(4, 4)", std::string(20, '\0'));

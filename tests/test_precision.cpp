@@ -161,6 +161,23 @@ TEST_CASE("precision: float -> f16 rounds to nearest even (ties, subnormals, ove
     CHECK(bits_of(attn::f16(std::ldexp(3.0f, -25))) == 0x0002); // 1.5 x 2^-24, a tie: even 2 x 2^-24
 }
 
+TEST_CASE("precision: double -> bf16/f16 rounds once (never twice through float)", "[precision]") {
+    // Hand-computed: bf16 keeps 8 significant bits, so between 1 and 1 + 2^-7 the midpoint is
+    // 1 + 2^-8; f16 keeps 11, midpoint 1 + 2^-11. A value just above the midpoint rounds up; through
+    // float it would first become the midpoint (float keeps 24 bits, 2^-40 is lost) and then go to
+    // the even neighbour 1.
+    const double above_bf16 = 1.0 + 0x1.0p-8 + 0x1.0p-40, above_f16 = 1.0 + 0x1.0p-11 + 0x1.0p-40;
+    CHECK(float(attn::round_to<attn::bf16>(above_bf16)) == 1.0f + 0x1.0p-7f);
+    CHECK(float(attn::round_to<attn::f16>(above_f16)) == 1.0f + 0x1.0p-10f);
+    CHECK(float(attn::bf16(float(above_bf16))) == 1.0f); // the double rounding round_to avoids
+    CHECK(float(attn::f16(float(above_f16))) == 1.0f);
+    // exact ties still go to even: 1 + 2^-8 -> 1, 1 + 3 * 2^-8 -> 1 + 2^-6 (odd 1 + 2^-7 below)
+    CHECK(float(attn::round_to<attn::bf16>(1.0 + 0x1.0p-8)) == 1.0f);
+    CHECK(float(attn::round_to<attn::bf16>(1.0 + 3 * 0x1.0p-8)) == 1.0f + 0x1.0p-6f);
+    CHECK(float(attn::round_to<attn::f16>(1.0 + 0x1.0p-11)) == 1.0f);
+    CHECK(float(attn::round_to<attn::f16>(65520.0)) == std::numeric_limits<float>::infinity()); // f16's overflow tie
+}
+
 TEST_CASE("precision: names, parsing, bytes and unit roundoff", "[precision]") {
     using attn::precision;
     for (const precision p : attn::all_precisions) CHECK(attn::parse_precision(attn::precision_name(p)) == p);

@@ -224,3 +224,20 @@ TEST_CASE("non-finite inputs are an error naming the input", "[errors]") {
         CHECK(std::string(e.what()) == "x.npy holds a non-finite value (nan) at flat index 1");
     }
 }
+
+TEST_CASE("a precision a variant cannot run is one error naming both", "[variants][precision][errors]") {
+    attn::variant fp32_only;
+    fp32_only.name = "fp32-only";
+    fp32_only.f32 = attn::find_variant("naive").f32; // no bf16, f16 or f64 kernels
+    std::string message;
+    try {
+        attn::require_precision(fp32_only, attn::precision::bf16);
+    } catch (const attn::error& e) {
+        message = e.what();
+    }
+    CHECK(message.rfind("variant 'fp32-only' does not run in bf16 on this CPU (", 0) == 0);
+    CHECK_NOTHROW(attn::require_precision(fp32_only, attn::precision::f32));
+    for (const auto& v : attn::registry()) // every registered variant serves the storage types
+        for (const auto p : {attn::precision::f32, attn::precision::bf16, attn::precision::f16})
+            CHECK_NOTHROW(attn::require_precision(v, p));
+}

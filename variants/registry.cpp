@@ -6,6 +6,7 @@ module;
 #include <utility>
 #include <vector>
 module attn.variants;
+import attn.results;
 
 #define ATTN_VARIANTS(X) X(naive) X(blocked) X(simd) X(blas) X(parallel)
 
@@ -40,6 +41,11 @@ const variant& find_variant(std::string_view name) {
         known += (known.empty() ? "" : ", ") + v.name;
     }
     throw error("unknown variant '" + std::string(name) + "' (known: " + known + ")");
+}
+
+void require_precision(const variant& v, precision p) {
+    require(v.supports(p), "variant '" + v.name + "' does not run in " + std::string(precision_name(p)) +
+                               " on this CPU (" + machine().cpu_model + ")");
 }
 
 } // namespace attn

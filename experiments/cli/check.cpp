@@ -86,8 +86,7 @@ void check_all(const check_args& a) {
     };
     for (const variant* v : vars) // a precision a variant cannot run is an error naming both
         for (const precision p : all_precisions)
-            if (wants(p) && p != precision::f64 && !v->supports(p))
-                throw error("variant '" + v->name + "' does not run in " + std::string(precision_name(p)));
+            if (wants(p) && p != precision::f64) require_precision(*v, p);
 
     std::vector<row> rows;
     for (const auto& gc : grid) {

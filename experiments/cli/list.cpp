@@ -1,5 +1,6 @@
 // attnbench list: the registered variants, one line each.
 #include <cstdio>
+#include <string>
 #include "commands.hpp"
 import attn.variants;
 
@@ -8,10 +9,13 @@ namespace attn::cli {
 void add_list(CLI::App& app) {
     auto* cmd = app.add_subcommand("list", "list the registered implementations");
     cmd->callback([] {
-        std::printf("%-10s %-9s %-8s %s\n", "variant", "precision", "threads", "description");
+        std::printf("%-10s %-16s %-8s %s\n", "variant", "precisions", "threads", "description");
         for (const auto& v : registry()) {
-            const char* prec = v.supports<double>() ? "f32 f64" : "f32";
-            std::printf("%-10s %-9s %-8s %s\n", v.name.c_str(), prec, v.threaded ? "yes" : "1", v.description.c_str());
+            std::string prec;
+            for (const precision p : all_precisions)
+                if (v.supports(p)) prec += (prec.empty() ? "" : " ") + std::string(precision_name(p));
+            std::printf("%-10s %-16s %-8s %s\n", v.name.c_str(), prec.c_str(), v.threaded ? "yes" : "1",
+                        v.description.c_str());
         }
     });
 }

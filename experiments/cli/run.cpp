@@ -1,6 +1,12 @@
 // attnbench run: one layer on NumPy inputs with PyTorch-named weights, written back as .npy.
+// The inputs and weights (float16, float32 or float64 files, read exactly) are rounded once to the
+// run's storage type, to nearest even (attn::round_to: double -> T directly, never through float).
+// So a float16 file runs in f16 as it is, and in bf16 each value is rounded from its exact f16
+// value (bf16 keeps 8 significant bits to f16's 11, and f16's range lies inside bf16's).
 #include <cstdio>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 #include "commands.hpp"
 import attn.variants;
@@ -16,23 +22,40 @@ struct run_args {
     int threads = 1;
 };
 
+/// The file's values (already exact doubles) rounded once to T, to nearest even.
 template <class T>
 std::vector<T> narrow(const std::vector<double>& v) {
-    return {v.begin(), v.end()};
+    std::vector<T> out(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) out[i] = round_to<T>(v[i]);
+    return out;
 }
 
+/// Runs the layer in storage type T. The output file is float64 for f64, float32 otherwise: a
+/// bf16/f16 result is widened to float32 exactly, so its values are bf16/f16 numbers.
 template <class T>
 void run_as(const variant& var, const problem& p, const weights<double>& w, const npy::array& x, const npy::array& xkv,
             const run_args& a) {
-    require(var.supports<T>(), "variant '" + var.name + "' does not run in " + a.precision);
-    const auto wt = w.cast<T>();
+    require_precision(var, precision_of<T>);
+    weights<T> wt;
+    for (auto [from, to] : {std::pair{&w.wq, &wt.wq},
+                            {&w.wk, &wt.wk},
+                            {&w.wv, &wt.wv},
+                            {&w.wo, &wt.wo},
+                            {&w.bq, &wt.bq},
+                            {&w.bk, &wt.bk},
+                            {&w.bv, &wt.bv},
+                            {&w.bo, &wt.bo}})
+        *to = narrow<T>(*from);
     const auto xq = narrow<T>(x.values), xk = narrow<T>(xkv.values);
     std::vector<T> y(p.batch * p.n_q * p.d_model);
     layer_workspace<T> ws;
     run_options opt;
     opt.threads = a.threads;
     run_layer<T>(var, p, wt, xq.data(), xk.data(), y.data(), opt, ws);
-    npy::save(a.out, x.shape, y.data());
+    if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>)
+        npy::save(a.out, x.shape, y.data());
+    else
+        npy::save(a.out, x.shape, std::vector<float>(y.begin(), y.end()).data());
 }
 
 void run(const run_args& a) {
@@ -60,10 +83,20 @@ void run(const run_args& a) {
     p.validate();
     require_finite(x.values, a.input);
     require_finite(xkv.values, a.kv_input.empty() ? a.input : a.kv_input);
-    if (a.precision == "f64")
+    switch (parse_precision(a.precision)) {
+    case precision::f64:
         run_as<double>(var, p, w, x, xkv, a);
-    else
+        break;
+    case precision::f32:
         run_as<float>(var, p, w, x, xkv, a);
+        break;
+    case precision::bf16:
+        run_as<bf16>(var, p, w, x, xkv, a);
+        break;
+    case precision::f16:
+        run_as<f16>(var, p, w, x, xkv, a);
+        break;
+    }
     std::printf("wrote %s: %s output of %s, variant %s, %s\n", a.out.c_str(), npy::shape_string(x.shape).c_str(),
                 p.describe().c_str(), var.name.c_str(), a.precision.c_str());
 }
@@ -76,13 +109,16 @@ void add_run(CLI::App& app) {
     cmd->add_option("--variant", a->variant, "implementation (see `attnbench list`)")->capture_default_str();
     cmd->add_option("--weights", a->weights_dir, "directory of nn.MultiheadAttention state_dict .npy files")
         ->required();
-    cmd->add_option("--input", a->input, "query input, [B, N, d_model] or [N, d_model], float32/float64")->required();
+    cmd->add_option("--input", a->input, "query input, [B, N, d_model] or [N, d_model], float16/float32/float64")
+        ->required();
     cmd->add_option("--kv-input", a->kv_input, "key/value input for cross-attention (default: --input)");
     cmd->add_option("--heads", a->heads, "query heads H")->required()->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--kv-heads", a->kv_heads, "key/value heads G (default H)")->check(CLI::Range(1, 1 << 20));
     cmd->add_flag("--causal", a->causal, "bottom-right aligned causal mask");
-    cmd->add_option("--precision", a->precision, "f32 or f64")
-        ->check(CLI::IsMember({"f32", "f64"}))
+    cmd->add_option("--precision", a->precision,
+                    "storage type: f64, f32, bf16 or f16 (inputs and weights rounded to it, to nearest even; "
+                    "products and softmax in fp32 for bf16/f16; output .npy float64 for f64, else float32)")
+        ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}))
         ->capture_default_str();
     cmd->add_option("--threads", a->threads, "threads for threaded variants")->check(threads_in());
     cmd->add_option("--out", a->out, "output .npy")->required()->check(output_file());

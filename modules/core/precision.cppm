@@ -83,6 +83,15 @@ inline constexpr precision precision_of = std::is_same_v<T, double>  ? precision
                                           : std::is_same_v<T, bf16>  ? precision::bf16
                                                                      : precision::f16;
 
+/// x rounded once to T, to nearest with ties to even: a direct double -> T conversion (compiler-rt's
+/// __truncdfbf2 and __truncdfhf2 for the 16-bit formats). Never through float, which rounds twice:
+/// 1 + 2^-8 + 2^-40 is nearer 1 + 2^-7 than 1 in bf16, but float rounds it to the tie 1 + 2^-8 first,
+/// and the tie then goes to the even 1.
+template <class T>
+inline T round_to(double x) {
+    return static_cast<T>(x);
+}
+
 /// True for the 16-bit storage formats, whose arithmetic is done in fp32.
 template <class T>
 inline constexpr bool is_half = std::is_same_v<T, bf16> || std::is_same_v<T, f16>;
