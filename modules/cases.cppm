@@ -134,6 +134,7 @@ void from_json(const Json& j, sweep_case& c) {
     get("context", c.context, c.mode == "decode");
     get("batch", c.batch, false);
     get("threads", c.threads, false);
+    check_threads(c.threads, "the case's threads");
     get("causal", c.causal, false);
     get("bias", c.bias, false);
     get("magnitude", c.magnitude, false);

@@ -224,9 +224,14 @@ void read_grid_keys(const reader& r, const toml::table& t, located_grid& lg) {
             g.kv_seq = r.sizes(v, key, 0);
         else if (key == "batch")
             g.batch = r.sizes(v, key, 1);
-        else if (key == "threads")
+        else if (key == "threads") {
             g.threads = r.sizes(v, key, 0);
-        else if (key == "context")
+            for (auto t : g.threads)
+                if (t > thread_limit())
+                    r.fail(v, key,
+                           "must be <= " + std::to_string(thread_limit()) + " (got " + std::to_string(t) +
+                               "; 0 means every CPU, the cap is max(1024, 4 x the logical CPUs))");
+        } else if (key == "context")
             g.context = r.sizes(v, key, 0);
         else if (key == "causal")
             g.causal = r.booleans(v, key);

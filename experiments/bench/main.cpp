@@ -22,6 +22,7 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include <omp.h>
 #include <benchmark/benchmark.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -260,6 +261,13 @@ int main(int argc, char** argv) {
     }
     try {
         g.causal.assign(causal.begin(), causal.end());
+        attn::check_threads(std::size_t(omp_get_max_threads()), "OMP_NUM_THREADS");
+        for (auto t : g.threads) attn::check_threads(t, "--threads", true);
+        // given, it is a positive finite size: 0, NaN or a negative never silently means the default
+        attn::require(!app.count("--max-memory") ||
+                          (std::isfinite(max_memory_mib) && max_memory_mib > 0 && max_memory_mib <= 1e12),
+                      "--max-memory " + app.get_option("--max-memory")->as<std::string>() +
+                          " is not a size: give MiB, a finite number in (0, 1e12]");
         attn::peak::ceilings peak;
         if (!peak_file.empty()) {
             std::ifstream f(peak_file);

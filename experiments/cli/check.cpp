@@ -237,7 +237,7 @@ void add_check(CLI::App& app) {
         ->check(CLI::IsMember({"f32", "bf16", "f16", "f64", "all"}))
         ->capture_default_str();
     cmd->add_option("--threads", a->threads, "threads for threaded variants")
-        ->check(CLI::Range(1, 1024))
+        ->check(threads_in())
         ->capture_default_str();
     cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
     cmd->add_flag("--json", a->json, "print JSON instead of a table");

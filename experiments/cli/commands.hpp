@@ -18,6 +18,9 @@ CLI::Validator output_file();
 /// A number flag's domain: finite (NaN and Inf refused, which CLI::Range lets through) and in [lo, hi].
 CLI::Validator finite_in(double lo, double hi);
 
+/// A thread-count flag: in [1, attn::thread_limit()] (0 too when `zero_ok`: every CPU).
+CLI::Validator threads_in(bool zero_ok = false);
+
 void add_list(CLI::App& app);
 void add_run(CLI::App& app);
 void add_init(CLI::App& app);

@@ -19,9 +19,7 @@ void add_env(CLI::App& app) {
     auto* cmd = app.add_subcommand("env", "print the machine, build and run metadata");
     cmd->add_flag("--json", a->json, "print one JSON object");
     cmd->add_option("--seed", a->info.seed, "seed to record")->capture_default_str();
-    cmd->add_option("--threads", a->info.threads, "thread count to record")
-        ->check(CLI::Range(1, 1 << 16))
-        ->capture_default_str();
+    cmd->add_option("--threads", a->info.threads, "thread count to record")->check(threads_in())->capture_default_str();
     cmd->add_option("--preset", a->info.preset, "preset name to record")->capture_default_str();
     cmd->callback([a] {
         const metadata m = collect_metadata(a->info);

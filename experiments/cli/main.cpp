@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <omp.h>
 #include <CLI/CLI.hpp>
 #include "commands.hpp"
 import attn.core;
@@ -28,6 +29,8 @@ int main(int argc, char** argv) {
     attn::cli::add_slurm(app);
     attn::cli::add_peer_io(app);
     try {
+        // OMP_NUM_THREADS is a thread count too: OpenMP aborts where it cannot start the team
+        attn::check_threads(std::size_t(omp_get_max_threads()), "OMP_NUM_THREADS");
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);

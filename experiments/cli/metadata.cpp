@@ -3,10 +3,12 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 #include "commands.hpp"
 #include "output.hpp"
+import attn.core;
 import attn.results;
 
 namespace attn::cli {
@@ -85,6 +87,27 @@ CLI::Validator finite_in(double lo, double hi) {
             return {};
         },
         "FINITE in [" + g(lo) + ", " + g(hi) + "]");
+}
+
+CLI::Validator threads_in(bool zero_ok) {
+    return CLI::Validator(
+        [zero_ok](std::string& s) -> std::string {
+            std::size_t t = 0, used = 0;
+            try {
+                if (s.empty() || s[0] == '-' || s[0] == '+') throw std::invalid_argument(s);
+                t = std::stoull(s, &used);
+            } catch (const std::exception&) {
+                return "'" + s + "' is not a whole number";
+            }
+            if (used != s.size()) return "'" + s + "' is not a whole number";
+            try {
+                check_threads(t, "value", zero_ok);
+            } catch (const error& e) {
+                return e.what();
+            }
+            return {};
+        },
+        zero_ok ? "THREADS (0: all)" : "THREADS");
 }
 
 std::string write_atomic(const std::string& dir, const std::string& name, const std::string& content) {

@@ -140,7 +140,7 @@ void add_peak(CLI::App& app) {
         ->check(CLI::Range(1, 1000))
         ->capture_default_str();
     cmd->add_option("--threads", a->opt.threads, "threads of the all-thread figures (0: OpenMP's maximum)")
-        ->check(CLI::Range(0, 1 << 16))
+        ->check(threads_in(true))
         ->capture_default_str();
     cmd->add_option("--fma-seconds", a->opt.fma_seconds, "length of one FMA repetition in seconds")
         ->check(finite_in(1e-4, 60.0))

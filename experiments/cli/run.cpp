@@ -84,7 +84,7 @@ void add_run(CLI::App& app) {
     cmd->add_option("--precision", a->precision, "f32 or f64")
         ->check(CLI::IsMember({"f32", "f64"}))
         ->capture_default_str();
-    cmd->add_option("--threads", a->threads, "threads for threaded variants")->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--threads", a->threads, "threads for threaded variants")->check(threads_in());
     cmd->add_option("--out", a->out, "output .npy")->required()->check(output_file());
     cmd->callback([a] { run(*a); });
 }

@@ -6,10 +6,12 @@
 // f16). In bf16 and f16 the operands and results are stored in the 16-bit format and the
 // arithmetic is fp32; by_conversion() makes such a set from a variant's fp32 kernels.
 module;
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 export module attn.core:variant;
@@ -36,6 +38,24 @@ struct core_io {
     heads_view<const T> q, k, v;
     heads_view<T> out;
 };
+
+/// The most threads a run may ask for: max(1024, 4 x the logical CPUs). Past the machine's CPUs
+/// a benchmark only measures oversubscription; far past them OpenMP cannot start its team and
+/// aborts the process (libomp: "OMP: System error #11", seen at 100,000 threads on a 2-CPU
+/// machine that ran 20,000). The floor keeps a sweep file written for a large machine valid on a
+/// small one (a Slurm login node expands it).
+inline std::size_t thread_limit() {
+    return std::max<std::size_t>(1024, 4 * std::size_t(std::thread::hardware_concurrency()));
+}
+
+/// Refuses a thread count outside [1, thread_limit()] (0 too, when `zero_ok`: "every CPU"),
+/// naming `what` ("--threads") and the value.
+inline void check_threads(std::size_t threads, const std::string& what, bool zero_ok = false) {
+    require((threads >= 1 || zero_ok) && threads <= thread_limit(),
+            what + " " + std::to_string(threads) + " is out of range: threads must be in [" + (zero_ok ? "0" : "1") +
+                ", " + std::to_string(thread_limit()) + "] (" + (zero_ok ? "0: every CPU; " : "") +
+                "at most max(1024, 4 x the " + std::to_string(std::thread::hardware_concurrency()) + " logical CPUs))");
+}
 
 /// Knobs a run may set; a variant ignores those it has no use for.
 struct run_options {

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Resources a run may ask for: thread counts outside [1, max(1024, 4 x CPUs)] (flags, OMP_NUM_THREADS,
+# sweep files, case JSON), --max-memory that is not a positive finite size, sweeps with more cases
+# than the confirmation threshold or the hard cap, and allocations that fail: each refused with
+# one line naming the value, never an OpenMP abort, a silent default or a bare std::bad_alloc.
+# usage: resources.sh ATTNBENCH ATTNBENCH_BENCH WORKDIR
+set -uo pipefail
+ab=$1 bench=$2 work=$3
+rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
+fail() { echo "FAIL: $*"; exit 1; }
+refused() { # refused STATUS REGEX CMD...: exit STATUS, one line on stderr matching REGEX
+    local want=$1 re=$2; shift 2
+    "$@" >out.txt 2>err.txt </dev/null; local rc=$?
+    [ $rc -eq "$want" ] || fail "$* exited $rc, expected $want: $(head -c 600 err.txt)"
+    grep -Eq -- "$re" err.txt || fail "$*: stderr does not say '$re': $(head -c 600 err.txt)"
+    [ "$(grep -c . err.txt)" -le 2 ] || fail "$*: more than one message: $(head -c 600 err.txt)"
+}
+"$ab" init --d-model 8 --heads 2 --seq 3 --out data >/dev/null || fail "init"
+run=("$ab" run --variant parallel --weights data/weights --input data/x.npy --heads 2 --out y.npy)
+
+# threads: 100,000 made libomp abort the process (SIGABRT, "OMP: System error #11")
+refused 2 "--threads: value 100000 is out of range: threads must be in \[1, [0-9]+\]" "${run[@]}" --threads 100000
+refused 2 "--threads: value 0 is out of range" "${run[@]}" --threads 0
+refused 2 "--threads: '-3' is not a whole number" "$ab" check --threads -3
+refused 2 "--threads: value 99999 is out of range" "$ab" env --threads 99999
+refused 2 "--threads: value 99999 is out of range: threads must be in \[0," "$ab" peak --threads 99999
+refused 2 "OMP_NUM_THREADS 100000 is out of range" env OMP_NUM_THREADS=100000 "$ab" peak --threads 0
+refused 2 "OMP_NUM_THREADS 100000 is out of range" env OMP_NUM_THREADS=100000 "$bench" --benchmark_list_tests=true
+refused 2 "--threads 100000 is out of range" "$bench" --threads 1,100000 --benchmark_list_tests=true
+refused 2 "--case: the case's threads 0 is out of range" "$bench" --benchmark_list_tests=true \
+    --case '{"variant":"parallel","mode":"core","d_model":64,"heads":4,"n_q":8,"threads":0}'
+printf '[perf]\nvariants = "parallel"\nthreads = [1, 5000]\n' >threads.toml
+refused 2 "threads.toml:3: key 'threads' must be <= [0-9]+ \(got 5000" "$ab" report --sweep threads.toml --out r1
+"${run[@]}" --threads 1024 >/dev/null 2>&1 || fail "1024 threads, the cap, did not run"
+
+# --max-memory: 0, NaN, Inf and negatives were silently the default (half the RAM)
+for m in 0 nan inf -5 1e300; do
+    refused 2 "--max-memory $m is not a size" "$bench" --max-memory "$m" --benchmark_list_tests=true
+done
+echo "resources ok"
