@@ -7,6 +7,8 @@
 // "threaded"), so a new registered variant joins every grid that selects by tag.
 module;
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -27,31 +29,53 @@ struct sweep_case {
     std::string variant;       ///< the provider: a registered variant or a peer's name
     std::string mode = "core"; ///< core, layer or decode
     std::string precision = "f32";
-    std::size_t d_model = 0, heads = 0, kv_heads = 0, d_head = 0;
+    std::size_t d_model = 0, heads = 0, kv_heads = 0;
+    std::size_t d_head = 0; ///< d_model / heads unless given (the wide counterfactual: d_head = d_model)
     std::size_t n_q = 0, n_kv = 0, context = 0, batch = 1, threads = 1;
     bool causal = false;
+    bool bias = false;              ///< projections with biases (layer and decode)
+    double magnitude = 1.0;         ///< inputs drawn uniformly in [-magnitude, magnitude]
     std::vector<std::string> grids; ///< the sweep grids that asked for it (a case runs once)
 
+    /// Whether d_head was given rather than d_model / heads.
+    bool explicit_d_head() const { return heads && (d_model % heads || d_head != d_model / heads); }
+
     /// Stable and file-name safe: "core-simd-d512-h8-g8-n1024-b1-t2" (+ "-causal"; decode:
-    /// "decode-parallel-d1024-h16-g4-ctx4096-b1-t2"; a precision other than f32 is appended).
+    /// "decode-parallel-d1024-h16-g4-ctx4096-b1-t2"). A field away from its default is appended
+    /// ("-dh32", "-nkv129", "-bias", "-mag100", a precision other than f32), so a case that
+    /// leaves them at their defaults keeps the id it always had.
     std::string id() const {
         std::string s = mode + "-" + variant + "-d" + std::to_string(d_model) + "-h" + std::to_string(heads) + "-g" +
                         std::to_string(kv_heads);
+        if (explicit_d_head()) s += "-dh" + std::to_string(d_head);
         s += mode == "decode" ? "-ctx" + std::to_string(context) : "-n" + std::to_string(n_q);
         if (n_kv != n_q && mode != "decode") s += "-nkv" + std::to_string(n_kv);
         s += "-b" + std::to_string(batch) + "-t" + std::to_string(threads);
         if (causal && mode != "decode") s += "-causal";
+        if (bias) s += "-bias";
+        if (magnitude != 1.0) s += "-mag" + magnitude_text();
         if (precision != "f32") s += "-" + precision;
         return s;
+    }
+
+    /// The magnitude, shortest round-trip ("100", "0.5").
+    std::string magnitude_text() const {
+        char buf[32];
+        const auto r = std::to_chars(buf, buf + sizeof buf, magnitude);
+        return std::string(buf, r.ptr);
     }
 
     /// One line for people: "simd core d_model=512 H=8 N=1024 B=1 t=2".
     std::string text() const {
         std::string s = variant + " " + mode + " d_model=" + std::to_string(d_model) + " H=" + std::to_string(heads);
         if (kv_heads != heads) s += " G=" + std::to_string(kv_heads);
+        if (explicit_d_head()) s += " d_head=" + std::to_string(d_head);
         s += mode == "decode" ? " L=" + std::to_string(context) : " N=" + std::to_string(n_q);
+        if (n_kv != n_q && mode != "decode") s += " N_kv=" + std::to_string(n_kv);
         s += " B=" + std::to_string(batch) + " t=" + std::to_string(threads);
         if (causal && mode != "decode") s += " causal";
+        if (bias) s += " bias";
+        if (magnitude != 1.0) s += " |x|<=" + magnitude_text();
         if (precision != "f32") s += " " + precision;
         return s;
     }
@@ -61,7 +85,9 @@ struct sweep_case {
         problem p = gqa(d_model, heads, kv_heads, n_q);
         p.n_kv = n_kv;
         p.batch = batch;
+        p.d_head = explicit_d_head() ? d_head : 0;
         p.causal = causal || mode == "decode";
+        p.bias = bias;
         return p;
     }
 };
@@ -72,7 +98,7 @@ void to_json(Json& j, const sweep_case& c) {
     j = Json{{"variant", c.variant}, {"mode", c.mode},         {"precision", c.precision}, {"d_model", c.d_model},
              {"heads", c.heads},     {"kv_heads", c.kv_heads}, {"d_head", c.d_head},       {"n_q", c.n_q},
              {"n_kv", c.n_kv},       {"context", c.context},   {"batch", c.batch},         {"threads", c.threads},
-             {"causal", c.causal},   {"grids", c.grids}};
+             {"causal", c.causal},   {"bias", c.bias},         {"magnitude", c.magnitude}, {"grids", c.grids}};
 }
 
 /// Reads a case; every field but the provider, mode and shape has a default. Throws
@@ -110,12 +136,18 @@ void from_json(const Json& j, sweep_case& c) {
     get("threads", c.threads, false);
     check_threads(c.threads, "the case's threads");
     get("causal", c.causal, false);
+    get("bias", c.bias, false);
+    get("magnitude", c.magnitude, false);
     get("grids", c.grids, false);
+    get("d_head", c.d_head, false);
     require(c.mode == "core" || c.mode == "layer" || c.mode == "decode",
             "the case's mode '" + c.mode + "' is not core, layer or decode");
-    require(c.heads > 0 && c.d_model % c.heads == 0,
-            "the case's heads " + std::to_string(c.heads) + " does not divide d_model " + std::to_string(c.d_model));
-    c.d_head = c.d_model / c.heads;
+    require(std::isfinite(c.magnitude) && c.magnitude > 0 && c.magnitude <= 1e6,
+            "the case's magnitude " + std::to_string(c.magnitude) + " is not in (0, 1e6]");
+    require(c.heads > 0 && (c.d_head || c.d_model % c.heads == 0), "the case's heads " + std::to_string(c.heads) +
+                                                                       " does not divide d_model " +
+                                                                       std::to_string(c.d_model) + " (give d_head)");
+    if (!c.d_head) c.d_head = c.d_model / c.heads;
     if (c.mode == "decode") {
         require(c.context < std::numeric_limits<std::size_t>::max(),
                 "the case's context " + std::to_string(c.context) + " is too large");
@@ -136,14 +168,18 @@ void from_json(const Json& j, sweep_case& c) {
     c.shape().validate();
 }
 
-/// A cross product of case fields: one [[perf.grid]] of a sweep file, or the harness's flags.
-/// kv_heads 0 means G = H; threads 0 means every logical CPU; seq is N for core and layer,
-/// context is L for decode.
+/// A cross product of case fields: one [[perf.grid]] of a sweep file, the harness's flags, or
+/// one of check's embedded grids. kv_heads 0 means G = H; d_head 0 means d_model / H; threads 0
+/// means every logical CPU; seq is N for core and layer (kv_seq N_kv, 0: N_kv = N), context is L
+/// for decode. No variants: the grid's shapes alone (variant ""), for a consumer that crosses
+/// them with its own providers (check).
 struct grid {
     std::string name = "grid";
     std::vector<std::string> variants{"all"}, modes{"core"}, precisions{"f32"};
-    std::vector<std::size_t> d_model{512}, heads{8}, kv_heads{0}, seq{1024}, batch{1}, threads{0}, context{0};
-    std::vector<bool> causal{false};
+    std::vector<std::size_t> d_model{512}, heads{8}, kv_heads{0}, d_head{0}, seq{1024}, kv_seq{0}, batch{1}, threads{0},
+        context{0};
+    std::vector<bool> causal{false}, bias{false};
+    std::vector<double> magnitude{1.0};
 };
 
 /// The variant selectors: "all", a tag ("fast": not plain loops; "loops"; "threaded"), or a name.
@@ -189,12 +225,13 @@ inline std::size_t case_bound(const std::vector<grid>& grids) {
                 if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
         std::size_t per_mode = 0;
         for (const auto& m : g.modes) {
-            const std::size_t lengths = m == "decode" ? g.context.size() : mul(g.seq.size(), g.causal.size());
+            const std::size_t lengths =
+                m == "decode" ? g.context.size() : mul(mul(g.seq.size(), g.kv_seq.size()), g.causal.size());
             per_mode = per_mode > top - lengths ? top : per_mode + lengths;
         }
-        std::size_t n = mul(names.size(), per_mode);
-        for (std::size_t k : {g.precisions.size(), g.d_model.size(), g.heads.size(), g.kv_heads.size(), g.batch.size(),
-                              g.threads.size()})
+        std::size_t n = mul(std::max<std::size_t>(names.size(), 1), per_mode); // no variants: the shapes alone
+        for (std::size_t k : {g.precisions.size(), g.d_model.size(), g.heads.size(), g.kv_heads.size(), g.d_head.size(),
+                              g.batch.size(), g.threads.size(), g.bias.size(), g.magnitude.size()})
             n = mul(n, k);
         total = total > top - n ? top : total + n;
     }
@@ -202,9 +239,11 @@ inline std::size_t case_bound(const std::vector<grid>& grids) {
 }
 
 /// Every case of the grids, grid by grid, without duplicates (a case asked for by two grids is
-/// run once and lists both). Variants that are not threaded run at 1 thread whatever a grid
-/// asks; combinations the problem refuses (heads not dividing d_model, ...) throw, or, given
-/// `skipped`, are left out with the first refusal's reason stored there.
+/// run once and lists both). Within a grid: variant, mode, precision, d_model, heads, kv_heads,
+/// d_head, N or L, N_kv, batch, threads, causal, bias, magnitude, the last fastest. Variants that
+/// are not threaded run at 1 thread whatever a grid asks; combinations the problem refuses
+/// (heads not dividing d_model, ...) throw, or, given `skipped`, are left out with the first
+/// refusal's reason stored there.
 inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_threads, std::string* skipped = nullptr) {
     const std::size_t bound = case_bound(grids);
     require(bound <= max_cases, "the grids ask for " +
@@ -212,53 +251,68 @@ inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_th
                                                                                       : std::to_string(bound)) +
                                     " cases (the product of their lists' lengths), more than the " +
                                     std::to_string(max_cases) + " one run may hold: split the sweep into smaller ones");
+    using json = nlohmann::json;
     std::vector<sweep_case> out;
     std::map<std::string, std::size_t> index;
     for (const auto& g : grids) {
         std::vector<std::string> names;
+        if (g.variants.empty()) names.push_back(""); // the shapes alone
         for (const auto& s : g.variants)
             for (const auto& n : select_variants(s))
                 if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
         for (const auto& v : names) {
-            const bool threaded = find_variant(v).threaded;
+            const bool single = !v.empty() && !find_variant(v).threaded;
             for (const auto& m : g.modes) {
                 const bool decode = m == "decode";
-                const std::vector<std::size_t> lengths = decode ? g.context : g.seq;
-                for (const auto& prec : g.precisions)
-                    for (auto d : g.d_model)
-                        for (auto h : g.heads)
-                            for (auto kv : g.kv_heads)
-                                for (auto n : lengths)
-                                    for (auto b : g.batch)
-                                        for (auto t : g.threads)
-                                            for (bool causal : decode ? std::vector<bool>{true} : g.causal) {
-                                                nlohmann::json j{{"variant", v},      {"mode", m},
-                                                                 {"precision", prec}, {"d_model", d},
-                                                                 {"heads", h},        {"kv_heads", kv},
-                                                                 {"batch", b},        {"causal", causal && !decode}};
-                                                j[decode ? "context" : "n_q"] = n;
-                                                j["threads"] = !threaded ? 1
-                                                               : t       ? t
-                                                                         : std::size_t(std::max(1, all_threads));
-                                                sweep_case c;
-                                                try {
-                                                    c = j.get<sweep_case>();
-                                                } catch (const error& e) {
-                                                    if (!skipped) throw;
-                                                    if (skipped->empty()) *skipped = e.what();
-                                                    continue;
-                                                }
-                                                const auto id = c.id();
-                                                if (auto it = index.find(id); it != index.end()) {
-                                                    auto& gs = out[it->second].grids;
-                                                    if (std::find(gs.begin(), gs.end(), g.name) == gs.end())
-                                                        gs.push_back(g.name);
-                                                    continue;
-                                                }
-                                                c.grids = {g.name};
-                                                index[id] = out.size();
-                                                out.push_back(std::move(c));
-                                            }
+                // the axes, outermost first: a JSON key of the case and its values
+                const std::vector<std::pair<const char*, json>> axes{
+                    {"precision", g.precisions},
+                    {"d_model", g.d_model},
+                    {"heads", g.heads},
+                    {"kv_heads", g.kv_heads},
+                    {"d_head", g.d_head},
+                    {decode ? "context" : "n_q", decode ? g.context : g.seq},
+                    {"n_kv", decode ? json::array({0}) : json(g.kv_seq)},
+                    {"batch", g.batch},
+                    {"threads", g.threads},
+                    {"causal", decode ? json::array({false}) : json(g.causal)},
+                    {"bias", g.bias},
+                    {"magnitude", g.magnitude}};
+                if (std::any_of(axes.begin(), axes.end(), [](const auto& a) { return a.second.empty(); })) continue;
+                std::vector<std::size_t> at(axes.size(), 0);
+                for (bool more = true; more;) {
+                    json j{{"variant", v}, {"mode", m}};
+                    for (std::size_t i = 0; i < axes.size(); ++i) j[axes[i].first] = axes[i].second[at[i]];
+                    if (decode)
+                        j.erase("n_kv");
+                    else if (j["n_kv"] == 0)
+                        j["n_kv"] = j["n_q"];
+                    const std::size_t t = j["threads"];
+                    j["threads"] = single ? 1 : t ? t : std::size_t(std::max(1, all_threads));
+                    std::size_t i = axes.size(); // the next combination, the last axis fastest
+                    for (; i > 0; --i) {
+                        if (++at[i - 1] < axes[i - 1].second.size()) break;
+                        at[i - 1] = 0;
+                    }
+                    more = i > 0;
+                    sweep_case c;
+                    try {
+                        c = j.get<sweep_case>();
+                    } catch (const error& e) {
+                        if (!skipped) throw;
+                        if (skipped->empty()) *skipped = e.what();
+                        continue;
+                    }
+                    const auto id = c.id();
+                    if (auto it = index.find(id); it != index.end()) {
+                        auto& gs = out[it->second].grids;
+                        if (std::find(gs.begin(), gs.end(), g.name) == gs.end()) gs.push_back(g.name);
+                        continue;
+                    }
+                    c.grids = {g.name};
+                    index[id] = out.size();
+                    out.push_back(std::move(c));
+                }
             }
         }
     }

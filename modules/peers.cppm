@@ -53,6 +53,7 @@ inline std::vector<sweep_case> peer_cases(const std::vector<sweep_case>& cases,
         for (const auto& k : cases) {
             if (is_peer(k.variant) || std::find(p->modes.begin(), p->modes.end(), k.mode) == p->modes.end()) continue;
             if (p->mha_only && k.kv_heads != k.heads) continue;
+            if (k.bias || k.explicit_d_head()) continue; // the runners: no biases, heads of d_model / H
             if (std::find(p->precisions.begin(), p->precisions.end(), k.precision) == p->precisions.end()) continue;
             sweep_case c = k;
             c.variant = p->name;

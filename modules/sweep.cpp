@@ -139,6 +139,26 @@ class reader {
         return out;
     }
 
+    /// A number or a non-empty array of numbers, each in (0, max].
+    std::vector<double> positives(const toml::node& n, const std::string& key, double max) const {
+        std::vector<const toml::node*> items;
+        if (const auto* a = n.as_array()) {
+            if (a->empty()) fail(n, key, "must not be an empty array");
+            for (const auto& e : *a) items.push_back(&e);
+        } else
+            items.push_back(&n);
+        std::vector<double> out;
+        for (const auto* e : items) {
+            if (!e->is_integer() && !e->is_floating_point())
+                fail(*e, key, std::string("must be a number or an array of numbers, not ") + type_name(*e));
+            const double v = e->is_integer() ? double(e->as_integer()->get()) : e->as_floating_point()->get();
+            if (!(v > 0 && v <= max))
+                fail(*e, key, "must be in (0, " + std::to_string(int(max)) + "] (got " + std::to_string(v) + ")");
+            out.push_back(v);
+        }
+        return out;
+    }
+
     std::vector<bool> booleans(const toml::node& n, const std::string& key) const {
         std::vector<bool> out;
         if (n.is_boolean())
@@ -164,8 +184,9 @@ class reader {
     std::string source_;
 };
 
-const std::vector<std::string> grid_keys{"variants", "modes", "precisions", "d_model", "heads",  "kv_heads",
-                                         "seq",      "batch", "threads",    "causal",  "context"};
+const std::vector<std::string> grid_keys{"variants", "modes",  "precisions", "d_model", "heads",
+                                         "kv_heads", "d_head", "seq",        "kv_seq",  "batch",
+                                         "threads",  "causal", "bias",       "context", "magnitude"};
 const std::vector<std::string> known_modes{"core", "layer", "decode"};
 const std::vector<std::string> known_precisions{"f32", "bf16", "f16", "int8"};
 
@@ -200,8 +221,12 @@ void read_grid_keys(const reader& r, const toml::table& t, located_grid& lg) {
             g.heads = r.sizes(v, key, 1);
         else if (key == "kv_heads")
             g.kv_heads = r.sizes(v, key, 0);
+        else if (key == "d_head")
+            g.d_head = r.sizes(v, key, 0);
         else if (key == "seq")
             g.seq = r.sizes(v, key, 1);
+        else if (key == "kv_seq")
+            g.kv_seq = r.sizes(v, key, 0);
         else if (key == "batch")
             g.batch = r.sizes(v, key, 1);
         else if (key == "threads") {
@@ -215,18 +240,25 @@ void read_grid_keys(const reader& r, const toml::table& t, located_grid& lg) {
             g.context = r.sizes(v, key, 0);
         else if (key == "causal")
             g.causal = r.booleans(v, key);
+        else if (key == "bias")
+            g.bias = r.booleans(v, key);
+        else if (key == "magnitude")
+            g.magnitude = r.positives(v, key, 1e6);
     }
 }
 
-/// heads divides d_model, kv_heads divides heads: checked for every pair the grid forms.
+/// heads divides d_model (unless d_head is given), kv_heads divides heads: checked for every
+/// pair the grid forms.
 void check_combinations(const reader& r, const located_grid& lg, const std::string& where) {
     const auto& g = lg.g;
     auto line = [&](const std::string& k) { return lg.line.count(k) ? lg.line.at(k) : std::size_t(0); };
+    const bool implicit_d_head = std::find(g.d_head.begin(), g.d_head.end(), 0) != g.d_head.end();
     for (auto d : g.d_model)
         for (auto h : g.heads)
-            if (d % h)
+            if (implicit_d_head && d % h)
                 r.fail(line("heads"), "heads",
-                       "value " + std::to_string(h) + " does not divide d_model " + std::to_string(d) + where);
+                       "value " + std::to_string(h) + " does not divide d_model " + std::to_string(d) + where +
+                           " (give d_head, or drop its 0)");
     for (auto h : g.heads)
         for (auto kv : g.kv_heads)
             if (kv && (kv > h || h % kv))
@@ -240,6 +272,12 @@ void check_combinations(const reader& r, const located_grid& lg, const std::stri
                "value 'int8' is a key/value cache type: it applies to mode 'decode' only" + where);
     if (!decode && line("context") && !(g.context.size() == 1 && g.context[0] == 0))
         r.fail(line("context"), "context", "applies to mode 'decode' only, and modes does not include it" + where);
+    if (decode && std::any_of(g.magnitude.begin(), g.magnitude.end(), [](double m) { return m != 1.0; }))
+        r.fail(line("magnitude"), "magnitude",
+               "applies to modes 'core' and 'layer' only (a decode step's inputs are drawn in [-1, 1])" + where);
+    if (!other_modes && line("kv_seq") && !(g.kv_seq.size() == 1 && g.kv_seq[0] == 0))
+        r.fail(line("kv_seq"), "kv_seq",
+               "applies to modes 'core' and 'layer' only (decode's keys are its context)" + where);
 }
 
 } // namespace

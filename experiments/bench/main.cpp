@@ -58,7 +58,7 @@ void run_case(benchmark::State& state, timed_case& c) {
                                     " of it scratch) > --max-memory " + mib(c.max_memory_bytes))
                                        .c_str());
     if (!c.in) { // bf16/f16: the inputs rounded to the format, as the reference sees them
-        auto in = attn::check::make_inputs(c.p, m, c.seed);
+        auto in = attn::check::make_inputs(c.p, m, c.seed, c.k.magnitude);
         if constexpr (attn::is_half<T>) in = attn::check::rounded<T>(in);
         c.in = std::make_unique<attn::check::inputs>(std::move(in));
     }
@@ -164,6 +164,9 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
     // the storage type of every operand
     const attn::precision prec = k.mode == "decode" ? attn::precision::f32 : attn::parse_precision(k.precision);
     if (k.mode == "decode") {
+        attn::require(k.magnitude == 1.0, "case " + k.id() +
+                                              ": magnitude applies to core and layer cases (a decode step's inputs "
+                                              "are drawn in [-1, 1])");
         c.kv = attn::parse_kv_dtype(k.precision);
         attn::with_kv_storage(c.kv, [&]<class S>(S) { attn::require_kv_core<float, S>(*c.var); });
     } else {

@@ -40,15 +40,15 @@ bool custom_grid(const check_args& a) {
 }
 
 /// The shapes to check: the embedded grid, or the flags' grid expanded by attn::expand (the one
-/// grid expansion; a flag left out takes d_model 64, H 4, G = H, N 128, batch 1). Each shape is
-/// checked once for every variant, mode and precision, so only the first variant's cases are
-/// kept; combinations the problem refuses are skipped with a note.
+/// grid expansion; a flag left out takes d_model 64, H 4, G = H, N 128, batch 1). The grid has
+/// no variants (shapes alone): each shape is checked for every variant, mode and precision;
+/// combinations the problem refuses are skipped with a note.
 std::vector<check::grid_case> grid_from(const check_args& a) {
     if (!custom_grid(a)) return check::default_grid();
     auto or_default = [](const std::vector<std::size_t>& v, std::size_t d) { return v.empty() ? std::vector{d} : v; };
     grid g;
     g.name = "check";
-    g.variants = a.variants.empty() ? std::vector<std::string>{"all"} : a.variants;
+    g.variants = {};
     g.d_model = or_default(a.d_model, 64);
     g.heads = or_default(a.heads, 4);
     g.kv_heads = or_default(a.kv_heads, 0);
@@ -57,10 +57,8 @@ std::vector<check::grid_case> grid_from(const check_args& a) {
     g.threads = {1};
     g.causal = a.causal == "on" ? std::vector{true} : a.causal == "off" ? std::vector{false} : std::vector{false, true};
     std::string skipped;
-    const auto cases = expand({g}, 1, &skipped);
     std::vector<check::grid_case> out;
-    for (const auto& c : cases)
-        if (c.variant == cases.front().variant) out.push_back({c.shape(), 1.0});
+    for (const auto& c : expand({g}, 1, &skipped)) out.push_back({c.shape(), c.magnitude});
     require(!out.empty(), "no valid problem in the grid (" + skipped + ")");
     if (!skipped.empty()) std::fprintf(stderr, "check: skipped impossible combinations, e.g.: %s\n", skipped.c_str());
     return out;

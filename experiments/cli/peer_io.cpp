@@ -62,7 +62,7 @@ sweep_case parse_case(const std::string& text) {
 /// The case's inputs, drawn as attnbench-bench draws them; a layer case's keys' input is its
 /// queries' input (self-attention), so a library's self-attention path is what gets judged.
 check::inputs inputs_of(const sweep_case& k, const problem& p, check::mode m, std::uint64_t seed) {
-    auto in = check::make_inputs(p, m, seed);
+    auto in = check::make_inputs(p, m, seed, k.magnitude);
     if (m == check::mode::layer) {
         require(p.n_q == p.n_kv, "case " + k.id() + ": a layer peer runs self-attention (n_kv = n_q)");
         in.x_kv = in.x_q;

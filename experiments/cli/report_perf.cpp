@@ -351,7 +351,8 @@ void aggregate_perf(const fs::path& dir) {
         return std::make_tuple(k.value("mode", std::string()), k.value("variant", std::string()),
                                k.value("precision", std::string()), k.value("d_model", 0), k.value("heads", 0),
                                k.value("kv_heads", 0), k.value("n_q", 0), k.value("n_kv", 0), k.value("context", 0),
-                               k.value("batch", 0), k.value("threads", 0), k.value("causal", false));
+                               k.value("batch", 0), k.value("threads", 0), k.value("causal", false),
+                               k.value("d_head", 0), k.value("bias", false), k.value("magnitude", 1.0));
     };
     std::vector<std::size_t> order(recs.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -387,10 +388,10 @@ void aggregate_perf(const fs::path& dir) {
                            "the other columns as attnbench-bench's context key attnbench_counters says"}}},
               {"cases", rows}};
     attn::write_atomic((dir / "perf.json").string(), j.dump(2) + "\n");
-    std::vector<std::string> cols{"id",          "variant",     "mode",        "precision",   "d_model", "heads",
-                                  "kv_heads",    "d_head",      "n_q",         "n_kv",        "context", "batch",
-                                  "threads",     "causal",      "status",      "repetitions", "time_ms", "time_ms_min",
-                                  "time_ms_max", "cpu_time_ms", "core_time_ms"};
+    std::vector<std::string> cols{"id",       "variant",     "mode",        "precision",   "d_model",     "heads",
+                                  "kv_heads", "d_head",      "n_q",         "n_kv",        "context",     "batch",
+                                  "threads",  "causal",      "bias",        "magnitude",   "status",      "repetitions",
+                                  "time_ms",  "time_ms_min", "time_ms_max", "cpu_time_ms", "core_time_ms"};
     cols.insert(cols.end(), counter_keys.begin(), counter_keys.end());
     cols.push_back("error");
     attn::write_atomic((dir / "perf.csv").string(), rows_csv(rows, cols));

@@ -8,9 +8,11 @@ module;
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 export module attn.count:flops;
 import attn.core;
+import attn.cases;
 import attn.reference;
 
 export namespace attn {
@@ -278,8 +280,11 @@ class counting_scope {
 /// The measured count: reference::layer run on counted scalars (random inputs and weights).
 flop_table measured_flops(const problem& p, std::uint64_t seed = 1);
 
-/// The default grid the analytic count is held to: every family, causal and not, N_q = N_kv,
-/// N_q < N_kv and N_q > N_kv, with and without bias, batch 1 and 2, odd sizes.
+/// The default grid the analytic count is held to, as grids of the one case type (layer mode,
+/// shapes alone): every family, causal and not, N_q = N_kv, N_q < N_kv and N_q > N_kv, with and
+/// without bias, batch 1 and 2, odd sizes.
+std::vector<grid> flop_check_grids();
+/// flop_check_grids() expanded: 160 problems.
 std::vector<problem> flop_check_grid();
 
 } // namespace attn
@@ -308,36 +313,43 @@ flop_table measured_flops(const problem& p, std::uint64_t seed) {
     return t;
 }
 
-std::vector<problem> flop_check_grid() {
-    std::vector<problem> grid;
-    struct family_size {
+std::vector<grid> flop_check_grids() {
+    struct family {
+        const char* name;
         std::size_t d_model, heads, kv_heads, d_head;
     };
-    family_size families[5];
-    families[0] = {5, 1, 1, 0}; // single head, odd width
-    families[1] = {6, 3, 3, 0}; // MHA, d_head = 2
-    families[2] = {9, 3, 1, 0}; // MQA, odd d_head = 3
-    families[3] = {8, 4, 2, 0}; // GQA:2
-    families[4] = {3, 2, 2, 3}; // wide: each head as wide as the model
-    const std::size_t lengths[][2] = {{1, 1}, {5, 5}, {3, 7}, {7, 3}};
+    const family families[] = {{"single head, odd width", 5, 1, 1, 0},
+                               {"MHA, d_head 2", 6, 3, 3, 0},
+                               {"MQA, odd d_head 3", 9, 3, 1, 0},
+                               {"GQA:2", 8, 4, 2, 0},
+                               {"wide: each head as wide as the model", 3, 2, 2, 3}};
+    const std::size_t lengths[][2] = {{1, 1}, {5, 5}, {3, 7}, {7, 3}}; // (N_q, N_kv)
+    std::vector<grid> grids;
     for (const auto& f : families)
-        for (const auto& n : lengths)
-            for (int causal = 0; causal < 2; ++causal)
-                for (int bias = 0; bias < 2; ++bias)
-                    for (std::size_t batch = 1; batch <= 2; ++batch) {
-                        problem p;
-                        p.batch = batch;
-                        p.n_q = n[0];
-                        p.n_kv = n[1];
-                        p.d_model = f.d_model;
-                        p.heads = f.heads;
-                        p.kv_heads = f.kv_heads;
-                        p.d_head = f.d_head;
-                        p.causal = causal;
-                        p.bias = bias;
-                        grid.push_back(p);
-                    }
-    return grid;
+        for (const auto& n : lengths) {
+            grid g;
+            g.name = std::string(f.name) + ", N_q " + std::to_string(n[0]) + " N_kv " + std::to_string(n[1]);
+            g.variants = {};
+            g.modes = {"layer"};
+            g.threads = {1};
+            g.d_model = {f.d_model};
+            g.heads = {f.heads};
+            g.kv_heads = {f.kv_heads};
+            g.d_head = {f.d_head};
+            g.seq = {n[0]};
+            g.kv_seq = {n[1]};
+            g.batch = {1, 2};
+            g.causal = {false, true};
+            g.bias = {false, true};
+            grids.push_back(std::move(g));
+        }
+    return grids;
+}
+
+std::vector<problem> flop_check_grid() {
+    std::vector<problem> out;
+    for (const auto& c : expand(flop_check_grids(), 1)) out.push_back(c.shape());
+    return out;
 }
 
 } // namespace attn

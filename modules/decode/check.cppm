@@ -7,10 +7,12 @@ module;
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 export module attn.decode:check;
 import :step;
 import attn.core;
+import attn.cases;
 import attn.count;
 import attn.check;
 
@@ -162,6 +164,45 @@ kv_check check_decode_core(const variant& var, const problem& step, const run_op
     return {check::compare(out, same.ref, same.bound, u), check::compare(out, plain.ref, plain.bound, u)};
 }
 
+/// One decode shape of the grid: no variants (check crosses it with its own), one thread.
+inline grid decode_shape(std::string name, std::size_t d_model, std::size_t heads, std::size_t kv_heads,
+                         std::vector<std::size_t> context, std::size_t batch = 1) {
+    grid g;
+    g.name = std::move(name);
+    g.variants = {};
+    g.modes = {"decode"};
+    g.threads = {1};
+    g.d_model = {d_model};
+    g.heads = {heads};
+    g.kv_heads = {kv_heads};
+    g.context = std::move(context);
+    g.batch = {batch};
+    return g;
+}
+
+/// The embedded decode grid, as grids of the one case type: every family (single-head, MHA, MQA,
+/// GQA, wide), L = 0, odd L, L long enough for the key split (> 256 keys: 2 chunks; > 4096: 16),
+/// batch > 1, biases, d_head 3, 16, 17, 20, 64 and 80, and scores of a few thousand.
+inline std::vector<grid> decode_grids() {
+    std::vector<grid> g{decode_shape("d_head 17", 17, 1, 1, {0, 7}), // L 0: one key
+                        decode_shape("MHA batch 2", 64, 4, 4, {129}, 2),
+                        decode_shape("MQA d_head 3", 48, 16, 1, {7}),
+                        decode_shape("GQA bias, two key chunks", 512, 8, 2, {300}, 3),
+                        decode_shape("d_head 80", 320, 4, 2, {33}, 2),
+                        decode_shape("wide", 32, 4, 4, {7}),
+                        decode_shape("MHA L 0", 64, 8, 8, {0}),
+                        decode_shape("MQA 16 key chunks", 128, 4, 1, {4999}, 2),
+                        decode_shape("inputs 12", 64, 4, 1, {33}),
+                        decode_shape("16 heads per kv head", 256, 16, 1, {700}, 2), // heads in the lanes
+                        decode_shape("8 heads per kv head", 512, 8, 1, {300}),
+                        decode_shape("32 heads per kv head", 640, 32, 1, {77})}; // two groups of lanes
+    g[3].bias = {true};
+    g[5].d_head = {32}; // the wide-head counterfactual
+    g[8].magnitude = {12.0};
+    g[11].bias = {true};
+    return g;
+}
+
 /// A case of the decode grid: the layer (batch, sizes), the context length L and the input magnitude.
 struct decode_case {
     problem layer;
@@ -169,39 +210,16 @@ struct decode_case {
     double magnitude = 1.0;
 };
 
-/// The embedded decode grid: every family (single-head, MHA, MQA, GQA, wide), L = 0, odd L,
-/// L long enough for the key split (> 256 keys: 2 chunks; > 4096: 16), batch > 1, biases,
-/// d_head 3, 16, 17, 64 and 80, and scores of a few thousand.
+/// decode_grids() expanded: 13 decode steps; the layer is the case's shape with one query.
 inline std::vector<decode_case> decode_grid() {
-    std::vector<decode_case> g;
-    problem p;
-    g.push_back({single_head(17, 1), 0, 1.0}); // d_head 17, L 0: one key
-    g.push_back({single_head(17, 1), 7, 1.0});
-    p = mha(64, 4, 1); // d_head 16, batch 2
-    p.batch = 2;
-    g.push_back({p, 129, 1.0});
-    g.push_back({mqa(48, 16, 1), 7, 1.0}); // d_head 3, MQA
-    p = gqa(512, 8, 2, 1);                 // d_head 64, GQA, bias, batch 3, two key chunks
-    p.bias = true;
-    p.batch = 3;
-    g.push_back({p, 300, 1.0});
-    p = gqa(320, 4, 2, 1); // d_head 80, batch 2
-    p.batch = 2;
-    g.push_back({p, 33, 1.0});
-    g.push_back({wide(32, 4, 1), 7, 1.0}); // the wide-head counterfactual
-    g.push_back({mha(64, 8, 1), 0, 1.0});  // MHA, L 0
-    p = mqa(128, 4, 1);                    // MQA, 16 key chunks, batch 2
-    p.batch = 2;
-    g.push_back({p, 4999, 1.0});
-    g.push_back({mqa(64, 4, 1), 33, 12.0}); // scores of a few thousand
-    p = mqa(256, 16, 1);                    // 16 query heads per kv head: heads in the lanes
-    p.batch = 2;
-    g.push_back({p, 700, 1.0});
-    g.push_back({mqa(512, 8, 1), 300, 1.0}); // 8 per kv head, d_head 64
-    p = gqa(640, 32, 1, 1);                  // 32 per kv head (two groups of lanes), d_head 20
-    p.bias = true;
-    g.push_back({p, 77, 1.0});
-    return g;
+    std::vector<decode_case> out;
+    for (const auto& c : expand(decode_grids(), 1)) {
+        problem layer = c.shape();
+        layer.n_q = layer.n_kv = 1;
+        layer.causal = false;
+        out.push_back({layer, c.context, c.magnitude});
+    }
+    return out;
 }
 
 } // namespace attn
