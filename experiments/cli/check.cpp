@@ -77,14 +77,31 @@ void check_all(const check_args& a) {
     const bool decode = a.mode == "decode" || a.mode == "all";
     run_options opt;
     opt.threads = a.threads;
-    auto wants = [&](precision p) {
+    auto wants_name = [&](const std::string& name) {
         const auto& w = a.precisions;
-        return std::find(w.begin(), w.end(), "all") != w.end() ||
-               std::find(w.begin(), w.end(), std::string(precision_name(p))) != w.end();
+        return std::find(w.begin(), w.end(), "all") != w.end() || std::find(w.begin(), w.end(), name) != w.end();
     };
-    for (const variant* v : vars) // a precision a variant cannot run is an error naming both
+    auto wants = [&](precision p) { return wants_name(std::string(precision_name(p))); };
+    // decode rows in a narrow cache type: bf16, f16 (also --precision bf16/f16) and int8 (decode only)
+    std::vector<kv_dtype> caches;
+    for (const kv_dtype t : {kv_dtype::bf16, kv_dtype::f16, kv_dtype::int8})
+        if (t == kv_dtype::int8 ? wants_name("int8") : wants(t == kv_dtype::bf16 ? precision::bf16 : precision::f16))
+            caches.push_back(t);
+    const bool named_int8 = std::find(a.precisions.begin(), a.precisions.end(), "int8") != a.precisions.end();
+    require(decode || !named_int8,
+            "--precision int8 is a key/value cache type: it applies to --mode decode or all only "
+            "(--mode " +
+                a.mode + ")");
+    for (const variant* v : vars) { // a precision a variant cannot run is an error naming both
         for (const precision p : all_precisions)
             if (wants(p) && p != precision::f64) require_precision(*v, p);
+        if (decode && !a.variants.empty()) // named: each must read every cache type asked for
+            for (const kv_dtype t : caches) with_kv_storage(t, [&]<class S>(S) { require_kv_core<float, S>(*v); });
+    }
+    // every variant by default: those without a kv core skip the narrow caches
+    auto reads = [](const variant& v, kv_dtype t) {
+        return t == kv_dtype::bf16 ? bool(v.kv.bf16) : t == kv_dtype::f16 ? bool(v.kv.f16) : bool(v.kv.int8);
+    };
 
     std::vector<row> rows;
     for (const auto& gc : grid) {
@@ -143,6 +160,19 @@ void check_all(const check_args& a) {
                         rows.push_back({v->name, "f64", "decode", label,
                                         check_decode<double>(*v, c.layer, c.context, fill, opt, a.seed, c.magnitude),
                                         0});
+                    // a narrow cache: against fp64 over the same rounded or dequantized cache (fp32's
+                    // bound: the kernels compute in fp32), the error against the unrounded cache beside it
+                    for (const kv_dtype t : caches) {
+                        if (!reads(*v, t)) continue;
+                        with_kv_storage(t, [&]<class S>(S) {
+                            const kv_check r =
+                                check_decode_kv<S>(*v, c.layer, c.context, fill, opt, a.seed, c.magnitude);
+                            check::metrics m = r.same;
+                            m.unrounded_max_abs = r.unrounded.max_abs;
+                            m.unrounded_max_rel = r.unrounded.max_rel;
+                            rows.push_back({v->name, kv_dtype_name(t), "decode", label, m, 0});
+                        });
+                    }
                 }
             }
         }
@@ -206,7 +236,10 @@ void check_all(const check_args& a) {
             "\n%zu cases, %zu failed; %zu identities, %zu failed. Errors: max_abs and max_rel against the fp64 "
             "reference (bf16/f16: on the inputs rounded to the format); NMSE = sum (out-ref)^2 / sum ref^2; ulp in the "
             "variant's precision; err/bound <= 1 passes; abs_unrnd: max |out - ref| against the reference on the "
-            "unrounded inputs (informational: what storing in the format costs). bf16/f16 decode: not checked here.\n",
+            "unrounded inputs (informational: what storing in the format costs). Decode rows in bf16/f16/int8: the "
+            "key/value cache's type (queries, weights and arithmetic fp32), checked against fp64 over the same "
+            "rounded or dequantized cache, by the variants with a kv core; abs_unrnd against fp64 over the "
+            "unrounded keys and values.\n",
             rows.size(), failed, ids.size(), id_failed);
     }
     if (failed + id_failed) throw exit_status{1};
@@ -231,9 +264,11 @@ void add_check(CLI::App& app) {
     cmd->add_option("--mode", a->mode, "core, layer, decode (steps over a kv cache), both (core and layer) or all")
         ->check(CLI::IsMember({"core", "layer", "decode", "both", "all"}))
         ->capture_default_str();
-    cmd->add_option("--precision", a->precisions, "f32, bf16, f16, f64 or all, comma-separated")
+    cmd->add_option("--precision", a->precisions,
+                    "f32, bf16, f16, f64, int8 or all, comma-separated (decode: bf16, f16 and int8 are the key/value "
+                    "cache's type; int8 is decode only)")
         ->delimiter(',')
-        ->check(CLI::IsMember({"f32", "bf16", "f16", "f64", "all"}))
+        ->check(CLI::IsMember({"f32", "bf16", "f16", "f64", "int8", "all"}))
         ->capture_default_str();
     cmd->add_option("--threads", a->threads, "threads for threaded variants")
         ->check(threads_in())
