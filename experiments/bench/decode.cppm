@@ -69,8 +69,10 @@ attn::decode_timer& fixture_of(timed_case& c) {
         (*oldest)->fixture.reset();
         live.erase(oldest);
     }
-    c.fixture = attn::with_kv_storage(c.kv, [&]<class S>(S) -> std::unique_ptr<attn::decode_timer> {
-        return std::make_unique<attn::decode_fixture<float, S>>(*c.var, c.p, c.k.context, c.opt, c.seed);
+    c.fixture = attn::allocating("the K/V cache of case " + c.k.id(), need, [&] {
+        return attn::with_kv_storage(c.kv, [&]<class S>(S) -> std::unique_ptr<attn::decode_timer> {
+            return std::make_unique<attn::decode_fixture<float, S>>(*c.var, c.p, c.k.context, c.opt, c.seed);
+        });
     });
     live.push_back(&c);
     return *c.fixture;

@@ -6,6 +6,7 @@ module;
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <new>
 #include <string>
 #include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>
@@ -55,6 +56,23 @@ double measured_extra_bytes(F&& fn) {
     fn();
     const long long high = attn::proc_status_kib("VmHWM");
     return before < 0 || high < 0 ? -1 : std::max(0.0, 1024.0 * double(high) - 1024.0 * double(before));
+}
+
+/// Runs one benchmark of `c`; an allocation that fails inside is the case's error
+/// (SkipWithError with what could not be allocated, attn::out_of_memory), its inputs and cache
+/// are released, and the run goes on with the next case.
+template <class F>
+void guard_memory(benchmark::State& state, timed_case& c, F&& run) {
+    try {
+        run();
+    } catch (const std::bad_alloc& e) {
+        c.in.reset();
+        c.fixture.reset();
+        const std::string what = dynamic_cast<const attn::out_of_memory*>(&e)
+                                     ? e.what()
+                                     : "an allocation of case " + c.k.id() + " failed (std::bad_alloc)";
+        state.SkipWithError(("out of memory: " + what).c_str());
+    }
 }
 
 /// Times `step` and records the counters every mode shares; the label is the case as JSON.

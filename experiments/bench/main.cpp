@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <new>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -292,18 +293,21 @@ int main(int argc, char** argv) {
             const bool decode = c.k.mode == "decode";
             benchmark::RegisterBenchmark(c.k.id().c_str(),
                                          [p = &c, decode](benchmark::State& s) {
-                                             if (decode) return bench::run_decode_step(s, *p);
-                                             const auto prec = attn::parse_precision(p->k.precision);
-                                             if (prec == attn::precision::bf16) return run_case<attn::bf16>(s, *p);
-                                             if (prec == attn::precision::f16) return run_case<attn::f16>(s, *p);
-                                             if (prec == attn::precision::f64) return run_case<double>(s, *p);
-                                             run_case<float>(s, *p);
+                                             bench::guard_memory(s, *p, [&] {
+                                                 if (decode) return bench::run_decode_step(s, *p);
+                                                 const auto prec = attn::parse_precision(p->k.precision);
+                                                 if (prec == attn::precision::bf16) return run_case<attn::bf16>(s, *p);
+                                                 if (prec == attn::precision::f16) return run_case<attn::f16>(s, *p);
+                                                 if (prec == attn::precision::f64) return run_case<double>(s, *p);
+                                                 run_case<float>(s, *p);
+                                             });
                                          })
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
             if (!decode) continue;
-            benchmark::RegisterBenchmark((c.k.id() + "/core").c_str(),
-                                         [p = &c](benchmark::State& s) { bench::run_decode_core(s, *p); })
+            benchmark::RegisterBenchmark(
+                (c.k.id() + "/core").c_str(),
+                [p = &c](benchmark::State& s) { bench::guard_memory(s, *p, [&] { bench::run_decode_core(s, *p); }); })
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
             if (std::find(triad_threads.begin(), triad_threads.end(), c.opt.threads) == triad_threads.end())
@@ -370,6 +374,10 @@ int main(int argc, char** argv) {
     } catch (const attn::error& e) {
         std::fprintf(stderr, "attnbench-bench: error: %s\n", e.what());
         return 2;
+    } catch (const std::bad_alloc& e) { // attn::out_of_memory says what it was for
+        std::fprintf(stderr, "attnbench-bench: out of memory: %s\n",
+                     dynamic_cast<const attn::out_of_memory*>(&e) ? e.what() : "an allocation failed (std::bad_alloc)");
+        return 3;
     }
     return 0;
 }

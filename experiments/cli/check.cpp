@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "commands.hpp"
@@ -106,8 +107,16 @@ void check_all(const check_args& a) {
     std::vector<row> rows;
     for (const auto& gc : grid) {
         for (auto m : modes) {
-            const auto in = check::make_inputs(gc.p, m, a.seed, gc.magnitude);
-            const auto e = check::expect(gc.p, m, in);
+            // inputs, weights and the fp64 reference's projections, in fp64
+            const double bytes = 8.0 * (3 * double(gc.p.batch) * double(gc.p.n_q + gc.p.n_kv) * double(gc.p.d_model) +
+                                        4 * double(gc.p.d_model) * double(gc.p.d_model));
+            auto prepared = allocating("the inputs and fp64 reference of check case " + gc.p.describe(), bytes, [&] {
+                auto in = check::make_inputs(gc.p, m, a.seed, gc.magnitude);
+                auto e = check::expect(gc.p, m, in);
+                return std::pair{std::move(in), std::move(e)};
+            });
+            const auto& in = prepared.first;
+            const auto& e = prepared.second;
             std::string label = gc.p.describe();
             if (gc.magnitude != 1.0) label += " |input|<=" + std::to_string(int(gc.magnitude));
             for (const variant* v : vars) {

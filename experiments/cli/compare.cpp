@@ -28,6 +28,19 @@ void require_benchmark_json(const std::string& path) {
     }
     require(j.is_object() && j.contains("benchmarks") && j["benchmarks"].is_array(),
             path + ": no \"benchmarks\" array (not Google Benchmark JSON)");
+    // the fields compare.py reads from every entry, each of its type
+    std::size_t i = 0;
+    for (const auto& b : j["benchmarks"]) {
+        const std::string at = path + ": benchmarks[" + std::to_string(i++) + "]";
+        require(b.is_object(), at + " is " + b.type_name() + ", not an object");
+        for (const char* key : {"name", "time_unit"})
+            require(b.contains(key) && b[key].is_string(), at + ": field '" + key + "' is missing or not a string");
+        for (const char* key : {"real_time", "cpu_time"})
+            require(b.contains(key) && b[key].is_number(), at + ": field '" + key + "' is missing or not a number");
+        const std::string unit = b["time_unit"];
+        require(unit == "ns" || unit == "us" || unit == "ms" || unit == "s",
+                at + ": time_unit '" + unit + "' is not ns, us, ms or s");
+    }
 }
 
 void compare(const std::string& a, const std::string& b, double alpha) {

@@ -21,10 +21,17 @@ void init(init_args a) {
     if (p.kv_heads == 0) p.kv_heads = p.heads;
     p.n_kv = p.n_q;
     p.validate();
-    const auto w = random_weights<float>(p, a.seed).cast<double>();
-    npy::save_state_dict(a.out + "/weights", p, w);
-    const auto x = random_values<double>(p.batch * p.n_q * p.d_model, a.seed * 8 + 100);
-    npy::save(a.out + "/x.npy", {p.batch, p.n_q, p.d_model}, x.data());
+    // fp32 weights and their fp64 copy, then the fp64 input
+    const double weight_bytes = 12.0 * 4 * double(p.d_model) * double(p.d_model);
+    const double input_bytes = 8.0 * double(p.batch) * double(p.n_q) * double(p.d_model);
+    allocating("the weights of " + p.describe(), weight_bytes, [&] {
+        const auto w = random_weights<float>(p, a.seed).cast<double>();
+        npy::save_state_dict(a.out + "/weights", p, w);
+    });
+    allocating("the input of " + p.describe(), input_bytes, [&] {
+        const auto x = random_values<double>(p.batch * p.n_q * p.d_model, a.seed * 8 + 100);
+        npy::save(a.out + "/x.npy", {p.batch, p.n_q, p.d_model}, x.data());
+    });
     std::printf("wrote %s/weights/*.npy and %s/x.npy for %s, seed %llu\n", a.out.c_str(), a.out.c_str(),
                 p.describe().c_str(), (unsigned long long)a.seed);
 }

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <new>
 #include <omp.h>
 #include <CLI/CLI.hpp>
 #include "commands.hpp"
@@ -42,9 +43,15 @@ int main(int argc, char** argv) {
     } catch (const attn::error& e) {
         std::fprintf(stderr, "attnbench: error: %s\n", e.what());
         return 2;
-    } catch (const std::exception& e) {
-        std::fprintf(stderr, "attnbench: error: %s\n", e.what());
-        return 1;
+    } catch (const attn::out_of_memory& e) {
+        std::fprintf(stderr, "attnbench: out of memory: %s\n", e.what());
+        return 3;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "attnbench: out of memory: an allocation failed (std::bad_alloc)\n");
+        return 3;
+    } catch (const std::exception& e) { // not a refusal of the input: a bug, told apart from a failed check (1)
+        std::fprintf(stderr, "attnbench: internal error: %s\n", e.what());
+        return 4;
     }
     // Output that did not reach stdout (a closed pipe, a full disk) is a failure, not a success.
     if (std::fflush(stdout) != 0 || std::ferror(stdout)) {

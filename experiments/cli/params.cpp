@@ -16,7 +16,7 @@ namespace {
 struct params_args {
     std::vector<std::size_t> d_models{64, 128, 256, 512};
     std::vector<std::size_t> heads{1, 2, 4, 8, 16};
-    std::vector<std::size_t> gqa_groups{2};
+    std::vector<std::size_t> gqa_groups; ///< given: each must form a row; none: G = 2 where it fits
     std::uint64_t seed = 1;
     bool json = false, csv = false;
     std::string out;
@@ -46,7 +46,7 @@ std::vector<problem> sweep(const params_args& a) {
                 else {
                     fam.push_back(mha(d, h, 1));
                     fam.push_back(mqa(d, h, 1));
-                    for (std::size_t g : a.gqa_groups)
+                    for (std::size_t g : a.gqa_groups.empty() ? std::vector<std::size_t>{2} : a.gqa_groups)
                         if (g > 1 && g < h && h % g == 0) fam.push_back(gqa(d, h, g, 1));
                     fam.push_back(wide(d, h, 1));
                 }
@@ -59,7 +59,14 @@ std::vector<problem> sweep(const params_args& a) {
 }
 
 void params(const params_args& a) {
-    for (std::size_t g : a.gqa_groups) require(g >= 1, "GQA groups must be >= 1 (got 0)");
+    for (std::size_t g : a.gqa_groups) {
+        require(g >= 1, "GQA groups must be >= 1 (got 0)");
+        // a G that fits none of the heads would add no row, silently
+        bool fits = false;
+        for (std::size_t h : a.heads) fits = fits || (g > 1 && g < h && h % g == 0);
+        require(fits, "--gqa-groups " + std::to_string(g) +
+                          " forms no GQA row: G must divide some --heads H with 1 < G < H (G = 1 is MQA, G = H MHA)");
+    }
     std::vector<row> rows;
     bool all_agree = true;
     for (const problem& p : sweep(a)) {
@@ -150,7 +157,8 @@ void add_params(CLI::App& app) {
     auto* cmd = app.add_subcommand("params", "parameter counts by tensor: closed form vs allocated, per family");
     cmd->add_option("--d-model", a->d_models, "model widths to sweep")->capture_default_str();
     cmd->add_option("--heads", a->heads, "head counts H to sweep")->capture_default_str();
-    cmd->add_option("--gqa-groups", a->gqa_groups, "key/value head counts G for the GQA rows")->capture_default_str();
+    cmd->add_option("--gqa-groups", a->gqa_groups,
+                    "key/value head counts G for the GQA rows (default: 2 where it fits)");
     cmd->add_option("--seed", a->seed, "seed of the allocated weights")->capture_default_str();
     cmd->add_flag("--json", a->json, "print JSON instead of a table");
     cmd->add_flag("--csv", a->csv, "print CSV instead of a table");

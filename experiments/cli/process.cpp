@@ -32,6 +32,15 @@ bool process_result::interrupted() const {
     return parent_signal || signal == SIGINT || signal == SIGTERM || signal == SIGHUP;
 }
 
+std::string exit_text(const process_result& r) {
+    if (r.signal) return "killed by signal " + std::to_string(r.signal) + " (" + ::strsignal(r.signal) + ")";
+    static const char* const meaning[] = {"done", "the work found a failure", "a usage or input error", "out of memory",
+                                          "an internal error"};
+    const std::string s = "exit status " + std::to_string(r.exit_code);
+    if (r.exit_code >= 0 && r.exit_code <= 4) return s + " (" + meaning[r.exit_code] + ")";
+    return r.exit_code == 130 ? s + " (interrupted)" : s;
+}
+
 void forward_signals() {
     struct sigaction sa{};
     sa.sa_handler = pass_on;

@@ -18,6 +18,12 @@ struct process_result {
     bool interrupted() const;
 };
 
+/// The exit statuses of attnbench and attnbench-bench (README, "Exit statuses"): 0 done; 1 the
+/// work ran and found a failure (a check out of bound, plots failed); 2 a usage or input error;
+/// 3 out of memory; 4 an internal error (an unexpected exception: a bug); 130 interrupted.
+/// How `r` ended, in those words: "exit status 3 (out of memory)", "killed by signal 11 (Segmentation fault)".
+std::string exit_text(const process_result& r);
+
 /// From now on SIGINT, SIGTERM and SIGHUP to this process are passed to the running child (so
 /// no child outlives its parent) and recorded; run_process then reports parent_signal and
 /// starts no further child.

@@ -152,10 +152,9 @@ outcome stage_check(run_context& c) {
     // 0: all pass; 1: something failed (recorded in check.json; those variants are not timed);
     // anything else, or no check.json: check itself did not finish
     if ((r.exit_code != 0 && r.exit_code != 1) || !fs::exists(c.dir / "check.json")) {
-        std::fprintf(stderr, "check: did not finish (%s; see %s)\n",
-                     r.signal ? ("killed by signal " + std::to_string(r.signal)).c_str()
-                              : ("exit status " + std::to_string(r.exit_code)).c_str(),
-                     (c.logs() / "check.err").string().c_str());
+        const auto log = c.logs() / "check.err";
+        std::fprintf(stderr, "check: did not finish (%s%s; see %s): %s\n", exit_text(r).c_str(),
+                     r.exit_code == 1 ? ", no check.json" : "", log.string().c_str(), last_line(log).c_str());
         return outcome::failed;
     }
     return r.exit_code == 0 ? outcome::ok : outcome::failed;
