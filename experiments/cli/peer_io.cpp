@@ -14,6 +14,7 @@
 // --id-only prints the case, defaults filled, with its id (attn::sweep_case::id()).
 //   counts.json: matmul_flops, full_flops, bytes, intensity, peak_gflops (at the case's threads,
 //   from --peak), and for decode kv_read_bytes.
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -36,6 +37,7 @@ namespace {
 struct peer_io_args {
     std::string case_json, dir, judge, peak;
     std::uint64_t seed = 1;
+    double magnitude = 1.0;
     bool id_only = false;
 };
 
@@ -55,18 +57,25 @@ sweep_case parse_case(const std::string& text) {
         throw error(std::string("--case: not valid JSON (") + e.what() + ")");
     }
     auto k = j.get<sweep_case>();
-    require(k.precision == "f32", "case " + k.id() + ": precision '" + k.precision + "' is not one peers run (f32)");
+    const bool half = k.precision == "bf16" || k.precision == "f16";
+    require(k.precision == "f32" || (half && k.mode != "layer"), "case " + k.id() + ": precision '" + k.precision +
+                                                                     "' is not one peers run (f32; bf16 and f16 " +
+                                                                     "for core and decode)");
     return k;
 }
 
 /// The case's inputs, drawn as attnbench-bench draws them; a layer case's keys' input is its
 /// queries' input (self-attention), so a library's self-attention path is what gets judged.
-check::inputs inputs_of(const sweep_case& k, const problem& p, check::mode m, std::uint64_t seed) {
-    auto in = check::make_inputs(p, m, seed, k.magnitude);
+/// bf16 and f16 cases: the inputs rounded to the format (held as float32, exactly), so the peer
+/// and the reference it is judged against see the same numbers.
+check::inputs inputs_of(const sweep_case& k, const problem& p, check::mode m, std::uint64_t seed, double magnitude) {
+    auto in = check::make_inputs(p, m, seed, magnitude);
     if (m == check::mode::layer) {
         require(p.n_q == p.n_kv, "case " + k.id() + ": a layer peer runs self-attention (n_kv = n_q)");
         in.x_kv = in.x_q;
     }
+    if (k.precision == "bf16") return check::rounded<bf16>(in);
+    if (k.precision == "f16") return check::rounded<f16>(in);
     return in;
 }
 
@@ -83,17 +92,18 @@ void write_inputs(const sweep_case& k, const problem& p, check::mode m, const ch
         npy::save_state_dict(a.dir + "/weights", p, in.w.cast<double>());
     }
     const bool layer = m == check::mode::layer;
+    const std::size_t elem = bytes_per_element(parse_precision(k.precision));
     const auto flops = analytic_flops(p);
     const double matmul = double(layer ? flops.matmul_flops() : flops.attention_matmul());
     counts["matmul_flops"] = matmul;
     counts["full_flops"] = double(layer ? flops.full_flops() : flops.attention_full());
     if (k.mode == "decode") {
-        const auto cost = decode_cost(p, k.context, sizeof(float));
+        const auto cost = decode_cost(p, k.context, elem);
         counts["kv_read_bytes"] = double(cost.kv_read_bytes);
         counts["bytes"] = double(cost.kv_read_bytes);
-        counts["intensity"] = decode_intensity(p, sizeof(float));
+        counts["intensity"] = decode_intensity(p, elem);
     } else {
-        const double bytes = double(min_bytes(p, layer, sizeof(float)));
+        const double bytes = double(min_bytes(p, layer, elem));
         counts["bytes"] = bytes;
         counts["intensity"] = matmul / bytes;
     }
@@ -106,7 +116,9 @@ void write_inputs(const sweep_case& k, const problem& p, check::mode m, const ch
     write_atomic(a.dir + "/counts.json", counts.dump(2) + "\n");
 }
 
-/// The peer's output against the reference; prints one line, returns whether it passed.
+/// The peer's output (float32: a bf16/f16 peer's output widened, exactly) against the reference
+/// under the case's precision's bound (fp32 arithmetic plus, for bf16 and f16, the output's
+/// rounding to the format); prints one line, returns whether it passed.
 bool judge(const sweep_case& k, const problem& p, check::mode m, const check::inputs& in, const std::string& path) {
     const auto y = npy::load(path);
     const std::size_t width = m == check::mode::layer ? p.d_model : p.q_width();
@@ -118,11 +130,17 @@ bool judge(const sweep_case& k, const problem& p, check::mode m, const check::in
                                               std::to_string(width) + "])");
     const std::vector<float> out(y.values.begin(), y.values.end());
     const std::size_t rows = 16;
-    const auto e = check::expect(check::tail_problem(p, rows), m, check::tail_inputs(p, m, in, rows));
+    const auto prec = parse_precision(k.precision);
+    const auto tail = check::tail_inputs(p, m, in, rows);
+    auto e = check::expect(check::tail_problem(p, rows), m, tail, prec);
+    // a bf16/f16 peer may store its attention weights in the format before P V (PyTorch's flash
+    // kernel does), a rounding our kernels do not make: charged on top of the format's bound
+    if (prec == precision::bf16 || prec == precision::f16)
+        check::charge_stored_weights(e, check::tail_problem(p, rows), tail, prec);
     const auto met =
-        check::compare(check::tail_rows(out, p, width, rows), e.ref, e.bound, check::unit_roundoff<float>());
-    std::printf("%s: %s %s the fp64 reference: max abs error %.3g, %.3g x the bound\n", k.id().c_str(),
-                k.variant.c_str(), met.pass ? "matches" : "DIFFERS FROM", met.max_abs, met.ratio);
+        check::compare(check::tail_rows(out, p, width, rows), e.ref, e.bound, check::unit_roundoff<float>(), e.store);
+    std::printf("%s: %s %s the fp64 reference: max abs error %.3g, %.3g x the %s bound\n", k.id().c_str(),
+                k.variant.c_str(), met.pass ? "matches" : "DIFFERS FROM", met.max_abs, met.ratio, k.precision.c_str());
     return met.pass;
 }
 
@@ -134,10 +152,12 @@ void peer_io(const peer_io_args& a) {
         std::printf("%s\n", j.dump().c_str());
         return;
     }
+    require(std::isfinite(a.magnitude) && a.magnitude <= 1e3,
+            "peer-io: --magnitude " + std::to_string(a.magnitude) + " is not a finite number in (0, 1000]");
     require(!a.dir.empty(), "peer-io: --dir is required (where the inputs go, or the judged inputs are drawn for)");
     const problem p = k.shape();
     const auto m = k.mode == "layer" ? check::mode::layer : check::mode::core;
-    const auto in = inputs_of(k, p, m, a.seed);
+    const auto in = inputs_of(k, p, m, a.seed, a.magnitude * k.magnitude);
     if (!a.judge.empty()) {
         if (!judge(k, p, m, in, a.judge)) throw exit_status{1};
         return;
@@ -158,6 +178,10 @@ void add_peer_io(CLI::App& app) {
                     "the peer's output (.npy, float32, [B, N_q, width]): check it, exit 1 if wrong");
     cmd->add_option("--peak", a->peak, "peak.json from `attnbench peak --out`, for peak_gflops");
     cmd->add_option("--seed", a->seed, "input seed (as attnbench-bench's)")->capture_default_str();
+    cmd->add_option("--magnitude", a->magnitude,
+                    "a factor on the case's input magnitude (queries and keys, or a layer's inputs, drawn in [-M, M] times it: scores M^2 times larger), for judging a peer at larger scores")
+        ->check(CLI::PositiveNumber)
+        ->capture_default_str();
     cmd->callback([a] { peer_io(*a); });
 }
 

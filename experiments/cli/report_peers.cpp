@@ -40,13 +40,18 @@ void add_peers(run_context& c) {
         missing.push_back({{"provider", name}, {"message", why}});
         std::fprintf(stderr, "peers: %s\n", why.c_str());
     }
+    json not_served = json::array();
+    for (const auto& u : unserved_precisions(c.cases, runnable))
+        not_served.push_back({{"provider", u.provider}, {"precision", u.precision}, {"message", u.why}});
     const auto peers = peer_cases(c.cases, runnable);
     c.cases.insert(c.cases.end(), peers.begin(), peers.end());
-    c.write(
-        "peers.json",
-        json{{"providers", c.spec.peers}, {"available", available}, {"missing", missing}, {"cases", peers.size()}}.dump(
-            2) +
-            "\n");
+    c.write("peers.json", json{{"providers", c.spec.peers},
+                               {"available", available},
+                               {"missing", missing},
+                               {"not_served", not_served},
+                               {"cases", peers.size()}}
+                                  .dump(2) +
+                              "\n");
 }
 
 } // namespace attn::cli::reporting

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include "output.hpp"
 #include "report.hpp"
+import attn.count;
 import attn.stats;
 
 namespace attn::cli::reporting {
@@ -373,6 +374,11 @@ void aggregate_perf(const fs::path& dir) {
         for (const char* k : {"time_ms", "time_ms_min", "time_ms_max", "cpu_time_ms", "core_time_ms"})
             row[k] = s.value(k, json(nullptr));
         for (const auto& k : counter_keys) row[k] = s.value(k, json(nullptr));
+        // core and layer: how much faster than this row any implementation could be at the FMA ceiling
+        const json g = row["gflops_matmul"], peak = row["peak_gflops"];
+        row["ceiling_speedup"] = g.is_number() && peak.is_number()
+                                     ? json(attn::ceiling_speedup(g.get<double>(), peak.get<double>()))
+                                     : json(nullptr);
         row["error"] = r.value("error", std::string());
         rows.push_back(row);
     }
@@ -381,6 +387,8 @@ void aggregate_perf(const fs::path& dir) {
                 {"gflops_matmul", "10^9 matmul-only FLOP/s"},
                 {"gflops_full", "10^9 FLOP/s, full count"},
                 {"pct_peak", "% of the measured FMA peak at the case's thread count"},
+                {"ceiling_speedup", "the measured FMA peak over gflops_matmul: the largest speed-up over this "
+                                    "row any implementation of the counted FLOPs could reach (core, layer)"},
                 {"bytes", "bytes moved (the harness's model)"},
                 {"intensity", "FLOP per byte"},
                 {"scratch_mib", "peak extra memory of the kernel, MiB"},
@@ -393,6 +401,7 @@ void aggregate_perf(const fs::path& dir) {
                                   "threads",  "causal",      "bias",        "magnitude",   "status",      "repetitions",
                                   "time_ms",  "time_ms_min", "time_ms_max", "cpu_time_ms", "core_time_ms"};
     cols.insert(cols.end(), counter_keys.begin(), counter_keys.end());
+    cols.push_back("ceiling_speedup");
     cols.push_back("error");
     attn::write_atomic((dir / "perf.csv").string(), rows_csv(rows, cols));
 }

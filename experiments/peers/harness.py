@@ -13,7 +13,8 @@ benchmark is named ID/core, as the harness names our own decode core.
 Per case: `attnbench peer-io` writes the inputs attnbench-bench would draw and the case's costs
 from attn.count (counts.json: Python computes no cost formula); the provider is built at the
 case's thread count; on the first case of every shape its output is judged by
-`attnbench peer-io --judge` against the fp64 reference (a wrong peer is reported as the case's
+`attnbench peer-io --judge` against the fp64 reference, on the timed inputs and on a draw with
+4x larger queries and keys (a wrong peer is reported as the case's
 error, never timed); then warm-up, calibration to --benchmark_min_time, and
 --benchmark_repetitions timed repetitions. `--available P` exits 0 when provider P can run
 (its library imports) and 77 otherwise, printing the install command.
@@ -49,6 +50,10 @@ PROVIDERS = {
 # peer queries 1% too large (a softmax scale 1% off); "kv-heads" reverses the key/value heads
 # (a head-mapping mix-up; visible when G > 1).
 FAULTS = ("scale", "kv-heads")
+# A shape is judged on the timed inputs (queries and keys in [-1, 1]: scores of order 0.1 at
+# d_head 64, where a softmax nearly averages) and on a draw 4 times larger (scores 16 times
+# larger, of order 1-10), where a wrong scale moves the output by more than bf16's rounding does.
+JUDGED_MAGNITUDES = (1.0, 4.0)
 
 
 def factory(provider):
@@ -93,8 +98,8 @@ def load_cases(args):
     return cases
 
 
-def peer_io(attnbench, case, d, peak=None, judge=None):
-    cmd = [attnbench, "peer-io", "--case", json.dumps(case), "--dir", d]
+def peer_io(attnbench, case, d, peak=None, judge=None, magnitude=1.0):
+    cmd = [attnbench, "peer-io", "--case", json.dumps(case), "--dir", d, "--magnitude", repr(magnitude)]
     if peak:
         cmd += ["--peak", peak]
     if judge:
@@ -151,6 +156,25 @@ def counters(case, counts, t):
     return c
 
 
+def judge(args, case, peer, make, d, magnitude):
+    """One judgement of the peer's output at inputs of `magnitude` (the timed peer at 1, a peer
+    built on a second draw otherwise); raises when it differs from the fp64 reference."""
+    import numpy as np
+
+    if peer is None:
+        d = tempfile.mkdtemp(prefix="attnbench-peer-judge-", dir=d)
+        peer_io(args.attnbench, case, d, magnitude=magnitude)
+        peer = make(case, load_inputs(case, d, args.fault), int(case.get("threads", 1)))
+    peer.call()
+    out = os.path.join(d, "out.npy")
+    np.save(out, peer.output())
+    ok, line = peer_io(args.attnbench, case, d, judge=out, magnitude=magnitude)
+    print(f"{line} (inputs of magnitude {magnitude:g})", file=sys.stderr)
+    if not ok:
+        raise RuntimeError("output differs from the fp64 reference: " + line.split("reference: ")[-1] +
+                           f" (inputs of magnitude {magnitude:g})")
+
+
 def run_case(cid, case, args, gb, index, checked):
     """The benchmarks of one case (its repetitions, or one error entry)."""
     name = cid + ("/core" if case["mode"] == "decode" else "")
@@ -171,15 +195,8 @@ def run_case(cid, case, args, gb, index, checked):
             label["peer"] = peer.info
             shape = json.dumps({k: v for k, v in case.items() if k not in ("threads", "grids")}, sort_keys=True)
             if shape not in checked:
-                import numpy as np
-
-                peer.call()
-                out = os.path.join(d, "out.npy")
-                np.save(out, peer.output())
-                ok, line = peer_io(args.attnbench, case, d, judge=out)
-                print(line, file=sys.stderr)
-                if not ok:
-                    raise RuntimeError("output differs from the fp64 reference: " + line.split("reference: ")[-1])
+                for m in JUDGED_MAGNITUDES:
+                    judge(args, case, peer if m == 1 else None, make, d, m)
                 checked.add(shape)
             n, times = time_calls(peer.call, reps, seconds(gb.get("benchmark_min_time", "0.5")))
     except Exception as e:  # the case fails, the run goes on (as attnbench-bench's SkipWithError)

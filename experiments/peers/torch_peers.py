@@ -1,7 +1,7 @@
 """PyTorch's attention as attnbench peers (run by harness.py): torch-sdpa, the fused
 scaled_dot_product_attention on [B, H, N, d] tensors (core; causal; G < H through enable_gqa;
-decode: one query row over the cache), and torch-mha, nn.MultiheadAttention in eval mode under
-inference_mode with need_weights=False (the layer; its fast path needs self-attention, which is
+decode: one query row over the cache; fp32, bf16 or f16 tensors as the case's precision says),
+and torch-mha, nn.MultiheadAttention in eval mode under inference_mode with need_weights=False (the layer; its fast path needs self-attention, which is
 what the harness's layer inputs are). Each records torch's version, its intra-op thread count
 and the ATen kernel that actually ran, read from the profiler on one call."""
 import os
@@ -24,6 +24,11 @@ def kernel_of(call, prefixes):
     return ", ".join(names) or "unknown"
 
 
+# the case's precision -> torch's dtype: bf16 and f16 inputs arrive rounded to the format (held as
+# float32, exactly), so the cast is exact and the peer sees the numbers it is judged on
+DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
+
+
 class Peer:
     def __init__(self, call, output, info):
         self.call, self.output, self.info = call, output, info
@@ -36,8 +41,9 @@ def make_sdpa(case, inputs, threads):
     causal = bool(case["causal"]) and case["mode"] != "decode"  # decode: the new token sees every key
     if causal and n_q != n_kv:
         raise RuntimeError("torch-sdpa's is_causal is top-left aligned; attnbench's causal is bottom-right (n_q != n_kv)")
-    # [B, N, H, d] -> [B, H, N, d], contiguous, outside the timed call
-    q, k, v = (torch.from_numpy(inputs[n]).transpose(1, 2).contiguous() for n in ("q", "k", "v"))
+    dtype = DTYPES[case.get("precision", "f32")]
+    # [B, N, H, d] -> [B, H, N, d], contiguous, in the case's precision, outside the timed call
+    q, k, v = (torch.from_numpy(inputs[n]).transpose(1, 2).to(dtype).contiguous() for n in ("q", "k", "v"))
     gqa = G != H
     state = {}
 
@@ -46,10 +52,11 @@ def make_sdpa(case, inputs, threads):
             state["y"] = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
 
     def output():
-        return state["y"].transpose(1, 2).contiguous().numpy().astype(np.float32)
+        return state["y"].transpose(1, 2).float().contiguous().numpy()
 
     info = {"library": "torch", "version": torch.__version__, "threads": torch.get_num_threads(),
-            "op": "torch.nn.functional.scaled_dot_product_attention" + (" (enable_gqa)" if gqa else ""),
+            "op": "torch.nn.functional.scaled_dot_product_attention" + (" (enable_gqa)" if gqa else "") +
+            ("" if dtype == torch.float32 else f" on {str(dtype).split('.')[-1]} tensors"),
             "kernel": kernel_of(call, ("aten::_scaled_dot_product", "aten::_flash_attention", "aten::bmm",
                                        "aten::matmul"))}
     return Peer(call, output, info)

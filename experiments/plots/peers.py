@@ -57,6 +57,12 @@ def repetitions(d, case_id, decode):
     return [x["time_ms"] for x in reps], [x["cpu_time_ms"] for x in reps]
 
 
+def rate(r):
+    """' (GFLOP/s, % of peak)' of a core or layer row, '' without those figures."""
+    g, pct = r.get("gflops_matmul"), r.get("pct_peak")
+    return f" ({g:.1f}, {pct:.0f}%)" if g and pct and r["mode"] != "decode" else ""
+
+
 def section(d, perf):
     info = None
     try:
@@ -71,6 +77,8 @@ def section(d, perf):
     md = ["## Versus peers\n"]
     for m in (info or {}).get("missing", []):
         md.append(f"- {m['message']}\n")
+    for m in (info or {}).get("not_served", []):
+        md.append(f"- {m['provider']}: not served in {m['precision']} ({m['message']}); those cases have no peer.\n")
     libs = {}
     for r in peers:
         p = r["peer"]
@@ -85,12 +93,13 @@ def section(d, perf):
                             for (v, lib, ver, op, kern), ts in sorted(libs.items(), key=lambda x: x[0][0])]) + "\n")
     calc = utest()
     ours = defaultdict(list)
+    keyed = SHAPE + ("precision",)
     for r in rows:
         if not is_peer(r):
-            ours[tuple(r[k] for k in SHAPE)].append(r)
+            ours[tuple(r.get(k) for k in keyed)].append(r)
     table = []
     for r in sorted(peers, key=lambda r: (r["mode"], r["variant"], [r[k] for k in SHAPE])):
-        key = tuple(r[k] for k in SHAPE)
+        key = tuple(r.get(k) for k in keyed)
         if not ours.get(key):
             continue
         best = min(ours[key], key=measured)
@@ -104,15 +113,21 @@ def section(d, perf):
         shape = f"d_model={r['d_model']} H={r['heads']}" + (f" G={r['kv_heads']}" if r["kv_heads"] != r["heads"] else "")
         shape += f" L={r['context']}" if decode else f" N={r['n_q']}"
         shape += f" B={r['batch']}" + (" causal" if r["causal"] and not decode else "")
-        table.append([r["mode"], shape, r["threads"], f"{best['variant']} {num(measured(best), 4)}",
-                      f"{r['variant']} {num(measured(r), 4)}", f"{measured(r) / measured(best):.2f}×", p])
+        shape += f" {r['precision']}" if r.get("precision", "f32") != "f32" else ""
+        ceiling = r.get("ceiling_speedup")
+        table.append([r["mode"], shape, r["threads"], f"{best['variant']} {num(measured(best), 4)}" + rate(best),
+                      f"{r['variant']} {num(measured(r), 4)}" + rate(r), f"{measured(r) / measured(best):.2f}×",
+                      f"{ceiling:.2f}×" if ceiling else "–", p])
     if table:
         md.append("Per shape and thread count: our fastest variant's median time and each peer's, the peer's over "
                   "ours (above 1×: we are faster), and the two-sided Mann–Whitney U p-value of the wall times over "
                   "the repetitions (their counts in brackets; with n a side the smallest p possible is "
-                  "2/C(2n, n): 0.33 for 2, 0.1 for 3, 0.008 for 5).\n")
-        md.append(md_table(["mode", "shape", "threads", "ours [ms]", "peer [ms]", "peer / ours", "U-test p"],
-                           table) + "\n")
+                  "2/C(2n, n): 0.33 for 2, 0.1 for 3, 0.008 for 5). In brackets: GFLOP/s of the counted matmul "
+                  "FLOPs and % of the measured FMA peak at that thread count (core, layer). Ceiling: the measured "
+                  "peak over the peer's GFLOP/s, the largest peer / ours any implementation of the counted FLOPs "
+                  "could reach on this machine (attn::ceiling_speedup).\n")
+        md.append(md_table(["mode", "shape", "threads", "ours [ms] (GFLOP/s, % peak)", "peer [ms] (GFLOP/s, % peak)",
+                            "peer / ours", "ceiling", "U-test p"], table) + "\n")
     return "\n".join(md)
 
 

@@ -200,4 +200,22 @@ inline expectation expect_over_cache(const problem& p, const weights<float>& wf,
     return e;
 }
 
+/// A reduced-precision flash kernel's one further rounding (PyTorch's CPU flash attention in bf16
+/// and f16): the unnormalised weights exp(s - m) are stored in the format before P V, while the
+/// row sum is taken from the unrounded ones, so each weight is off by at most u_s relative and
+/// the core's output element (r, h, t) by u_s (P|V|)_t, charged worst case. Adds that to
+/// e.store; `in` rounded to the format as for expect().
+inline void charge_stored_weights(expectation& e, const problem& p, const inputs& in, precision prec) {
+    const std::size_t d = p.head_dim();
+    const double us = unit_roundoff(prec);
+    const auto q = detail::widen(in.q), k = detail::widen(in.k), v = detail::absolute(detail::widen(in.v));
+    std::vector<double> pv(e.ref.size());
+    reference::core<double>(p, {interleaved_heads<const double>(q.data(), p.batch, p.n_q, p.heads, d),
+                                interleaved_heads<const double>(k.data(), p.batch, p.n_kv, p.kv_heads, d),
+                                interleaved_heads<const double>(v.data(), p.batch, p.n_kv, p.kv_heads, d),
+                                interleaved_heads<double>(pv.data(), p.batch, p.n_q, p.heads, d)});
+    e.store.resize(e.ref.size(), 0.0);
+    for (std::size_t i = 0; i < pv.size(); ++i) e.store[i] += us * (1 + us) * pv[i];
+}
+
 } // namespace attn::check

@@ -103,6 +103,14 @@ inline double fma_ceiling_at(double one_thread, double all_threads, int all, int
     return all_threads * double(std::min(threads, all)) / double(all);
 }
 
+/// The largest speed-up over a run that achieved `achieved_gflops` on a case's counted FLOPs that
+/// any implementation doing those FLOPs could reach: the measured FMA ceiling over the achieved
+/// rate (time at the ceiling is counted FLOPs / ceiling). Below 1.3, no kernel can be 1.3x faster
+/// on this machine. 0 when either figure is missing.
+inline double ceiling_speedup(double achieved_gflops, double fma_gflops) {
+    return achieved_gflops > 0 && fma_gflops > 0 ? fma_gflops / achieved_gflops : 0.0;
+}
+
 /// The bandwidth ceiling at `threads` threads: one thread's when it runs alone, the all-thread
 /// figure otherwise (a few cores already saturate the memory channels).
 inline double triad_ceiling_at(double one_thread, double all_threads, int threads) {

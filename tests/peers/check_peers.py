@@ -1,9 +1,11 @@
 """Tests of the peers (experiments/peers): usage
   check_peers.py run PROVIDER ATTNBENCH WORKDIR    a tiny grid through the peer harness; every case
                                                    judged and timed, the schema the report reads
-  check_peers.py fault FAULT ATTNBENCH WORKDIR     the first installed provider misconfigured
-                                                   (scale 1% off, key/value heads mixed up): every
-                                                   judged case must fail, loudly, and not be timed
+  check_peers.py fault FAULT ATTNBENCH WORKDIR [PRECISION]
+                                                   the first installed provider serving PRECISION
+                                                   (f32 unless given) misconfigured (scale 1% off,
+                                                   key/value heads mixed up): every judged case
+                                                   must fail, loudly, and not be timed
   check_peers.py judge ATTNBENCH WORKDIR           `attnbench peer-io --judge` on NumPy outputs:
                                                    right ones pass, a 1%-off scale and a GQA
                                                    mix-up fail (needs only NumPy)
@@ -18,17 +20,21 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 HARNESS = os.path.join(HERE, "..", "..", "experiments", "peers", "harness.py")
 MODES = {"torch-sdpa": ("core", "decode"), "torch-mha": ("layer",), "ort-attention": ("core", "decode")}
+# the precisions each provider serves (attn::peer_providers) and one it refuses, if any
+PRECISIONS = {"torch-sdpa": ("f32", "bf16", "f16"), "torch-mha": ("f32",), "ort-attention": ("f32",)}
+REFUSED = {"ort-attention": "bf16"}
 
 
-def cases(provider):
+def cases(provider, precisions=None):
     out = []
-    for mode in MODES[provider]:
-        for g in ((4,) if provider == "torch-mha" else (4, 2, 1)):
-            for causal in ((False,) if mode == "decode" else (False, True)):
-                c = dict(variant=provider, mode=mode, d_model=64, heads=4, kv_heads=g, batch=2, threads=1,
-                         causal=causal)
-                c["context" if mode == "decode" else "n_q"] = 33 if mode == "decode" else 20
-                out.append(c)
+    for prec in precisions or PRECISIONS[provider]:
+        for mode in MODES[provider]:
+            for g in ((4,) if provider == "torch-mha" else (4, 2, 1)):
+                for causal in ((False,) if mode == "decode" else (False, True)):
+                    c = dict(variant=provider, mode=mode, precision=prec, d_model=64, heads=4, kv_heads=g, batch=2,
+                             threads=1, causal=causal)
+                    c["context" if mode == "decode" else "n_q"] = 33 if mode == "decode" else 20
+                    out.append(c)
     out.append(dict(out[0], threads=2))  # a second thread count of the first shape: judged once
     return out
 
@@ -38,9 +44,9 @@ def available(provider):
     return r.returncode == 0, r.stdout.strip()
 
 
-def run(provider, ab, work, fault=None):
+def run(provider, ab, work, fault=None, precisions=None):
     os.makedirs(work, exist_ok=True)
-    cs = cases(provider)
+    cs = cases(provider, precisions)
     with open(os.path.join(work, "cases.json"), "w") as f:
         json.dump(cs, f)
     out = os.path.join(work, f"{provider}.json")
@@ -76,24 +82,31 @@ def test_run(provider, ab, work):
             assert b["real_time"] > 0 and b["iterations"] >= 1
             assert b["bytes"] > 0 and b["intensity"] > 0
             assert (b["kv_gbs"] > 0 and b["core_us"] > 0) if c["mode"] == "decode" else b["gflops_matmul"] > 0
-    print(f"{provider}: {len(cs)} cases judged and timed, {len(bs)} benchmarks; kernel: "
-          f"{sorted({json.loads(b['label'])['peer']['kernel'] for b in bs})}")
+    print(f"{provider}: {len(cs)} cases ({', '.join(PRECISIONS[provider])}) judged and timed, {len(bs)} "
+          f"benchmarks; kernel: {sorted({json.loads(b['label'])['peer']['kernel'] for b in bs})}")
+    if provider in REFUSED:  # a precision it does not serve: every case an error saying so, none timed
+        _, bs = run(provider, ab, work, precisions=(REFUSED[provider],))
+        assert bs and all(b.get("error_occurred") and f"does not serve {REFUSED[provider]}" in b["error_message"]
+                          and not b["iterations"] for b in bs), bs
+        print(f"{provider} in {REFUSED[provider]}: {len(bs)} cases refused: {bs[0]['error_message']}")
     return 0
 
 
-def test_fault(fault, ab, work):
-    provider = next((p for p in ("ort-attention", "torch-sdpa") if available(p)[0]), None)
+def test_fault(fault, ab, work, precision="f32"):
+    provider = next((p for p in ("ort-attention", "torch-sdpa") if precision in PRECISIONS[p] and available(p)[0]),
+                    None)
     if not provider:
-        print("skipped: neither onnxruntime nor torch is installed (bash scripts/peers.sh --ort)")
+        print(f"skipped: no installed peer serves {precision} (bash scripts/peers.sh)")
         return 77
-    cs, bs = run(provider, ab, work, fault)
+    cs, bs = run(provider, ab, work, fault, precisions=(precision,))
     mixed = [c for c in cs if fault == "scale" or c["kv_heads"] > 1]  # G = 1 has nothing to mix up
     failed = [b for b in bs if b.get("error_occurred")]
     assert all("differs from the fp64 reference" in b["error_message"] for b in failed), failed
     assert len(failed) >= len({json.dumps({k: v for k, v in c.items() if k != "threads"}) for c in mixed}), \
         f"{len(failed)} cases failed, expected every misconfigured shape to"
     assert not any(b.get("iterations") for b in failed), "a failed peer was timed"
-    print(f"{provider} with fault '{fault}': {len(failed)} of {len(cs)} cases refused: {failed[0]['error_message']}")
+    print(f"{provider} in {precision} with fault '{fault}': {len(failed)} of {len(cs)} cases refused: "
+          f"{failed[0]['error_message']}")
     return 0
 
 
@@ -136,5 +149,5 @@ if __name__ == "__main__":
     if what == "run":
         sys.exit(test_run(sys.argv[2], sys.argv[3], sys.argv[4]))
     if what == "fault":
-        sys.exit(test_fault(sys.argv[2], sys.argv[3], sys.argv[4]))
+        sys.exit(test_fault(*sys.argv[2:6]))
     sys.exit(test_judge(sys.argv[2], sys.argv[3]))
