@@ -179,7 +179,8 @@ void add_peer_io(CLI::App& app) {
     cmd->add_option("--peak", a->peak, "peak.json from `attnbench peak --out`, for peak_gflops");
     cmd->add_option("--seed", a->seed, "input seed (as attnbench-bench's)")->capture_default_str();
     cmd->add_option("--magnitude", a->magnitude,
-                    "a factor on the case's input magnitude (queries and keys, or a layer's inputs, drawn in [-M, M] times it: scores M^2 times larger), for judging a peer at larger scores")
+                    "a factor on the case's input magnitude (queries and keys, or a layer's inputs, drawn in [-M, M] "
+                    "times it: scores M^2 times larger), for judging a peer at larger scores")
         ->check(CLI::PositiveNumber)
         ->capture_default_str();
     cmd->callback([a] { peer_io(*a); });
