@@ -239,19 +239,35 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::IsMember({"f32", "bf16", "f16", "f64", "int8"}));
     app.add_option("--context", g.context, "decode: tokens already in the cache, L")
+        ->check(CLI::NonNegativeNumber)
         ->delimiter(',')
         ->capture_default_str();
-    app.add_option("--d-model", g.d_model, "d_model")->delimiter(',')->capture_default_str();
-    app.add_option("--heads", g.heads, "query heads H")->delimiter(',')->capture_default_str();
-    app.add_option("--kv-heads", g.kv_heads, "key/value heads G (0: G = H)")->delimiter(',')->capture_default_str();
-    app.add_option("--seq", g.seq, "sequence length N (N_q = N_kv)")->delimiter(',')->capture_default_str();
-    app.add_option("--batch", g.batch, "batch")->delimiter(',')->capture_default_str();
+    app.add_option("--d-model", g.d_model, "d_model")
+        ->check(CLI::NonNegativeNumber)
+        ->delimiter(',')
+        ->capture_default_str();
+    app.add_option("--heads", g.heads, "query heads H")
+        ->check(CLI::NonNegativeNumber)
+        ->delimiter(',')
+        ->capture_default_str();
+    app.add_option("--kv-heads", g.kv_heads, "key/value heads G (0: G = H)")
+        ->check(CLI::NonNegativeNumber)
+        ->delimiter(',')
+        ->capture_default_str();
+    app.add_option("--seq", g.seq, "sequence length N (N_q = N_kv)")
+        ->check(CLI::NonNegativeNumber)
+        ->delimiter(',')
+        ->capture_default_str();
+    app.add_option("--batch", g.batch, "batch")->check(CLI::NonNegativeNumber)->delimiter(',')->capture_default_str();
     app.add_option("--threads", g.threads, "thread counts (0: all cores); single-threaded variants run at 1")
+        ->check(CLI::NonNegativeNumber)
         ->delimiter(',')
         ->capture_default_str();
     app.add_option("--causal", causal, "0, 1 or 0,1")->delimiter(',')->capture_default_str()->check(CLI::Range(0, 1));
-    app.add_option("--tile-q", tile_q, "query tile of the tiled variants (0: default)");
-    app.add_option("--tile-kv", tile_kv, "key/value tile of the tiled variants (0: default)");
+    app.add_option("--tile-q", tile_q, "query tile of the tiled variants (0: default)")
+        ->check(CLI::Range(std::size_t(0), std::size_t(1) << 20));
+    app.add_option("--tile-kv", tile_kv, "key/value tile of the tiled variants (0: default)")
+        ->check(CLI::Range(std::size_t(0), std::size_t(1) << 20));
     app.add_option("--max-memory", max_memory_mib, "MiB a case may allocate (default: half the RAM)");
     app.add_option("--peak", peak_file, "peak.json from `attnbench peak --out` (default: measure now, ~2 s)");
     app.add_option("--seed", seed, "input seed")->capture_default_str();
@@ -262,6 +278,7 @@ int main(int argc, char** argv) {
     }
     try {
         g.causal.assign(causal.begin(), causal.end());
+        attn::check_omp_env();
         attn::check_threads(std::size_t(omp_get_max_threads()), "OMP_NUM_THREADS");
         for (auto t : g.threads) attn::check_threads(t, "--threads", true);
         // given, it is a positive finite size: 0, NaN or a negative never silently means the default

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
     attn::cli::add_peer_io(app);
     try {
         // OMP_NUM_THREADS is a thread count too: OpenMP aborts where it cannot start the team
+        attn::check_omp_env();
         attn::check_threads(std::size_t(omp_get_max_threads()), "OMP_NUM_THREADS");
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

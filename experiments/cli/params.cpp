@@ -158,7 +158,8 @@ void add_params(CLI::App& app) {
     cmd->add_option("--d-model", a->d_models, "model widths to sweep")->capture_default_str();
     cmd->add_option("--heads", a->heads, "head counts H to sweep")->capture_default_str();
     cmd->add_option("--gqa-groups", a->gqa_groups,
-                    "key/value head counts G for the GQA rows (default: 2 where it fits)");
+                    "key/value head counts G for the GQA rows (default: 2 where it fits)")
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--seed", a->seed, "seed of the allocated weights")->capture_default_str();
     cmd->add_flag("--json", a->json, "print JSON instead of a table");
     cmd->add_flag("--csv", a->csv, "print CSV instead of a table");

@@ -9,6 +9,7 @@ module;
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <thread>
@@ -55,6 +56,26 @@ inline void check_threads(std::size_t threads, const std::string& what, bool zer
             what + " " + std::to_string(threads) + " is out of range: threads must be in [" + (zero_ok ? "0" : "1") +
                 ", " + std::to_string(thread_limit()) + "] (" + (zero_ok ? "0: every CPU; " : "") +
                 "at most max(1024, 4 x the " + std::to_string(std::thread::hardware_concurrency()) + " logical CPUs))");
+}
+
+/// Refuses an OMP_NUM_THREADS that is not a comma-separated list of counts in [1,
+/// thread_limit()]; called before the first OpenMP call, since libomp asserts and aborts on
+/// "", "abc" or "nan" while it reads the variable.
+inline void check_omp_env() {
+    const char* env = std::getenv("OMP_NUM_THREADS");
+    if (!env) return;
+    const std::string s = env;
+    std::size_t start = 0;
+    do {
+        const std::size_t end = std::min(s.find(',', start), s.size());
+        const std::string item = s.substr(start, end - start);
+        const bool digits =
+            !item.empty() && item.size() <= 9 && item.find_first_not_of("0123456789") == std::string::npos;
+        require(digits && std::stoul(item) >= 1 && std::stoul(item) <= thread_limit(),
+                "OMP_NUM_THREADS '" + s + "' is not a list of thread counts in [1, " + std::to_string(thread_limit()) +
+                    "]");
+        start = end + 1;
+    } while (start <= s.size());
 }
 
 /// Knobs a run may set; a variant ignores those it has no use for.

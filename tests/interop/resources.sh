@@ -24,8 +24,9 @@ refused 2 "--threads: value 0 is out of range" "${run[@]}" --threads 0
 refused 2 "--threads: '-3' is not a whole number" "$ab" check --threads -3
 refused 2 "--threads: value 99999 is out of range" "$ab" env --threads 99999
 refused 2 "--threads: value 99999 is out of range: threads must be in \[0," "$ab" peak --threads 99999
-refused 2 "OMP_NUM_THREADS 100000 is out of range" env OMP_NUM_THREADS=100000 "$ab" peak --threads 0
-refused 2 "OMP_NUM_THREADS 100000 is out of range" env OMP_NUM_THREADS=100000 "$bench" --benchmark_list_tests=true
+refused 2 "OMP_NUM_THREADS '100000' is not a list of thread counts" env OMP_NUM_THREADS=100000 "$ab" peak --threads 0
+refused 2 "OMP_NUM_THREADS 'abc' is not a list" env OMP_NUM_THREADS=abc "$ab" env # libomp asserted (SIGABRT)
+refused 2 "OMP_NUM_THREADS '' is not a list" env OMP_NUM_THREADS= "$bench" --benchmark_list_tests=true
 refused 2 "--threads 100000 is out of range" "$bench" --threads 1,100000 --benchmark_list_tests=true
 refused 2 "--case: the case's threads 0 is out of range" "$bench" --benchmark_list_tests=true \
     --case '{"variant":"parallel","mode":"core","d_model":64,"heads":4,"n_q":8,"threads":0}'
@@ -49,4 +50,7 @@ refused 2 "huge.toml: grid 'perf' asks for 5000000000 cases .* more than the 100
     "$ab" report --sweep huge.toml --out r3 --yes
 refused 2 "the grids ask for 2000000 cases" "$bench" --seq "$(seq -s, 1 500)" --batch "$(seq -s, 1 100)" \
     --d-model 64,128,256,512 --benchmark_list_tests=true
+# negative sizes wrapped to 2^64 - 1 (a tile of 2^64 - 1 aborted the harness)
+refused 2 "--tile-q: Value -1 not in range" "$bench" --tile-q -1 --benchmark_list_tests=true
+refused 2 "--seq: Value -1 must be greater than or equal to 0|--seq: .*-1" "$bench" --seq 8,-1 --benchmark_list_tests=true
 echo "resources ok"
