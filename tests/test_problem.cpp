@@ -50,6 +50,35 @@ TEST_CASE("causal mask is bottom-right aligned", "[problem]") {
     CHECK(p.visible_pairs() == 0 + 0 + 1 + 2 + 3 + 4);
 }
 
+TEST_CASE("the closed forms of visible pairs and rows with keys equal the sums over rows", "[problem]") {
+    for (bool causal : {false, true})
+        for (std::size_t n_q = 1; n_q <= 40; ++n_q)
+            for (std::size_t n_kv = 1; n_kv <= 40; ++n_kv) {
+                problem p = attn::mha(8, 1, n_q);
+                p.n_kv = n_kv;
+                p.causal = causal;
+                std::size_t pairs = 0, rows = 0;
+                for (std::size_t i = 0; i < n_q; ++i) {
+                    pairs += p.visible(i);
+                    rows += p.visible(i) > 0;
+                }
+                CHECK(p.visible_pairs() == pairs);
+                CHECK(p.rows_with_keys() == rows);
+            }
+}
+
+TEST_CASE("a problem whose counts would not fit in 64 bits is refused before anything is counted",
+          "[problem][errors]") {
+    problem p = attn::mha(512, 8, (std::size_t(1) << 32) + 1); // N^2 alone is 2^64 + 2^33 + 1
+    CHECK(error_of(p).rfind("problem too large to count in 64 bits: batch=1 heads=8 N_q=4294967297", 0) == 0);
+    p = attn::mha(512, 8, std::size_t(1) << 62);
+    CHECK(error_of(p).rfind("problem too large to count in 64 bits", 0) == 0);
+    p = attn::mha(512, 8, 1 << 20); // 8 x 8 x 2^40 x 64 = 2^52 FLOPs: countable
+    CHECK(error_of(p).empty());
+    p.batch = 1 << 12; // 2^64: not
+    CHECK(error_of(p).rfind("problem too large to count in 64 bits", 0) == 0);
+}
+
 TEST_CASE("validation names the bad value", "[problem][errors]") {
     problem p = attn::mha(512, 8, 16);
     CHECK(error_of(p).empty());

@@ -2,6 +2,7 @@
 // and the named families. Single-head, MHA, MQA and GQA are one computation with
 // different (heads, kv_heads): query head h reads key/value head floor(h*G/H).
 module;
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -113,11 +114,17 @@ struct problem {
         return std::min<std::size_t>(n_kv, std::size_t(last) + 1);
     }
 
-    /// Number of (query, key) pairs that are scored in one head of one sequence.
+    /// Number of query rows (per head, per sequence) that see at least one key: under the causal
+    /// mask row i sees keys once i >= n_q - n_kv.
+    std::size_t rows_with_keys() const { return causal ? std::min(n_q, n_kv) : n_q; }
+
+    /// Number of (query, key) pairs that are scored in one head of one sequence, in closed form
+    /// (sum over rows of visible(i)): causal rows see 1, 2, ... keys from the first row that sees
+    /// any, so the sum is n_kv(n_kv+1)/2 when n_q >= n_kv and n_q(n_kv - n_q) + n_q(n_q+1)/2 when not.
     std::size_t visible_pairs() const {
-        std::size_t total = 0;
-        for (std::size_t i = 0; i < n_q; ++i) total += visible(i);
-        return total;
+        if (!causal) return n_q * n_kv;
+        if (n_q >= n_kv) return n_kv * (n_kv + 1) / 2;
+        return n_q * (n_kv - n_q) + n_q * (n_q + 1) / 2;
     }
 
     std::string family() const {
@@ -152,6 +159,19 @@ struct problem {
         require(kv_heads <= heads, "kv_heads=" + std::to_string(kv_heads) + " exceeds heads=" + std::to_string(heads));
         require(heads % kv_heads == 0,
                 "heads=" + std::to_string(heads) + " is not divisible by kv_heads=" + std::to_string(kv_heads));
+        // Every count the suite derives (elements, bytes, FLOPs of each convention) is a 64-bit
+        // integer; the largest are about 8 x B x H x N_q x N_kv x d_head (the attention's FLOPs with
+        // softmax) and 8 x B x (N_q + N_kv) x d_model x (H + G) x d_head (the projections'). They
+        // are estimated in long double, so no product wraps before it is compared.
+        const long double b = batch, nq = n_q, nkv = n_kv, d = head_dim();
+        const long double attention = 8.0L * b * heads * nq * nkv * d;
+        const long double projection = 8.0L * b * (nq + nkv) * d_model * (heads + kv_heads) * d;
+        const long double limit = 9.2e18L; // just under 2^63
+        require(attention < limit && projection < limit,
+                "problem too large to count in 64 bits: batch=" + std::to_string(batch) + " heads=" +
+                    std::to_string(heads) + " N_q=" + std::to_string(n_q) + " N_kv=" + std::to_string(n_kv) +
+                    " d_model=" + std::to_string(d_model) + " d_head=" + std::to_string(head_dim()) + ": about 2^" +
+                    std::to_string(int(std::log2(double(std::max(attention, projection))))) + " FLOPs, over 2^63");
         require(!scale || std::isfinite(*scale),
                 "softmax scale must be finite (got " + std::to_string(scale.value_or(0.0)) + ")");
     }

@@ -86,13 +86,6 @@ struct flop_counts {
     std::uint64_t attention_matmul() const { return matmul_flops() - projection_matmul(); }
 };
 
-/// Number of query rows (per head, per sequence) that see at least one key.
-inline std::size_t rows_with_keys(const problem& p) {
-    std::size_t z = 0;
-    for (std::size_t i = 0; i < p.n_q; ++i) z += p.visible(i) > 0;
-    return z;
-}
-
 /// The analytic count: closed-form per stage, causal rows discounted exactly through
 /// problem::visible. P = visible pairs, Z = rows seeing any key, per (batch, head).
 inline flop_counts analytic_flops(const problem& p) {
@@ -111,7 +104,7 @@ inline flop_counts analytic_flops(const problem& p) {
     linear(stage::proj_k, rkv, d, kw);
     linear(stage::proj_v, rkv, d, kw);
     linear(stage::proj_o, rq, qw, d);
-    const std::uint64_t heads = B * p.heads, P = p.visible_pairs(), Z = rows_with_keys(p);
+    const std::uint64_t heads = B * p.heads, P = p.visible_pairs(), Z = p.rows_with_keys();
     f.at(stage::qk, op::mul) = heads * P * dh;
     f.at(stage::qk, op::add) = heads * P * (dh - 1);
     c.macs[std::size_t(stage::qk)] = heads * P * dh;
