@@ -347,7 +347,6 @@ int main(int argc, char** argv) {
         benchmark::AddCustomContext("attnbench_peak_kind",
                                     "peak_gflops of an f32, bf16 or f16 case: the measured fp32 FMA peak (bf16 and f16 "
                                     "are widened to fp32 and run on fp32 FMAs by every variant); f64: half of it");
-        benchmark::AddCustomContext("attnbench_bf16_path", attn::kernels::isa::bf16_path());
         benchmark::AddCustomContext("attnbench_f16_path", attn::kernels::isa::f16_path());
         benchmark::AddCustomContext(
             "attnbench_counters",
