@@ -14,7 +14,6 @@
 #include <limits>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 #include <omp.h>
@@ -26,22 +25,6 @@
 import attn.shard;
 
 namespace attn::cli::reporting {
-
-std::string read_text(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    require(bool(f), p.string() + ": cannot read");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-json read_json(const fs::path& p) {
-    try {
-        return json::parse(read_text(p));
-    } catch (const json::exception& e) {
-        throw error(p.string() + ": not valid JSON (" + e.what() + ")");
-    }
-}
 
 std::string utc_stamp(const char* format) {
     const std::time_t t = std::time(nullptr);
@@ -203,8 +186,6 @@ sweep_spec load_spec(const report_args& a) {
                                                        : fs::exists(a.sweep, ec)     ? "not a regular file"
                                                                                      : "no such file") +
                                                       ")");
-        std::ifstream f(a.sweep);
-        require(bool(f), a.sweep + ": cannot read the sweep file");
         const std::string text = read_text(a.sweep);
         require(text.find_first_not_of(" \t\r\n") != std::string::npos,
                 a.sweep + ": the sweep file is empty (the embedded presets are --preset quick and --preset full)");

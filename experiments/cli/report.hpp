@@ -21,8 +21,6 @@ using json = nlohmann::ordered_json;
 /// Thrown when a child died of SIGINT/SIGTERM/SIGKILL: this run is being stopped.
 struct interrupted {};
 
-std::string read_text(const fs::path& p);
-json read_json(const fs::path& p);
 std::string utc_stamp(const char* format);
 /// Seconds as m:ss or h:mm:ss.
 std::string clock_text(double seconds);

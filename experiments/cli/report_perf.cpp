@@ -191,9 +191,9 @@ std::vector<json> run_cases(const run_context& c, const std::vector<sweep_case>&
     bool parsed = false;
     std::string parse_error;
     if (fs::exists(out)) try {
-            gb = json::parse(json_without_nan(read_text(out)));
+            gb = parse_json(json_without_nan(read_text(out)), out.string());
             parsed = true;
-        } catch (const json::exception& e) {
+        } catch (const error& e) {
             parse_error = std::string("the harness's JSON does not parse: ") + e.what();
         }
     std::vector<json> recs;
