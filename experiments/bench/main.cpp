@@ -17,10 +17,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <new>
-#include <sstream>
 #include <string>
 #include <vector>
 #include <omp.h>
@@ -126,7 +124,7 @@ void run_case(benchmark::State& state, timed_case& c) {
 std::vector<attn::sweep_case> cases_from(const std::vector<std::string>& given, const std::string& file,
                                          const attn::grid& g, int all_threads) {
     std::vector<attn::sweep_case> out;
-    auto add = [&](const json& j, const std::string& where) {
+    auto add = [&](const nlohmann::ordered_json& j, const std::string& where) {
         try {
             if (j.is_array())
                 for (const auto& x : j) out.push_back(x.get<attn::sweep_case>());
@@ -136,21 +134,8 @@ std::vector<attn::sweep_case> cases_from(const std::vector<std::string>& given, 
             throw attn::error(where + ": " + e.what());
         }
     };
-    auto parse = [](const std::string& text, const std::string& where) {
-        try {
-            return json::parse(text);
-        } catch (const json::exception& e) {
-            throw attn::error(where + ": not valid JSON (" + e.what() + ")");
-        }
-    };
-    for (const auto& s : given) add(parse(s, "--case"), "--case");
-    if (!file.empty()) {
-        std::ifstream f(file);
-        attn::require(bool(f), file + ": cannot read");
-        std::stringstream text;
-        text << f.rdbuf();
-        add(parse(text.str(), file), file);
-    }
+    for (const auto& s : given) add(attn::parse_json(s, "--case"), "--case");
+    if (!file.empty()) add(attn::read_json(file), file);
     if (given.empty() && file.empty()) out = attn::expand({g}, all_threads);
     attn::require(!out.empty(), "no case to run: the grid is empty");
     return out;
@@ -290,11 +275,7 @@ int main(int argc, char** argv) {
                           " is not a size: give MiB, a finite number in (0, 1e12]");
         attn::peak::ceilings peak;
         if (!peak_file.empty()) {
-            std::ifstream f(peak_file);
-            attn::require(bool(f), peak_file + ": cannot read");
-            std::stringstream text;
-            text << f.rdbuf();
-            peak = attn::peak::from_json(text.str());
+            peak = attn::peak::read_ceilings(peak_file);
         } else {
             attn::peak::options po;
             po.repetitions = 5;

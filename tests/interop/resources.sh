@@ -5,16 +5,9 @@
 # one line naming the value, never an OpenMP abort, a silent default or a bare std::bad_alloc.
 # usage: resources.sh ATTNBENCH ATTNBENCH_BENCH WORKDIR
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # fail, refused
 ab=$1 bench=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
-refused() { # refused STATUS REGEX CMD...: exit STATUS, one line on stderr matching REGEX
-    local want=$1 re=$2; shift 2
-    "$@" >out.txt 2>err.txt </dev/null; local rc=$?
-    [ $rc -eq "$want" ] || fail "$* exited $rc, expected $want: $(head -c 600 err.txt)"
-    grep -Eq -- "$re" err.txt || fail "$*: stderr does not say '$re': $(head -c 600 err.txt)"
-    [ "$(grep -c . err.txt)" -le 2 ] || fail "$*: more than one message: $(head -c 600 err.txt)"
-}
 "$ab" init --d-model 8 --heads 2 --seq 3 --out data >/dev/null || fail "init"
 run=("$ab" run --variant parallel --weights data/weights --input data/x.npy --heads 2 --out y.npy)
 
