@@ -182,6 +182,14 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
 } // namespace
 
 int main(int argc, char** argv) {
+    // OMP_NUM_THREADS is checked before anything can call OpenMP: libomp parses it at its first
+    // call and asserts, aborts or hangs on a value such as "", "1.5" or "nan".
+    try {
+        attn::check_omp_env();
+    } catch (const attn::error& e) {
+        std::fprintf(stderr, "attnbench-bench: error: %s\n", e.what());
+        return 2;
+    }
     // Google Benchmark takes its --benchmark_* flags; ours are parsed from what remains. The JSON
     // goes to a temporary file renamed over the target at the end (atomic).
     std::string out_path, format = "console";
@@ -265,7 +273,6 @@ int main(int argc, char** argv) {
     }
     try {
         g.causal.assign(causal.begin(), causal.end());
-        attn::check_omp_env();
         attn::check_threads(std::size_t(omp_get_max_threads()), "OMP_NUM_THREADS");
         for (auto t : g.threads) attn::check_threads(t, "--threads", true);
         // given, it is a positive finite size: 0, NaN or a negative never silently means the default
