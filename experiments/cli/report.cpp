@@ -35,10 +35,10 @@ std::string utc_stamp(const char* format) {
     return buf;
 }
 
-std::string clock_text(double seconds) {
+std::string clock_text(double seconds, bool hours) {
     const long s = long(seconds + 0.5);
     char buf[32];
-    if (s >= 3600)
+    if (s >= 3600 || hours)
         std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
     else
         std::snprintf(buf, sizeof buf, "%ld:%02ld", s / 60, s % 60);
@@ -215,7 +215,7 @@ void confirm_size(const sweep_spec& spec, int threads, bool yes) {
     const std::size_t n = expand(spec.grids, threads).size();
     const double seconds = double(n) * spec.repetitions * spec.min_time;
     require(yes || n <= confirm_cases || std::find(spec.stages.begin(), spec.stages.end(), "perf") == spec.stages.end(),
-            spec.source + ": " + grouped(n) + " performance cases, at least " + clock_text(seconds) +
+            spec.source + ": " + grouped(n) + " performance cases, at least " + clock_text(seconds, true) +
                 " (h:mm:ss) of timing alone (" + std::to_string(spec.repetitions) + " repetitions x " +
                 format_number(spec.min_time, 3) + " s each); more than " + grouped(confirm_cases) +
                 ": pass --yes to start it");

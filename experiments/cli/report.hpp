@@ -22,8 +22,8 @@ using json = nlohmann::ordered_json;
 struct interrupted {};
 
 std::string utc_stamp(const char* format);
-/// Seconds as m:ss or h:mm:ss.
-std::string clock_text(double seconds);
+/// Seconds as m:ss, or h:mm:ss from an hour on or when `hours` (a text that names its format).
+std::string clock_text(double seconds, bool hours = false);
 /// The last non-empty line of a file (a child's error message), or "".
 std::string last_line(const fs::path& p);
 

@@ -50,10 +50,21 @@ for m in 0 nan inf -5 1e300; do
 done
 # sweep size: counted from the grids' list lengths before anything is built; 10^9 cases ran out of
 # memory building the list, 12,000 started without a word
-printf '[perf]\nvariants = "naive"\nd_model = [64, 128]\nseq = [%s]\n' "$(seq -s, 1 6000)" >big.toml
-refused 2 "big.toml: 12,000 performance cases, at least 1:00:00 .* pass --yes to start it" \
+printf 'stages = ["perf"]\n[perf]\nrepetitions = 1\nmin_time = 0.01\nvariants = "naive"\nmodes = "core"\nd_model = [64, 128]\nheads = [2]\nseq = [%s]\n' \
+    "$(seq -s, 1 6000)" >big.toml
+refused 2 "big.toml: 12,000 performance cases, at least 0:02:00 .* pass --yes to start it" \
     "$ab" report --sweep big.toml --out r2
 [ ! -e r2 ] || fail "a refused sweep left its run folder"
+# with --yes the same sweep starts: all 12,000 cases planned and the first one timed (--stop-after 1
+# then kills the report with SIGKILL, as an interrupted run would, so the test times one case)
+"$ab" report --sweep big.toml --out r2 --yes --stop-after 1 >out.txt 2>err.txt </dev/null
+rc=$?
+[ $rc -eq 137 ] || fail "report --yes --stop-after 1 exited $rc, expected 137 (SIGKILL after one case): $(tail -c 600 err.txt)"
+grep -q "12000 performance cases -> r2" err.txt || fail "report --yes did not start the 12,000 cases: $(head -c 600 err.txt)"
+grep -Eq '"cases": 12000' r2/run.json || fail "r2/run.json does not plan 12,000 cases: $(cat r2/run.json)"
+[ "$(ls r2/cases/*.json | wc -l)" -eq 1 ] || fail "report --yes: $(ls r2/cases | wc -l) case files, expected the 1 timed"
+grep -Eq '"status": "ok"' r2/cases/*.json && grep -Eq '"time_ms": [0-9.e-]+' r2/cases/*.json ||
+    fail "report --yes: the first case was not timed: $(head -c 600 r2/cases/*.json)"
 printf '[perf]\nseq = [%s]\nbatch = [%s]\nd_model = [%s]\n' "$(seq -s, 1 1000)" "$(seq -s, 1 1000)" \
     "$(seq -s, 8 8 8000)" >huge.toml
 refused 2 "huge.toml: grid 'perf' asks for 5000000000 cases .* more than the 100000" \
