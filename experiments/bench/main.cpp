@@ -15,16 +15,21 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <new>
 #include <string>
 #include <vector>
+#include <unistd.h>
 #include <omp.h>
 #include <benchmark/benchmark.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
+#include "../cli/numbers.hpp"
+#include "../cli/process.hpp"
 import attn.count;
 import attn.peak;
 import attn.results;
@@ -182,6 +187,7 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
 } // namespace
 
 int main(int argc, char** argv) {
+    attn::cli::die_with_parent(); // a report's child ends with the report, even one killed by SIGKILL
     // OMP_NUM_THREADS is checked before anything can call OpenMP: libomp parses it at its first
     // call and asserts, aborts or hangs on a value such as "", "1.5" or "nan".
     try {
@@ -191,17 +197,23 @@ int main(int argc, char** argv) {
         return 2;
     }
     // Google Benchmark takes its --benchmark_* flags; ours are parsed from what remains. The JSON
-    // goes to a temporary file renamed over the target at the end (atomic).
-    std::string out_path, format = "console";
+    // goes to a temporary file beside the target (".NAME.tmp.PID", the writers' rule in
+    // attn.results:files), renamed over it at the end (atomic).
+    std::string out_path, tmp_path, format = "console";
+    bool out_given = false;
     std::vector<char*> args(argv, argv + argc);
-    static std::string tmp;
+    static std::string tmp_arg;
     for (auto& a : args) {
         const std::string s = a;
         if (s.rfind("--benchmark_format=", 0) == 0) format = s.substr(19);
         if (s.rfind("--benchmark_out=", 0) == 0) {
+            out_given = true;
             out_path = s.substr(16);
-            tmp = "--benchmark_out=" + out_path + ".tmp";
-            a = tmp.data();
+            const std::filesystem::path p(out_path);
+            tmp_path =
+                (p.parent_path() / ("." + p.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
+            tmp_arg = "--benchmark_out=" + tmp_path;
+            a = tmp_arg.data();
         }
     }
     int n = int(args.size());
@@ -266,6 +278,7 @@ int main(int argc, char** argv) {
     app.add_option("--max-memory", max_memory_mib, "MiB a case may allocate (default: half the RAM)");
     app.add_option("--peak", peak_file, "peak.json from `attnbench peak --out` (default: measure now, ~2 s)");
     app.add_option("--seed", seed, "input seed")->capture_default_str();
+    attn::cli::strict_values(app);
     try {
         app.parse(n, args.data());
     } catch (const CLI::ParseError& e) {
@@ -274,6 +287,14 @@ int main(int argc, char** argv) {
     try {
         g.causal.assign(causal.begin(), causal.end());
         attn::check_threads(std::size_t(omp_get_max_threads()), "OMP_NUM_THREADS");
+        if (out_given) { // the output is checked, and its temporary made, before any work
+            attn::check_output_file(out_path);
+            std::error_code ec;
+            if (const auto parent = std::filesystem::path(out_path).parent_path(); !parent.empty())
+                std::filesystem::create_directories(parent, ec);
+            const bool writable = bool(std::ofstream(tmp_path, std::ios::binary | std::ios::trunc));
+            attn::require(writable, out_path + ": cannot write the output (" + std::strerror(errno) + ")");
+        }
         for (auto t : g.threads) attn::check_threads(t, "--threads", true);
         // given, it is a positive finite size: 0, NaN or a negative never silently means the default
         attn::require(!app.count("--max-memory") ||
@@ -372,14 +393,21 @@ int main(int argc, char** argv) {
         benchmark::BenchmarkReporter* display = &console;
         if (format == "json") display = &json_display;
         if (format == "csv") display = nullptr; // Google Benchmark's own CSV (without the derived columns)
-        if (out_path.empty())
+        if (!out_given)
             benchmark::RunSpecifiedBenchmarks(display);
         else
             benchmark::RunSpecifiedBenchmarks(display, &file);
         benchmark::Shutdown();
-        if (!out_path.empty()) std::filesystem::rename(out_path + ".tmp", out_path);
+        if (out_given) {
+            attn::check_output_file(out_path); // still a regular file or nothing: never replace anything else
+            std::error_code ec;
+            std::filesystem::rename(tmp_path, out_path, ec);
+            attn::require(!ec, out_path + ": cannot move the output into place (" + ec.message() + ")");
+        }
     } catch (const attn::error& e) {
         std::fprintf(stderr, "attnbench-bench: error: %s\n", e.what());
+        std::error_code ignored; // a refused run leaves no temporary behind
+        if (out_given) std::filesystem::remove(tmp_path, ignored);
         return 2;
     } catch (const std::bad_alloc& e) { // attn::out_of_memory says what it was for
         std::fprintf(stderr, "attnbench-bench: out of memory: %s\n",

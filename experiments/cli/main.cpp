@@ -8,9 +8,12 @@
 #include <omp.h>
 #include <CLI/CLI.hpp>
 #include "commands.hpp"
+#include "numbers.hpp"
+#include "process.hpp"
 import attn.core;
 
 int main(int argc, char** argv) {
+    attn::cli::die_with_parent(); // a report's child ends with the report, even one killed by SIGKILL
     // OMP_NUM_THREADS is checked before anything can call OpenMP: libomp parses the variable once,
     // at the first OpenMP call, and on a value such as "", "1.5", "-1" or "nan" it asserts, aborts
     // or hangs. No subcommand calls OpenMP while it is registered, and this check comes first.
@@ -38,6 +41,15 @@ int main(int argc, char** argv) {
     attn::cli::add_merge(app);
     attn::cli::add_slurm(app);
     attn::cli::add_peer_io(app);
+    attn::cli::strict_values(app);
+    if (argc > 1 && argv[1][0] != '-') { // CLI11 would say only "A subcommand is required"
+        bool known = false;
+        for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->check_name(argv[1]);
+        if (!known) {
+            std::fprintf(stderr, "attnbench: error: unknown subcommand '%s' (attnbench --help lists them)\n", argv[1]);
+            return 2;
+        }
+    }
     try {
         // OMP_NUM_THREADS is a thread count too: OpenMP aborts where it cannot start the team
         attn::check_threads(std::size_t(omp_get_max_threads()), "OMP_NUM_THREADS");

@@ -132,6 +132,8 @@ bool judge(const sweep_case& k, const problem& p, check::mode m, const check::in
 }
 
 void peer_io(const peer_io_args& a) {
+    require(std::isfinite(a.magnitude) && a.magnitude > 0 && a.magnitude <= 1e3,
+            "peer-io: --magnitude " + std::to_string(a.magnitude) + " is not a finite number in (0, 1000]");
     const auto k = parse_case(a.case_json);
     if (a.id_only) { // the case with its defaults filled and its id, for the runners to file it by
         nlohmann::json j = k;
@@ -139,8 +141,6 @@ void peer_io(const peer_io_args& a) {
         std::printf("%s\n", j.dump().c_str());
         return;
     }
-    require(std::isfinite(a.magnitude) && a.magnitude <= 1e3,
-            "peer-io: --magnitude " + std::to_string(a.magnitude) + " is not a finite number in (0, 1000]");
     require(!a.dir.empty(), "peer-io: --dir is required (where the inputs go, or the judged inputs are drawn for)");
     const problem p = k.shape();
     const auto m = k.mode == "layer" ? check::mode::layer : check::mode::core;
@@ -168,8 +168,7 @@ void add_peer_io(CLI::App& app) {
     cmd->add_option("--magnitude", a->magnitude,
                     "a factor on the case's input magnitude (queries and keys, or a layer's inputs, drawn in [-M, M] "
                     "times it: scores M^2 times larger), for judging a peer at larger scores")
-        ->check(CLI::PositiveNumber)
-        ->capture_default_str();
+        ->capture_default_str(); // finite by strict_values; (0, 1000] checked by peer_io
     cmd->callback([a] { peer_io(*a); });
 }
 

@@ -47,6 +47,7 @@ void forward_signals() {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0; // no SA_RESTART: waitpid returns EINTR and waits again
     for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+    ::setenv("ATTNBENCH_PARENT_PID", std::to_string(::getpid()).c_str(), 1); // see die_with_parent
 }
 
 void lock_run_dir(const std::string& dir) {

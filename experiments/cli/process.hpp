@@ -1,8 +1,12 @@
 // Child processes of `attnbench report`: the stages run as subcommands of this binary and the
 // performance cases as runs of attnbench-bench, so a crash costs one case, not the run.
 #pragma once
+#include <csignal>
+#include <cstdlib>
 #include <string>
 #include <vector>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 namespace attn::cli {
 
@@ -28,6 +32,18 @@ std::string exit_text(const process_result& r);
 /// no child outlives its parent) and recorded; run_process then reports parent_signal and
 /// starts no further child.
 void forward_signals();
+
+/// The child's half of "no child outlives its parent", for the one signal a parent cannot pass
+/// on: killed by SIGKILL (kill -9, the OOM killer), `attnbench report` leaves its child running.
+/// forward_signals() puts the report's pid in ATTNBENCH_PARENT_PID; a main that finds its own
+/// parent there asks the kernel for SIGTERM when that parent dies (PR_SET_PDEATHSIG), and exits
+/// at once if the parent is already gone (reparented between the spawn and this call).
+inline void die_with_parent() {
+    const char* parent = std::getenv("ATTNBENCH_PARENT_PID");
+    if (!parent || std::to_string(::getppid()) != parent) return; // not a report's child
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (std::to_string(::getppid()) != parent) std::_Exit(130); // the parent died before prctl
+}
 
 /// Takes an exclusive lock on DIR/run.lock (flock: released when this process ends, however it
 /// ends) for the rest of the process; throws attn::error if another process holds it.

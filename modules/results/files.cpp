@@ -21,6 +21,8 @@ namespace {
 
 const char* kind_of(const fs::file_status& s) {
     switch (s.type()) {
+    case fs::file_type::regular:
+        return "a regular file";
     case fs::file_type::directory:
         return "a directory";
     case fs::file_type::symlink:

@@ -35,4 +35,26 @@ refused 3 "out of memory: cannot allocate [0-9.e+]+ GB for the inputs and fp64 r
 bash -c 'ulimit -v 3000000; exec "$0" --variant naive --mode core --d-model 64 --heads 2 --seq 200000 --max-memory 1e9 --benchmark_min_time=0.001 --benchmark_out=oom.json' \
     "$bench" >/dev/null 2>err.txt
 grep -q '"error_message": "out of memory: ' oom.json || fail "the harness's case did not record out of memory: $(tail -n 3 err.txt)"
+# a value means what it says or is refused: CLI11 alone read "" as 0 or as the default, -1 and
+# 99999999999999999999 for an unsigned flag as 2^64 - 1 and 010 as 8 (octal)
+refused 2 "--seq: '010' is not a whole number >= 0 \(no leading zeros" "$ab" flops --seq 010
+refused 2 "--seq: '0x10' is not a whole number >= 0" "$ab" flops --seq 0x10
+refused 2 "--seed: '' is not a whole number >= 0" "$ab" env --seed ""
+refused 2 "--seed: '-1' is not a whole number >= 0" "$ab" env --seed -1
+refused 2 "--seed: '99999999999999999999' is not a whole number >= 0 that fits in 64 bits" "$ab" env --seed 99999999999999999999
+refused 2 "--kv-heads: '' is not a whole number >= 0" "$ab" flops --kv-heads ""
+refused 2 "--seed: '-1' is not a whole number >= 0" "$bench" --seed -1 --benchmark_list_tests=true
+refused 2 "--seq: '08' is not a whole number >= 0" "$bench" --seq 512,08 --benchmark_list_tests=true
+refused 2 "--context: '99999999999999999999' is not a whole number >= 0 that fits" "$bench" --mode decode \
+    --context 99999999999999999999 --benchmark_list_tests=true
+refused 2 "--preset: the value is empty" "$ab" report --preset "" --out r-empty
+[ ! -e r-empty ] || fail "report --preset '' made its folder"
+"$ab" flops --seq 10 --json >flops.json && grep -Eq '"n_q": 10\b' flops.json || fail "flops --seq 10 is not N_q = 10"
+"$ab" env --seed 0 --json >env.json && grep -Eq '"seed": "0"' env.json || fail "env --seed 0 is not seed 0"
+# an unknown subcommand is named (CLI11 said "A subcommand is required")
+refused 2 "^attnbench: error: unknown subcommand 'nosuch'" "$ab" nosuch --x
+refused 2 "^attnbench: error: unknown subcommand ''" "$ab" ""
+# a file where an output folder should be is called a regular file
+touch plain
+refused 2 "plain: cannot hold outputs: it is a regular file, not a directory" "$ab" params --out plain
 echo "messages ok"

@@ -24,4 +24,13 @@ refused 2 "--r-min: '-1' must be a finite number in \[1e-09, 1e\+06\]" "$ab" hul
 refused 2 "--alpha: 'nan' must be a finite number in \[0, 1\]" "$ab" compare --alpha nan a.json b.json
 refused 2 "--fma-seconds: 'nan' must be a finite number" "$ab" peak --fma-seconds nan
 refused 2 "--triad-mib: 'inf' must be a finite number" "$ab" peak --triad-mib inf
+# every float flag is finite, also where its own check is only "positive" (CLI11 lets NaN through)
+for v in nan inf -inf 1e999; do
+    refused 2 "--magnitude: '$v' is not a finite number" "$ab" peer-io --id-only --magnitude "$v" \
+        --case '{"variant":"naive","mode":"core","d_model":8,"heads":2,"n_q":3}'
+done
+for v in 0 -1 1001; do
+    refused 2 "peer-io: --magnitude .* is not a finite number in \(0, 1000\]" "$ab" peer-io --id-only --magnitude "$v" \
+        --case '{"variant":"naive","mode":"core","d_model":8,"heads":2,"n_q":3}'
+done
 echo "non-finite ok"

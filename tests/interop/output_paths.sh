@@ -4,10 +4,10 @@
 # target are left as they were; a run folder's writability is checked before the work; a write
 # to a closed stdout fails; init without --bias into an old folder leaves no bias behind.
 # Everything happens in a temporary folder: never a real device.
-# usage: output_paths.sh ATTNBENCH PYTHON WORKDIR
+# usage: output_paths.sh ATTNBENCH PYTHON WORKDIR ATTNBENCH_BENCH
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # fail, refused
-ab=$1 py=$2 work=$3
+ab=$1 py=$2 work=$3 bench=$4
 plots=$(cd "$(dirname "$0")/../../experiments/plots" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 mkfifo fifo
@@ -40,4 +40,21 @@ cd "$plots" && "$py" -c "import plotting, sys; plotting.write_text(sys.argv[1], 
 [ $? -ne 0 ] && grep -q "refusing to write over" "$work/err.txt" || fail "Python writer: $(cat "$work/err.txt")"
 "$py" -c "import plotting, sys; plotting.write_text(sys.argv[1], 'link', 'x')" "$work" 2>"$work/err.txt"
 [ $? -ne 0 ] && [ "$(cat "$work/target")" = keep ] || fail "Python writer replaced or followed the link"
+# the harness's --benchmark_out follows the same rule, checked before any case runs (it renamed
+# its temporary over a FIFO or a link, and aborted on a directory after all the work)
+cd "$work" || exit 1
+quick=(--variant naive --mode core --d-model 16 --heads 2 --seq 8 --benchmark_min_time=0.001 --peak nopeak.json)
+refused 2 "attnbench-bench: error: fifo: refusing to write over a FIFO" "$bench" "${quick[@]}" --benchmark_out=fifo
+[ -p fifo ] || fail "attnbench-bench replaced the FIFO"
+refused 2 "attnbench-bench: error: link: refusing to write over a symbolic link" "$bench" "${quick[@]}" --benchmark_out=link
+[ -L link ] && [ "$(cat target)" = keep ] || fail "attnbench-bench changed the link or its target"
+mkdir -p outdir
+refused 2 "attnbench-bench: error: outdir: refusing to write over a directory" "$bench" "${quick[@]}" --benchmark_out=outdir
+refused 2 "attnbench-bench: error: an output path must not be empty" "$bench" "${quick[@]}" --benchmark_out=
+refused 2 "attnbench-bench: error: target/b.json: cannot write the output" "$bench" "${quick[@]}" --benchmark_out=target/b.json
+[ -z "$(ls -A | grep '\.tmp\.')" ] || fail "a refused harness run left a temporary: $(ls -A)"
+"$bench" --variant naive --mode core --d-model 16 --heads 2 --seq 8 --benchmark_min_time=0.001 \
+    --benchmark_out=sub/b.json >/dev/null 2>err.txt || fail "attnbench-bench --benchmark_out=sub/b.json: $(cat err.txt)"
+grep -q '"benchmarks"' sub/b.json || fail "attnbench-bench wrote no JSON to sub/b.json"
+[ -z "$(ls -A sub | grep -v '^b.json$')" ] || fail "attnbench-bench left files beside its output: $(ls -A sub)"
 echo "output paths ok"

@@ -4,7 +4,8 @@
 #     one line and exit 2 (the lock DIR/run.lock dies with its holder);
 #  2. SIGTERM to the report stops its harness (no orphan) and it exits 130, keeping finished cases;
 #  3. a harness killed by SIGKILL (as by the OOM killer) is recorded as a failed case with that
-#     reason, the report goes on, and --resume does not run it again.
+#     reason, the report goes on, and --resume does not run it again;
+#  4. a report killed by SIGKILL (no handler can pass that on) takes its real harness with it.
 # usage: signals.sh ATTNBENCH WORKDIR
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # fail
@@ -68,4 +69,19 @@ grep -q "killed by SIGKILL" $killed || fail "the killed case has no reason"
 rm -f pids run/stages/perf.json # run the stage again: every case is stored, none runs
 "$ab" report --resume --bench ./bench.sh --out run 2>d.err || fail "second resume exited $?: $(cat d.err)"
 [ ! -e pids ] || fail "a stored case ran again on --resume: $(cat pids)"
+# 4: the real harness (next to attnbench) on a case timed for 30 s; kill -9 the report mid-case
+printf 'stages = ["perf"]\n[perf]\nrepetitions = 1\nmin_time = 30\nvariants = "naive"\nmodes = "core"\nd_model = [64]\nheads = [2]\nseq = [64]\n' >long.toml
+"$ab" report --sweep long.toml --out run4 2>e.err &
+parent=$!
+child=
+for _ in $(seq 100); do child=$(pgrep -P $parent | head -1) && [ -n "$child" ] && break; sleep 0.1; done
+[ -n "$child" ] || fail "the harness never started: $(cat e.err)"
+sleep 0.5
+kill -9 $parent
+wait $parent 2>/dev/null
+for _ in $(seq 50); do kill -0 "$child" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$child" 2>/dev/null; then
+    kill -9 "$child"
+    fail "the harness $child outlived its parent, killed by SIGKILL"
+fi
 echo "signals ok"
