@@ -270,8 +270,10 @@ std::vector<std::vector<sweep_case>> harness_runs(const std::vector<sweep_case>&
 outcome stage_perf(run_context& c) {
     const fs::path cases = c.dir / "cases";
     fs::create_directories(cases);
-    for (const auto& e : fs::directory_iterator(cases)) // what an interrupted case left behind
-        if (e.path().filename().string().rfind(".partial-", 0) == 0) fs::remove(e.path());
+    for (const auto& e : fs::directory_iterator(cases)) {      // what an interrupted case left behind
+        const std::string name = e.path().filename().string(); // and the harness's temporary of it
+        if (name.rfind(".partial-", 0) == 0 || name.rfind("..partial-", 0) == 0) fs::remove(e.path());
+    }
     if (!fs::exists(c.bench)) {
         std::fprintf(stderr,
                      "perf: the harness %s does not exist (build attnbench-bench, or pass --bench PATH); "
