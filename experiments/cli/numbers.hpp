@@ -20,7 +20,8 @@ inline std::string number_problem(const std::string& s, const std::string& type)
         char* end = nullptr;
         errno = 0;
         const double v = s.empty() ? 0.0 : std::strtod(s.c_str(), &end);
-        if (s.empty() || end != s.c_str() + s.size() || std::isspace(static_cast<unsigned char>(s[0])))
+        if (s.empty() || end != s.c_str() + s.size() || std::isspace(static_cast<unsigned char>(s[0])) ||
+            s.find_first_of("xX") != std::string::npos) // strtod reads hexadecimal floats too
             return bad("a number");
         if (!std::isfinite(v) || errno == ERANGE) return bad("a finite number");
         return {};

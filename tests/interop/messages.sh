@@ -40,6 +40,7 @@ grep -q '"error_message": "out of memory: ' oom.json || fail "the harness's case
 refused 2 "--seq: '010' is not a whole number >= 0 \(no leading zeros" "$ab" flops --seq 010
 refused 2 "--seq: '0x10' is not a whole number >= 0" "$ab" flops --seq 0x10
 refused 2 "--seed: '' is not a whole number >= 0" "$ab" env --seed ""
+refused 2 "--r-max: '0x10' is not a number" "$ab" hull --r-max 0x10
 refused 2 "--seed: '-1' is not a whole number >= 0" "$ab" env --seed -1
 refused 2 "--seed: '99999999999999999999' is not a whole number >= 0 that fits in 64 bits" "$ab" env --seed 99999999999999999999
 refused 2 "--kv-heads: '' is not a whole number >= 0" "$ab" flops --kv-heads ""
