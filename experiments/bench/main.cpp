@@ -173,6 +173,8 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
     c.peak_gflops =
         (prec == attn::precision::f64 ? 0.5 : 1.0) *
         attn::fma_ceiling_at(peak.fma_1t_gflops.median, peak.fma_all_gflops.median, peak.threads, c.opt.threads);
+    c.peak_load_cpus = attn::fma_ceiling_load_at(peak.fma_1t_gflops.others_busy_cpus,
+                                                 peak.fma_all_gflops.others_busy_cpus, peak.threads, c.opt.threads);
     c.peak_gbs = attn::triad_ceiling_at(peak.triad_1t_gbs.median, peak.triad_all_gbs.median, c.opt.threads);
     return c;
 }
@@ -335,6 +337,7 @@ int main(int argc, char** argv) {
             "gflops_full: every operation incl. softmax (GFLOP/s); bytes per element: the case's precision; "
             "peak_gflops: measured FMA peak at the case's thread "
             "count (attn::fma_ceiling_at; which peak: attnbench_peak_kind); pct_peak: gflops_matmul / peak_gflops (%); "
+            "peak_load_cpus: CPUs other processes kept busy while that peak was measured (-1: unknown); "
             "bytes: minimum traffic (inputs "
             "once, outputs once, at the case's bytes per element; attn::min_bytes); intensity: matmul FLOP per byte "
             "(decode: per cache byte); "

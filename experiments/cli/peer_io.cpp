@@ -96,6 +96,8 @@ void write_inputs(const sweep_case& k, const problem& p, check::mode m, const ch
         const auto c = peak::read_ceilings(a.peak);
         counts["peak_gflops"] =
             fma_ceiling_at(c.fma_1t_gflops.median, c.fma_all_gflops.median, c.threads, int(k.threads));
+        counts["peak_load_cpus"] = fma_ceiling_load_at(c.fma_1t_gflops.others_busy_cpus,
+                                                       c.fma_all_gflops.others_busy_cpus, c.threads, int(k.threads));
     }
     counts["case_id"] = k.id();
     write_atomic(a.dir + "/counts.json", counts.dump(2) + "\n");

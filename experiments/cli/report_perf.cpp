@@ -22,7 +22,8 @@ import attn.stats;
 namespace attn::cli::reporting {
 
 const std::vector<std::string> counter_keys{
-    "gflops_matmul", "gflops_full", "pct_peak", "peak_gflops", "bytes", "intensity", "scratch_mib", "extra_mib",
+    "gflops_matmul", "gflops_full", "pct_peak", "peak_gflops", "peak_load_cpus", "bytes", "intensity", "scratch_mib",
+    "extra_mib",
     // decode: the step's (ID) and the core's (ID/core), bench.decode
     "us_per_token", "tokens_per_s", "step_gbs", "cache_mib", "weight_mib", "kv_bytes_per_token", "cache_ratio_to_mha",
     "kv_bytes_per_cached_token", "llc_mib", "llc_context", "core_us", "kv_gbs", "gflops_core", "peak_gbs", "pct_triad",

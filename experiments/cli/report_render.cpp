@@ -56,6 +56,11 @@ void aggregate_perf(const fs::path& dir) {
         row["ceiling_speedup"] = g.is_number() && peak.is_number()
                                      ? json(attn::ceiling_speedup(g.get<double>(), peak.get<double>()))
                                      : json(nullptr);
+        // a % of peak above 100, or against a ceiling measured on a loaded machine, is marked
+        const json pct = row["pct_peak"], load = row["peak_load_cpus"];
+        row["peak_in_doubt"] =
+            pct.is_number() ? json(attn::peak_in_doubt(pct.get<double>(), load.is_number() ? load.get<double>() : -1))
+                            : json(nullptr);
         row["error"] = r.value("error", std::string());
         rows.push_back(row);
     }
@@ -64,6 +69,9 @@ void aggregate_perf(const fs::path& dir) {
                 {"gflops_matmul", "10^9 matmul-only FLOP/s"},
                 {"gflops_full", "10^9 FLOP/s, full count"},
                 {"pct_peak", "% of the measured FMA peak at the case's thread count"},
+                {"peak_load_cpus", "CPUs other processes kept busy while that FMA peak was measured (-1: unknown)"},
+                {"peak_in_doubt", "pct_peak above 100 or peak_load_cpus >= 0.5 (attn::peak_in_doubt): the "
+                                  "peak was measured low, on a loaded machine; rerun `attnbench peak` quiet"},
                 {"ceiling_speedup", "the measured FMA peak over gflops_matmul: the largest speed-up over this "
                                     "row any implementation of the counted FLOPs could reach (core, layer)"},
                 {"bytes", "bytes moved (the harness's model)"},
@@ -79,6 +87,7 @@ void aggregate_perf(const fs::path& dir) {
                                   "time_ms",  "time_ms_min", "time_ms_max", "cpu_time_ms", "core_time_ms"};
     cols.insert(cols.end(), counter_keys.begin(), counter_keys.end());
     cols.push_back("ceiling_speedup");
+    cols.push_back("peak_in_doubt");
     cols.push_back("error");
     attn::write_atomic((dir / "perf.csv").string(), rows_csv(rows, cols));
 }
