@@ -106,4 +106,7 @@ std::string to_json(const ceilings& c, int indent = 2);
 /// Throws attn::error naming what is missing or malformed.
 ceilings from_json(const std::string& text);
 
+/// from_json of a file (attnbench peak's peak.json); its errors name the path.
+ceilings read_ceilings(const std::string& path);
+
 } // namespace attn::peak

@@ -131,3 +131,14 @@ TEST_CASE("attention overtakes the projections where the closed form says", "[co
                     CHECK(double(x.first_n) <= std::floor(x.closed_form) + 1.0);
                 }
 }
+
+TEST_CASE("a % of peak is in doubt above 100 % or against a ceiling measured under load", "[count]") {
+    CHECK(attn::peak_in_doubt(100.5, 0.0));   // beats the measured ceiling: the ceiling was low
+    CHECK(attn::peak_in_doubt(50.0, 0.5));    // half a CPU busy elsewhere during the probe
+    CHECK(!attn::peak_in_doubt(99.0, 0.49));  // a quiet probe, a share below the ceiling
+    CHECK(!attn::peak_in_doubt(100.0, -1.0)); // load unknown (-1) and exactly at the ceiling
+    // the load that goes with a ceiling: the 1-thread probe's at 1 thread, the all-thread one's above
+    CHECK(attn::fma_ceiling_load_at(0.1, 0.9, 2, 1) == 0.1);
+    CHECK(attn::fma_ceiling_load_at(0.1, 0.9, 2, 2) == 0.9);
+    CHECK(attn::fma_ceiling_load_at(0.1, 0.9, 1, 4) == 0.1);
+}

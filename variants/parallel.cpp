@@ -8,9 +8,7 @@
 // 69-70% of the 232 GFLOP/s 2-thread peak; layer d_model=512 N=2048: 75.1 ms, 74% of peak.
 // One head (d_head 64, N=1024, B=1): 2 threads 1.79x its 1-thread time (384-row tiles: 1.66x);
 // B H = 2: 1.77x (1.43x).
-// bf16 and f16: Q, K, V, W and x widened to fp32 while packing (bf16 by a 16-bit shift, f16 by
-// F16C), the fp32 micro-kernel and softmax unchanged, P kept in fp32, outputs rounded to nearest
-// even as stored; no vdpbf16ps path (attn::kernels::isa::bf16_path says which runs).
+// bf16 and f16: simd's path (see variants/simd.cpp), on every thread.
 module;
 #include <cstddef>
 module attn.variants;

@@ -120,6 +120,7 @@ void ceilings(benchmark::State& state, const timed_case& c) {
     state.counters["intensity"] = Counter(attn::decode_intensity(c.p, c.kv));
     state.counters["peak_gbs"] = Counter(c.peak_gbs);
     state.counters["peak_gflops"] = Counter(c.peak_gflops);
+    state.counters["peak_load_cpus"] = Counter(c.peak_load_cpus);
 }
 
 export void run_decode_step(benchmark::State& state, timed_case& c) {

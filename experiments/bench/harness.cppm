@@ -27,6 +27,7 @@ struct timed_case {
     attn::problem p;
     attn::run_options opt;
     double peak_gflops = 0, peak_gbs = 0; ///< the measured ceilings at the case's thread count
+    double peak_load_cpus = -1;           ///< other processes' load while that FMA ceiling was measured
     double max_memory_bytes = 0;
     std::uint64_t seed = 1;
     bool checked = false;
@@ -82,6 +83,7 @@ void time_calls(benchmark::State& state, timed_case& c, F&& step) {
     for (auto _ : state) step();
     state.counters["extra_mib"] = benchmark::Counter(std::max(0.0, c.extra_bytes) / 1048576.0);
     state.counters["peak_gflops"] = benchmark::Counter(c.peak_gflops);
+    state.counters["peak_load_cpus"] = benchmark::Counter(c.peak_load_cpus);
     state.SetLabel(nlohmann::json(c.k).dump());
 }
 

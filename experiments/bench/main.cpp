@@ -17,10 +17,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <new>
-#include <sstream>
 #include <string>
 #include <vector>
 #include <omp.h>
@@ -126,7 +124,7 @@ void run_case(benchmark::State& state, timed_case& c) {
 std::vector<attn::sweep_case> cases_from(const std::vector<std::string>& given, const std::string& file,
                                          const attn::grid& g, int all_threads) {
     std::vector<attn::sweep_case> out;
-    auto add = [&](const json& j, const std::string& where) {
+    auto add = [&](const nlohmann::ordered_json& j, const std::string& where) {
         try {
             if (j.is_array())
                 for (const auto& x : j) out.push_back(x.get<attn::sweep_case>());
@@ -136,21 +134,8 @@ std::vector<attn::sweep_case> cases_from(const std::vector<std::string>& given, 
             throw attn::error(where + ": " + e.what());
         }
     };
-    auto parse = [](const std::string& text, const std::string& where) {
-        try {
-            return json::parse(text);
-        } catch (const json::exception& e) {
-            throw attn::error(where + ": not valid JSON (" + e.what() + ")");
-        }
-    };
-    for (const auto& s : given) add(parse(s, "--case"), "--case");
-    if (!file.empty()) {
-        std::ifstream f(file);
-        attn::require(bool(f), file + ": cannot read");
-        std::stringstream text;
-        text << f.rdbuf();
-        add(parse(text.str(), file), file);
-    }
+    for (const auto& s : given) add(attn::parse_json(s, "--case"), "--case");
+    if (!file.empty()) add(attn::read_json(file), file);
     if (given.empty() && file.empty()) out = attn::expand({g}, all_threads);
     attn::require(!out.empty(), "no case to run: the grid is empty");
     return out;
@@ -188,6 +173,8 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
     c.peak_gflops =
         (prec == attn::precision::f64 ? 0.5 : 1.0) *
         attn::fma_ceiling_at(peak.fma_1t_gflops.median, peak.fma_all_gflops.median, peak.threads, c.opt.threads);
+    c.peak_load_cpus = attn::fma_ceiling_load_at(peak.fma_1t_gflops.others_busy_cpus,
+                                                 peak.fma_all_gflops.others_busy_cpus, peak.threads, c.opt.threads);
     c.peak_gbs = attn::triad_ceiling_at(peak.triad_1t_gbs.median, peak.triad_all_gbs.median, c.opt.threads);
     return c;
 }
@@ -195,6 +182,14 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
 } // namespace
 
 int main(int argc, char** argv) {
+    // OMP_NUM_THREADS is checked before anything can call OpenMP: libomp parses it at its first
+    // call and asserts, aborts or hangs on a value such as "", "1.5" or "nan".
+    try {
+        attn::check_omp_env();
+    } catch (const attn::error& e) {
+        std::fprintf(stderr, "attnbench-bench: error: %s\n", e.what());
+        return 2;
+    }
     // Google Benchmark takes its --benchmark_* flags; ours are parsed from what remains. The JSON
     // goes to a temporary file renamed over the target at the end (atomic).
     std::string out_path, format = "console";
@@ -278,7 +273,6 @@ int main(int argc, char** argv) {
     }
     try {
         g.causal.assign(causal.begin(), causal.end());
-        attn::check_omp_env();
         attn::check_threads(std::size_t(omp_get_max_threads()), "OMP_NUM_THREADS");
         for (auto t : g.threads) attn::check_threads(t, "--threads", true);
         // given, it is a positive finite size: 0, NaN or a negative never silently means the default
@@ -288,11 +282,7 @@ int main(int argc, char** argv) {
                           " is not a size: give MiB, a finite number in (0, 1e12]");
         attn::peak::ceilings peak;
         if (!peak_file.empty()) {
-            std::ifstream f(peak_file);
-            attn::require(bool(f), peak_file + ": cannot read");
-            std::stringstream text;
-            text << f.rdbuf();
-            peak = attn::peak::from_json(text.str());
+            peak = attn::peak::read_ceilings(peak_file);
         } else {
             attn::peak::options po;
             po.repetitions = 5;
@@ -354,6 +344,7 @@ int main(int argc, char** argv) {
             "gflops_full: every operation incl. softmax (GFLOP/s); bytes per element: the case's precision; "
             "peak_gflops: measured FMA peak at the case's thread "
             "count (attn::fma_ceiling_at; which peak: attnbench_peak_kind); pct_peak: gflops_matmul / peak_gflops (%); "
+            "peak_load_cpus: CPUs other processes kept busy while that peak was measured (-1: unknown); "
             "bytes: minimum traffic (inputs "
             "once, outputs once, at the case's bytes per element; attn::min_bytes); intensity: matmul FLOP per byte "
             "(decode: per cache byte); "

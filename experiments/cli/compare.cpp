@@ -4,7 +4,6 @@
 // (it needs scipy) on two attnbench-bench JSON files, whose cases are matched by name (the id).
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <nlohmann/json.hpp>
@@ -18,14 +17,7 @@ namespace {
 
 /// Refuses, in one line naming the file, what compare.py would fail on with a traceback.
 void require_benchmark_json(const std::string& path) {
-    std::ifstream f(path);
-    require(bool(f), path + ": cannot read");
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(f);
-    } catch (const std::exception& e) {
-        throw error(path + ": not JSON (" + std::string(e.what()) + ")");
-    }
+    const auto j = read_json(path);
     require(j.is_object() && j.contains("benchmarks") && j["benchmarks"].is_array(),
             path + ": no \"benchmarks\" array (not Google Benchmark JSON)");
     // the fields compare.py reads from every entry, each of its type

@@ -11,6 +11,15 @@
 import attn.core;
 
 int main(int argc, char** argv) {
+    // OMP_NUM_THREADS is checked before anything can call OpenMP: libomp parses the variable once,
+    // at the first OpenMP call, and on a value such as "", "1.5", "-1" or "nan" it asserts, aborts
+    // or hangs. No subcommand calls OpenMP while it is registered, and this check comes first.
+    try {
+        attn::check_omp_env();
+    } catch (const attn::error& e) {
+        std::fprintf(stderr, "attnbench: error: %s\n", e.what());
+        return 2;
+    }
     CLI::App app{"attnbench: a benchmark suite for transformer attention"};
     app.require_subcommand(1);
     attn::cli::add_list(app);
@@ -31,7 +40,6 @@ int main(int argc, char** argv) {
     attn::cli::add_peer_io(app);
     try {
         // OMP_NUM_THREADS is a thread count too: OpenMP aborts where it cannot start the team
-        attn::check_omp_env();
         attn::check_threads(std::size_t(omp_get_max_threads()), "OMP_NUM_THREADS");
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

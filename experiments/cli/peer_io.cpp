@@ -17,9 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
@@ -41,22 +39,9 @@ struct peer_io_args {
     bool id_only = false;
 };
 
-std::string read_file(const std::string& path) {
-    std::ifstream f(path);
-    require(bool(f), path + ": cannot read");
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
-
-sweep_case parse_case(const std::string& text) {
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        throw error(std::string("--case: not valid JSON (") + e.what() + ")");
-    }
-    auto k = j.get<sweep_case>();
+/// --case JSON, or --case @FILE.
+sweep_case parse_case(const std::string& arg) {
+    const auto k = (arg.rfind("@", 0) == 0 ? read_json(arg.substr(1)) : parse_json(arg, "--case")).get<sweep_case>();
     const bool half = k.precision == "bf16" || k.precision == "f16";
     require(k.precision == "f32" || (half && k.mode != "layer"), "case " + k.id() + ": precision '" + k.precision +
                                                                      "' is not one peers run (f32; bf16 and f16 " +
@@ -108,9 +93,11 @@ void write_inputs(const sweep_case& k, const problem& p, check::mode m, const ch
         counts["intensity"] = matmul / bytes;
     }
     if (!a.peak.empty()) {
-        const auto c = peak::from_json(read_file(a.peak));
+        const auto c = peak::read_ceilings(a.peak);
         counts["peak_gflops"] =
             fma_ceiling_at(c.fma_1t_gflops.median, c.fma_all_gflops.median, c.threads, int(k.threads));
+        counts["peak_load_cpus"] = fma_ceiling_load_at(c.fma_1t_gflops.others_busy_cpus,
+                                                       c.fma_all_gflops.others_busy_cpus, c.threads, int(k.threads));
     }
     counts["case_id"] = k.id();
     write_atomic(a.dir + "/counts.json", counts.dump(2) + "\n");
@@ -145,7 +132,7 @@ bool judge(const sweep_case& k, const problem& p, check::mode m, const check::in
 }
 
 void peer_io(const peer_io_args& a) {
-    const auto k = parse_case(a.case_json.rfind("@", 0) == 0 ? read_file(a.case_json.substr(1)) : a.case_json);
+    const auto k = parse_case(a.case_json);
     if (a.id_only) { // the case with its defaults filled and its id, for the runners to file it by
         nlohmann::json j = k;
         j["id"] = k.id();

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -15,7 +14,6 @@
 #include <limits>
 #include <memory>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 #include <omp.h>
@@ -27,22 +25,6 @@
 import attn.shard;
 
 namespace attn::cli::reporting {
-
-std::string read_text(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    require(bool(f), p.string() + ": cannot read");
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
-
-json read_json(const fs::path& p) {
-    try {
-        return json::parse(read_text(p));
-    } catch (const json::exception& e) {
-        throw error(p.string() + ": not valid JSON (" + e.what() + ")");
-    }
-}
 
 std::string utc_stamp(const char* format) {
     const std::time_t t = std::time(nullptr);
@@ -187,34 +169,6 @@ const std::vector<report_stage>& report_stages() {
     return stages;
 }
 
-/// Re-renders the plots and report.md from what `dir` holds.
-int render(const fs::path& dir) {
-    // a merge over several machines: each machine's folder is a run of its own, and report.md
-    // gives each its section (merged.py)
-    const auto machines = machine_folders(dir);
-    for (const auto& m : machines)
-        if (const int rc = render(m)) return rc;
-    aggregate_perf(dir);
-    std::string python = attn::build().python;
-    if (const char* env = std::getenv("ATTNBENCH_PYTHON"); env && *env) python = env;
-    require(!python.empty(), "no Python with matplotlib was found at configure time (set ATTNBENCH_PYTHON)");
-    const fs::path script =
-        fs::path(attn::build().source_dir) / "experiments" / "plots" / (machines.empty() ? "report.py" : "merged.py");
-    require(fs::exists(script), script.string() + ": not found (the plots script of this build's source tree)");
-    fs::create_directories(dir / "logs");
-    // the versus-peers table's U test is compare.py's own (gbench.report.calc_utest)
-    ::setenv("ATTNBENCH_GBENCH_COMPARE", attn::build().gbench_compare, 0);
-    const auto r = run_process({python, script.string(), dir.string()}, "", (dir / "logs" / "plot.err").string());
-    if (r.interrupted()) throw interrupted{};
-    if (r.exit_code != 0) {
-        std::fprintf(stderr, "attnbench: plots failed (exit %d): %s (see %s)\n", r.exit_code,
-                     last_line(dir / "logs" / "plot.err").c_str(), (dir / "logs" / "plot.err").string().c_str());
-        return 1;
-    }
-    std::fprintf(stderr, "wrote %s\n", (dir / "report.md").string().c_str());
-    return 0;
-}
-
 struct report_args {
     std::string preset, sweep, out, bench, shard;
     bool resume = false, yes = false;
@@ -232,8 +186,6 @@ sweep_spec load_spec(const report_args& a) {
                                                        : fs::exists(a.sweep, ec)     ? "not a regular file"
                                                                                      : "no such file") +
                                                       ")");
-        std::ifstream f(a.sweep);
-        require(bool(f), a.sweep + ": cannot read the sweep file");
         const std::string text = read_text(a.sweep);
         require(text.find_first_not_of(" \t\r\n") != std::string::npos,
                 a.sweep + ": the sweep file is empty (the embedded presets are --preset quick and --preset full)");

@@ -1,6 +1,7 @@
-// What the two halves of `attnbench report` share: report.cpp (the stages, their registry and
-// the command) and report_perf.cpp (the performance sweep through attnbench-bench). Include it
-// last: it imports attn.sweep and attn.results after its own #includes.
+// What the parts of `attnbench report` share: report.cpp (the stages, their registry and the
+// command), report_perf.cpp (the performance sweep through attnbench-bench) and
+// report_render.cpp (perf.json and the plots from what a run stored). Include it last: it
+// imports attn.sweep and attn.results after its own #includes.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -20,8 +21,6 @@ using json = nlohmann::ordered_json;
 /// Thrown when a child died of SIGINT/SIGTERM/SIGKILL: this run is being stopped.
 struct interrupted {};
 
-std::string read_text(const fs::path& p);
-json read_json(const fs::path& p);
 std::string utc_stamp(const char* format);
 /// Seconds as m:ss or h:mm:ss.
 std::string clock_text(double seconds);
@@ -80,8 +79,16 @@ void add_peers(run_context& c);
 /// How a peer case runs: the peer harness in the project's Python, given this binary.
 std::vector<std::string> peer_command(const run_context& c);
 
+/// The harness's counters a case record keeps (the median over its repetitions of each), and
+/// perf.json's and perf.csv's columns after the times.
+extern const std::vector<std::string> counter_keys;
+
 /// cases/*.json -> perf.json and perf.csv, sorted by case (the order does not depend on the
 /// order cases finished in, so an interrupted and resumed run writes the same files).
 void aggregate_perf(const fs::path& dir);
+
+/// The render step: aggregate_perf, then the plots and report.md from what `dir` holds (each
+/// machine's folder first for a merge). 0, or 1 when the plots script failed.
+int render(const fs::path& dir);
 
 } // namespace attn::cli::reporting

@@ -1,6 +1,7 @@
 // attnbench report's performance sweep: the cases still to do go through attnbench-bench (one
 // harness process per case, or per (batch, L) for decode), each case's record written as one
-// file in cases/ as it finishes; aggregate_perf gathers them into perf.json and perf.csv.
+// file in cases/ as it finishes; the render step (report_render.cpp) gathers them into perf.json
+// and perf.csv.
 #include <algorithm>
 #include <cctype>
 #include <csignal>
@@ -19,6 +20,18 @@ import attn.count;
 import attn.stats;
 
 namespace attn::cli::reporting {
+
+const std::vector<std::string> counter_keys{
+    "gflops_matmul", "gflops_full", "pct_peak", "peak_gflops", "peak_load_cpus", "bytes", "intensity", "scratch_mib",
+    "extra_mib",
+    // decode: the step's (ID) and the core's (ID/core), bench.decode
+    "us_per_token", "tokens_per_s", "step_gbs", "cache_mib", "weight_mib", "kv_bytes_per_token", "cache_ratio_to_mha",
+    "kv_bytes_per_cached_token", "llc_mib", "llc_context", "core_us", "kv_gbs", "gflops_core", "peak_gbs", "pct_triad",
+    "roof_gbs", "pct_roof", "arith_roof_gbs", "triad_alongside_gbs", "pct_triad_alongside", "roof_alongside_gbs",
+    "pct_roof_alongside",
+    // decode's check: against fp64 on the same (rounded) cache, and the loss against the unrounded one
+    "check_ratio", "unrounded_max_abs", "unrounded_ratio", "unrounded_nmse"};
+
 namespace {
 
 double to_ms(double v, const std::string& unit) {
@@ -27,16 +40,6 @@ double to_ms(double v, const std::string& unit) {
     if (unit == "s") return v * 1e3;
     return v;
 }
-
-const std::vector<std::string> counter_keys{
-    "gflops_matmul", "gflops_full", "pct_peak", "peak_gflops", "bytes", "intensity", "scratch_mib", "extra_mib",
-    // decode: the step's (ID) and the core's (ID/core), bench.decode
-    "us_per_token", "tokens_per_s", "step_gbs", "cache_mib", "weight_mib", "kv_bytes_per_token", "cache_ratio_to_mha",
-    "kv_bytes_per_cached_token", "llc_mib", "llc_context", "core_us", "kv_gbs", "gflops_core", "peak_gbs", "pct_triad",
-    "roof_gbs", "pct_roof", "arith_roof_gbs", "triad_alongside_gbs", "pct_triad_alongside", "roof_alongside_gbs",
-    "pct_roof_alongside",
-    // decode's check: against fp64 on the same (rounded) cache, and the loss against the unrounded one
-    "check_ratio", "unrounded_max_abs", "unrounded_ratio", "unrounded_nmse"};
 
 /// What a benchmark of the harness's JSON measured: the case itself (its label is the case),
 /// a decode case's attention core (named ID/core), or the triad run beside decode cases (its
@@ -189,9 +192,9 @@ std::vector<json> run_cases(const run_context& c, const std::vector<sweep_case>&
     bool parsed = false;
     std::string parse_error;
     if (fs::exists(out)) try {
-            gb = json::parse(json_without_nan(read_text(out)));
+            gb = parse_json(json_without_nan(read_text(out)), out.string());
             parsed = true;
-        } catch (const json::exception& e) {
+        } catch (const error& e) {
             parse_error = std::string("the harness's JSON does not parse: ") + e.what();
         }
     std::vector<json> recs;
@@ -337,73 +340,6 @@ outcome stage_perf(run_context& c) {
     if (tty && ran) std::fprintf(stderr, "\n");
     std::fprintf(stderr, "perf: %zu cases, %zu not ok in this run\n", total, failures);
     return outcome::ok;
-}
-
-void aggregate_perf(const fs::path& dir) {
-    const fs::path cases = dir / "cases";
-    if (!fs::exists(cases)) return;
-    std::vector<json> recs;
-    for (const auto& e : fs::directory_iterator(cases)) {
-        const auto name = e.path().filename().string();
-        if (e.path().extension() == ".json" && name[0] != '.') recs.push_back(read_json(e.path()));
-    }
-    auto key = [](const json& r) {
-        const auto& k = r["case"];
-        return std::make_tuple(k.value("mode", std::string()), k.value("variant", std::string()),
-                               k.value("precision", std::string()), k.value("d_model", 0), k.value("heads", 0),
-                               k.value("kv_heads", 0), k.value("n_q", 0), k.value("n_kv", 0), k.value("context", 0),
-                               k.value("batch", 0), k.value("threads", 0), k.value("causal", false),
-                               k.value("d_head", 0), k.value("bias", false), k.value("magnitude", 1.0));
-    };
-    std::vector<std::size_t> order(recs.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-        const auto ka = key(recs[a]), kb = key(recs[b]);
-        return ka != kb ? ka < kb : a < b;
-    });
-    json rows = json::array();
-    for (auto i : order) {
-        const auto& r = recs[i];
-        json row = r["case"];
-        row.erase("grids");
-        row["grids"] = r["case"].value("grids", json::array());
-        row["id"] = r["id"];
-        row["status"] = r["status"];
-        row["repetitions"] = r.value("repetitions", json::array()).size();
-        const json s = r.value("summary", json::object());
-        for (const char* k : {"time_ms", "time_ms_min", "time_ms_max", "cpu_time_ms", "core_time_ms"})
-            row[k] = s.value(k, json(nullptr));
-        for (const auto& k : counter_keys) row[k] = s.value(k, json(nullptr));
-        // core and layer: how much faster than this row any implementation could be at the FMA ceiling
-        const json g = row["gflops_matmul"], peak = row["peak_gflops"];
-        row["ceiling_speedup"] = g.is_number() && peak.is_number()
-                                     ? json(attn::ceiling_speedup(g.get<double>(), peak.get<double>()))
-                                     : json(nullptr);
-        row["error"] = r.value("error", std::string());
-        rows.push_back(row);
-    }
-    json j = {{"unit",
-               {{"time_ms", "milliseconds per call, median over repetitions"},
-                {"gflops_matmul", "10^9 matmul-only FLOP/s"},
-                {"gflops_full", "10^9 FLOP/s, full count"},
-                {"pct_peak", "% of the measured FMA peak at the case's thread count"},
-                {"ceiling_speedup", "the measured FMA peak over gflops_matmul: the largest speed-up over this "
-                                    "row any implementation of the counted FLOPs could reach (core, layer)"},
-                {"bytes", "bytes moved (the harness's model)"},
-                {"intensity", "FLOP per byte"},
-                {"scratch_mib", "peak extra memory of the kernel, MiB"},
-                {"decode", "time_ms: the whole step; core_time_ms: the attention core alone over the cache; "
-                           "the other columns as attnbench-bench's context key attnbench_counters says"}}},
-              {"cases", rows}};
-    attn::write_atomic((dir / "perf.json").string(), j.dump(2) + "\n");
-    std::vector<std::string> cols{"id",       "variant",     "mode",        "precision",   "d_model",     "heads",
-                                  "kv_heads", "d_head",      "n_q",         "n_kv",        "context",     "batch",
-                                  "threads",  "causal",      "bias",        "magnitude",   "status",      "repetitions",
-                                  "time_ms",  "time_ms_min", "time_ms_max", "cpu_time_ms", "core_time_ms"};
-    cols.insert(cols.end(), counter_keys.begin(), counter_keys.end());
-    cols.push_back("ceiling_speedup");
-    cols.push_back("error");
-    attn::write_atomic((dir / "perf.csv").string(), rows_csv(rows, cols));
 }
 
 } // namespace attn::cli::reporting

@@ -149,6 +149,7 @@ def counters(case, counts, t):
     if "peak_gflops" in counts:
         c["peak_gflops"] = counts["peak_gflops"]
         c["pct_peak"] = 100.0 * g / counts["peak_gflops"]
+        c["peak_load_cpus"] = counts.get("peak_load_cpus", -1)
     if case["mode"] == "decode":
         c.update(core_us=t * 1e6, kv_gbs=counts["kv_read_bytes"] * 1e-9 / t, gflops_core=g)
     else:

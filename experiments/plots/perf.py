@@ -161,7 +161,13 @@ def plot_vs_n(d, figdir, perf, peak):
                 ax.set_ylim(0, top * 1.08)
             if metric == "pct_peak":
                 ax.axhline(100, color="black", ls="--", lw=1.2, label="measured FMA peak\n(at each variant's threads)")
-                ax.set_ylim(0, 110)
+                # never clip: a share above 100 % says the peak was measured low, and must show
+                top = max([110] + [r[metric] * 1.05 for pts in series[cfg].values() for _, r in pts
+                                   if r.get(metric) is not None])
+                ax.set_ylim(0, top)
+                if any(r.get("peak_in_doubt") for pts in series[cfg].values() for _, r in pts):
+                    ax.text(0.02, 0.02, "peak measured under load: shares overstated", transform=ax.transAxes,
+                            fontsize=8, color="firebrick")
             if metric == "time_ms":
                 plain_log_y(ax)  # after plotting: the data set the limits
             ax.set_ylabel(ylabel)
@@ -215,10 +221,17 @@ def perf_table(perf, peak):
         rows.append([r["variant"], r.get("precision", "f32"), r["mode"], r["d_model"], r["heads"], r["kv_heads"], r["n_q"], r["batch"],
                      r["threads"],
                      "yes" if r["causal"] else "no",
-                     num(r.get("time_ms"), 4), num(r.get("gflops_matmul"), 3), num(r.get("pct_peak"), 3),
+                     num(r.get("time_ms"), 4), num(r.get("gflops_matmul"), 3),
+                     num(r.get("pct_peak"), 3) + (" †" if r.get("peak_in_doubt") else ""),
                      r["status"] if r["status"] == "ok" else f"**{r['status']}**: {r.get('error', '')}"])
-    return md_table(["variant", "precision", "mode", "d_model", "H", "G", "N", "batch", "threads", "causal", "time [ms]",
-                     "GFLOP/s (matmul)", "% of peak", "status"], rows)
+    table = md_table(["variant", "precision", "mode", "d_model", "H", "G", "N", "batch", "threads", "causal",
+                      "time [ms]", "GFLOP/s (matmul)", "% of peak", "status"], rows)
+    doubt = [r for r in perf["cases"] if r["mode"] != "decode" and r.get("peak_in_doubt")]
+    if doubt:
+        table += (f"\n\n† {len(doubt)} rows: % of a peak that was measured low (the row is above 100 %, or other "
+                  "processes kept half a CPU or more busy while `attnbench peak` ran: `peak_load_cpus` in perf.csv); "
+                  "these shares overstate the kernel. Measure the peak again on a quiet machine.")
+    return table
 
 
 def free_lunch_table(configs, series):

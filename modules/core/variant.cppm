@@ -59,8 +59,8 @@ inline void check_threads(std::size_t threads, const std::string& what, bool zer
 }
 
 /// Refuses an OMP_NUM_THREADS that is not a comma-separated list of counts in [1,
-/// thread_limit()]; called before the first OpenMP call, since libomp asserts and aborts on
-/// "", "abc" or "nan" while it reads the variable.
+/// thread_limit()]. Both mains call it first, before any OpenMP call: LLVM's libomp reads the
+/// variable lazily, at its first call, and on "", "1.5", "-1" or "nan" it asserts, aborts or hangs.
 inline void check_omp_env() {
     const char* env = std::getenv("OMP_NUM_THREADS");
     if (!env) return;

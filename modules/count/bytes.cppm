@@ -103,6 +103,18 @@ inline double fma_ceiling_at(double one_thread, double all_threads, int all, int
     return all_threads * double(std::min(threads, all)) / double(all);
 }
 
+/// The other processes' load (CPUs kept busy, from the peak probe's sampler) while the compute
+/// ceiling used at `threads` threads was measured: the 1-thread probe's, or the all-thread one's
+/// that fma_ceiling_at scales. Negative: not recorded.
+inline double fma_ceiling_load_at(double one_thread_load, double all_threads_load, int all, int threads) {
+    return threads <= 1 || all <= 1 ? one_thread_load : all_threads_load;
+}
+
+/// Whether a row's % of peak cannot be taken at its word: above 100 % (no run beats the measured
+/// ceiling; the ceiling was low) or a ceiling measured while other processes kept half a CPU or
+/// more busy (a shared machine's ceiling is low, and every % against it high).
+inline bool peak_in_doubt(double pct_peak, double peak_load_cpus) { return pct_peak > 100.0 || peak_load_cpus >= 0.5; }
+
 /// The largest speed-up over a run that achieved `achieved_gflops` on a case's counted FLOPs that
 /// any implementation doing those FLOPs could reach: the measured FMA ceiling over the achieved
 /// rate (time at the ceiling is counted FLOPs / ceiling). Below 1.3, no kernel can be 1.3x faster

@@ -1,11 +1,13 @@
-// attn.peak -- the ceilings as JSON (to_json, from_json), the form `attnbench peak --json` prints.
+// attn.peak -- the ceilings as JSON (to_json, from_json, read_ceilings), the form `attnbench peak
+// --json` prints.
 module;
 #include <cstddef>
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
 module attn.peak;
-import attn.count; // roofline_gbs
+import attn.count;   // roofline_gbs
+import attn.results; // parse_json, read_json
 
 namespace attn::peak {
 
@@ -22,8 +24,8 @@ nlohmann::ordered_json stats_json(const stats& s) {
     return j;
 }
 
-stats stats_from(const nlohmann::json& j, const char* key) {
-    require(j.contains(key) && j[key].is_object(), std::string("peak JSON: missing object \"") + key + "\"");
+stats stats_from(const nlohmann::ordered_json& j, const char* key, const std::string& where) {
+    require(j.contains(key) && j[key].is_object(), where + ": missing object \"" + key + "\"");
     const auto& o = j[key];
     stats s;
     try {
@@ -32,8 +34,8 @@ stats stats_from(const nlohmann::json& j, const char* key) {
         s.worst = o.at("worst").get<double>();
         if (o.contains("samples")) s.samples = o["samples"].get<std::vector<double>>();
         if (o.contains("others_busy_cpus")) s.others_busy_cpus = o["others_busy_cpus"].get<double>();
-    } catch (const nlohmann::json::exception& e) {
-        throw error(std::string("peak JSON: \"") + key + "\": " + e.what());
+    } catch (const nlohmann::ordered_json::exception& e) {
+        throw error(where + ": \"" + key + "\": " + e.what());
     }
     return s;
 }
@@ -74,20 +76,17 @@ std::string to_json(const ceilings& c, int indent) {
     return j.dump(indent > 0 ? indent : -1);
 }
 
-ceilings from_json(const std::string& text) {
-    nlohmann::json j;
-    try {
-        j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-        throw error(std::string("peak JSON: cannot parse (") + e.what() + ")");
-    }
+namespace {
+
+/// The ceilings from parsed JSON; `where` (a path, or "peak JSON") begins every error.
+ceilings from_value(nlohmann::ordered_json j, const std::string& where) {
     if (j.contains("peak")) j = j["peak"];
-    require(j.is_object(), "peak JSON: expected an object");
+    require(j.is_object(), where + ": expected an object");
     ceilings c;
-    c.fma_1t_gflops = stats_from(j, "fma_f32_gflops_1_thread");
-    c.fma_all_gflops = stats_from(j, "fma_f32_gflops_all_threads");
-    c.triad_1t_gbs = stats_from(j, "triad_gbs_1_thread");
-    c.triad_all_gbs = stats_from(j, "triad_gbs_all_threads");
+    c.fma_1t_gflops = stats_from(j, "fma_f32_gflops_1_thread", where);
+    c.fma_all_gflops = stats_from(j, "fma_f32_gflops_all_threads", where);
+    c.triad_1t_gbs = stats_from(j, "triad_gbs_1_thread", where);
+    c.triad_all_gbs = stats_from(j, "triad_gbs_all_threads", where);
     c.threads = j.value("threads", 1);
     c.accumulators = j.value("fma_accumulators_per_thread", 0);
     c.simd_arch = j.value("simd_arch", std::string());
@@ -97,14 +96,20 @@ ceilings from_json(const std::string& text) {
     c.triad_elements = j.value("triad_elements", std::size_t(0));
     if (j.contains("stream_fma") && j["stream_fma"].is_array())
         for (const auto& x : j["stream_fma"]) {
-            require(x.is_object() && x.contains("gbs"), "peak JSON: \"stream_fma\" entries need \"gbs\"");
+            require(x.is_object() && x.contains("gbs"), where + ": \"stream_fma\" entries need \"gbs\"");
             stream_point p;
             p.fmas = x.value("fmas_per_batch", 0);
             p.flop_per_byte = x.value("flop_per_byte", 0.0);
-            p.gbs = stats_from(x, "gbs");
+            p.gbs = stats_from(x, "gbs", where);
             c.stream.push_back(p);
         }
     return c;
 }
+
+} // namespace
+
+ceilings from_json(const std::string& text) { return from_value(parse_json(text, "peak JSON"), "peak JSON"); }
+
+ceilings read_ceilings(const std::string& path) { return from_value(read_json(path), path); }
 
 } // namespace attn::peak

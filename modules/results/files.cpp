@@ -1,14 +1,16 @@
-// attn.results:files -- write_atomic.
+// attn.results:files -- write_atomic, read_text, read_json.
 module;
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <vector>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 module attn.results;
 
 namespace attn {
@@ -109,5 +111,26 @@ void write_atomic(const std::string& path, const std::string& text) {
     fs::rename(tmp, dest, ec);
     if (ec) fail(ec.message());
 }
+
+std::string read_text(const std::string& path) {
+    std::error_code ec;
+    require(!fs::is_directory(path, ec), path + ": cannot read (a directory)");
+    std::ifstream f(path, std::ios::binary);
+    require(bool(f), path + ": cannot read (" + std::strerror(errno) + ")");
+    std::ostringstream text;
+    text << f.rdbuf();
+    require(!f.bad(), path + ": cannot read (" + std::strerror(errno) + ")");
+    return text.str();
+}
+
+nlohmann::ordered_json parse_json(const std::string& text, const std::string& where) {
+    try {
+        return nlohmann::ordered_json::parse(text);
+    } catch (const nlohmann::ordered_json::exception& e) {
+        throw error(where + ": not valid JSON (" + e.what() + ")");
+    }
+}
+
+nlohmann::ordered_json read_json(const std::string& path) { return parse_json(read_text(path), path); }
 
 } // namespace attn

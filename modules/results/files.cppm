@@ -1,6 +1,8 @@
-// attn.results:files -- files written atomically.
+// attn.results:files -- files written atomically, and files read whole (as text, or as JSON)
+// with one error naming the path.
 module;
 #include <string>
+#include <nlohmann/json.hpp>
 export module attn.results:files;
 
 export namespace attn {
@@ -27,5 +29,16 @@ void check_output_dir(const std::string& dir);
 /// directories. Throws attn::error naming `path` on failure or refusal (check_output_file) and
 /// leaves no temporary behind.
 void write_atomic(const std::string& path, const std::string& text);
+
+/// The whole file at `path`. Throws attn::error "PATH: cannot read (why)" when it cannot be
+/// opened or read (a directory included).
+std::string read_text(const std::string& path);
+
+/// `text` as JSON (keys in their order). Throws attn::error "WHERE: not valid JSON (nlohmann's
+/// reason)"; `where` names the source: a path, or a flag such as "--case".
+nlohmann::ordered_json parse_json(const std::string& text, const std::string& where);
+
+/// The JSON file at `path`: read_text, then parse_json naming the path.
+nlohmann::ordered_json read_json(const std::string& path);
 
 } // namespace attn

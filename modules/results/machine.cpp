@@ -18,6 +18,7 @@ module;
 #include <xsimd/xsimd.hpp>
 #include <nlohmann/json.hpp>
 module attn.results;
+import attn.kernels; // isa::bf16_path
 
 namespace attn {
 
@@ -180,11 +181,8 @@ const metadata& static_metadata() {
         metadata r;
         r.emplace_back("cpu_model", mach.cpu_model);
         r.emplace_back("cpu_simd_flags", cpu_simd_flags());
-        // which bf16 path the kernels take (attn.kernels:isa decides the same from the CPU flag)
-        r.emplace_back("bf16_path", cpu_simd_flags().find("avx512_bf16") == std::string::npos
-                                        ? "convert: bf16 widened to fp32, fp32 FMA (no avx512_bf16 on this CPU)"
-                                        : "convert: bf16 widened to fp32, fp32 FMA (avx512_bf16 present; no "
-                                          "vdpbf16ps kernel yet)");
+        // which bf16 path the kernels take, as attn.kernels:isa says it
+        r.emplace_back("bf16_path", kernels::isa::bf16_path());
         r.emplace_back("logical_cores", std::to_string(mach.logical_cores));
         r.emplace_back("simd", compiled_simd());
         r.emplace_back("l1d_cache", mach.l1d_bytes ? format_bytes(mach.l1d_bytes) : "unknown");

@@ -5,16 +5,9 @@
 # in both binaries), and exit statuses told apart (README, "Exit statuses").
 # usage: messages.sh ATTNBENCH ATTNBENCH_BENCH WORKDIR
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # fail, refused
 ab=$1 bench=$2 work=$3
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
-refused() { # refused STATUS REGEX CMD...: exit STATUS, one line on stderr matching REGEX
-    local want=$1 re=$2; shift 2
-    "$@" >out.txt 2>err.txt </dev/null; local rc=$?
-    [ $rc -eq "$want" ] || fail "$* exited $rc, expected $want: $(head -c 600 err.txt)"
-    grep -Eq -- "$re" err.txt || fail "$*: stderr does not say '$re': $(head -c 600 err.txt)"
-    [ "$(grep -c . err.txt)" -le 2 ] || fail "$*: more than one message: $(head -c 600 err.txt)"
-}
 mkdir sweepdir && : >empty.toml
 refused 2 "sweepdir: not a sweep file \(a directory\)" "$ab" report --sweep sweepdir --out r1
 refused 2 "empty.toml: the sweep file is empty" "$ab" report --sweep empty.toml --out r1

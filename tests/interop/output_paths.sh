@@ -6,33 +6,27 @@
 # Everything happens in a temporary folder: never a real device.
 # usage: output_paths.sh ATTNBENCH PYTHON WORKDIR
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # fail, refused
 ab=$1 py=$2 work=$3
 plots=$(cd "$(dirname "$0")/../../experiments/plots" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
-refused() { # refused REGEX CMD...: exit 2, one line on stderr matching REGEX
-    local re=$1; shift
-    "$@" >out.txt 2>err.txt; local rc=$?
-    [ $rc -eq 2 ] || fail "$* exited $rc, expected 2: $(cat err.txt)"
-    grep -Eq "$re" err.txt || fail "$*: stderr does not say '$re': $(cat err.txt)"
-}
 mkfifo fifo
 echo keep >target && ln -s target link && ln -s . dirlink
 "$ab" init --d-model 8 --heads 2 --seq 3 --out data >/dev/null || fail "init"
-refused "refusing to write over a FIFO" "$ab" run --weights data/weights --input data/x.npy --heads 2 --out fifo
+refused 2 "refusing to write over a FIFO" "$ab" run --weights data/weights --input data/x.npy --heads 2 --out fifo
 [ -p fifo ] || fail "the FIFO was replaced"
-refused "refusing to write over a symbolic link" "$ab" run --weights data/weights --input data/x.npy --heads 2 --out link
+refused 2 "refusing to write over a symbolic link" "$ab" run --weights data/weights --input data/x.npy --heads 2 --out link
 [ -L link ] && [ "$(cat target)" = keep ] || fail "the link or its target was changed"
-refused "must not be empty" "$ab" init --out ""
-refused "must not be empty" "$ab" params --out ""
-refused "is a FIFO, not a directory" "$ab" params --out fifo
-refused "is a symbolic link, not a directory" "$ab" claims --out dirlink
-refused "is a FIFO, not a directory" "$ab" report --preset quick --out fifo
+refused 2 "must not be empty" "$ab" init --out ""
+refused 2 "must not be empty" "$ab" params --out ""
+refused 2 "is a FIFO, not a directory" "$ab" params --out fifo
+refused 2 "is a symbolic link, not a directory" "$ab" claims --out dirlink
+refused 2 "is a FIFO, not a directory" "$ab" report --preset quick --out fifo
 mkdir ro && chmod 555 ro
 if [ "$(id -u)" != 0 ]; then # root writes anywhere: the probe needs a non-root user
-    refused "cannot write into the output directory" "$ab" check --out ro
+    refused 2 "cannot write into the output directory" "$ab" check --out ro
 fi
-refused "cannot create the output directory" "$ab" check --out target/sub
+refused 2 "cannot create the output directory" "$ab" check --out target/sub
 # a failed write to stdout is a failure
 "$ab" list >&- 2>err.txt && fail "list to a closed stdout exited 0"
 grep -q "cannot write to standard output" err.txt || fail "closed stdout: $(cat err.txt)"

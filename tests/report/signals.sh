@@ -7,10 +7,10 @@
 #     reason, the report goes on, and --resume does not run it again.
 # usage: signals.sh ATTNBENCH WORKDIR
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # fail
 ab=$1 work=$2
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
-fail() { echo "FAIL: $*"; exit 1; }
 cat >sweep.toml <<'TOML'
 name = "signals"
 stages = ["perf"]

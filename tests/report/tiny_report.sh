@@ -31,7 +31,11 @@ assert crash["status"] == "failed" and "simulated crash" in crash["error"], cras
 assert sum(c["status"] == "ok" for c in perf) == 17
 for s in json.load(open(os.path.join(run, "run.json")))["stages"]:
     assert json.load(open(os.path.join(run, "stages", s + ".json")))["ok"], s
+# a peak measured under load (fake_bench: n_q 32 at 0.8 busy CPUs) marks those rows, and only those
+ok = [c for c in perf if c["status"] == "ok"]
+assert all(c["peak_in_doubt"] == (c["n_q"] == 32) for c in ok), [(c["id"], c["peak_in_doubt"]) for c in ok]
 md = open(os.path.join(run, "report.md")).read()
+assert " †" in md and "measured low" in md
 for section in ("## How to reproduce", "## Correctness first", "## Performance", "### The free lunch",
                 "## Parameters", "## FLOPs", "## Claims ledger", "## Machine and build"):
     assert section in md, section

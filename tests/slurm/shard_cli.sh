@@ -3,11 +3,11 @@
 # what is missing, and slurm --dry-run's scripts; under the fake harness, in seconds.
 # usage: shard_cli.sh ATTNBENCH WORKDIR
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # fail
 ab=$(readlink -f "$1") work=$2
 here=$(cd "$(dirname "$0")" && pwd)
 sweep=$here/perf_only.toml other=$here/threads4.toml bench=$here/../report/fake_bench.py
 rm -rf "$work" && mkdir -p "$work"
-fail() { echo "FAIL: $*"; exit 1; }
 # expect STATUS REGEX CMD...: CMD exits STATUS and its stderr matches REGEX in one line
 expect() {
     local status=$1 regex=$2

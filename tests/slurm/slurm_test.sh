@@ -9,10 +9,10 @@
 # Exit 77 (ctest: skipped), with the reason, where the daemons cannot run.
 # usage: slurm_test.sh ATTNBENCH PYTHON WORKDIR
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # fail
 ab=$(readlink -f "$1") py=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
 skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
 
 for t in munged slurmctld slurmd sbatch squeue scontrol scancel; do
     command -v "$t" >/dev/null || skip "$t is not installed (apt-get install slurm-wlm slurmctld slurmd munge)"
