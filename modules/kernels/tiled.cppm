@@ -37,25 +37,14 @@ inline tiles resolve_tiles(const run_options& o) {
 
 /// Query tiles that keep `threads` busy: the default tile leaves cores idle when batch x heads x
 /// tiles is small (H = 1, B = 1, N = 1024: 3 items of 384 rows for 2 threads, one thread doing
-/// two). Without a mask every item costs the same, so each (sequence, head) gets the fewest
-/// tiles of at most the default rows that make the item count a multiple of the thread count,
-/// all of one size (N = 1024: 4 x 258 rows on 2 threads; N = 2048: 6 x 342): every thread gets
-/// the same rows in tiles as large as possible (small tiles amortise packing and softmax over
-/// fewer rows). Under a causal mask items differ, so tiles shrink until there are 4 items per
-/// thread for the dynamic schedule to even out. Never below 64 rows. A row's result does not
-/// depend on the query tile -- its scores, softmax and P V run over the same key tiles in the
-/// same order whatever rows share its tile -- so the output keeps the same bytes for any
-/// thread count.
+/// two), so the tile shrinks (to no less than 64 rows) until there are 4 items per thread. A
+/// row's result does not depend on the query tile -- its scores, softmax and P V run over the
+/// same key tiles in the same order whatever rows share its tile -- so the output keeps the
+/// same bytes for any thread count.
 inline tiles balanced_tiles(const problem& p, tiles t, int threads) {
     if (threads <= 1) return t;
-    const std::size_t bh = std::max<std::size_t>(1, p.batch * p.heads), th = std::size_t(threads);
-    std::size_t per; // query tiles per (sequence, head)
-    if (!p.causal) {
-        per = std::max<std::size_t>(1, (p.n_q + t.q - 1) / t.q);
-        while (bh * per % th) ++per;
-    } else {
-        per = (4 * th + bh - 1) / bh;
-    }
+    const std::size_t bh = std::max<std::size_t>(1, p.batch * p.heads), want = 4 * std::size_t(threads);
+    const std::size_t per = (want + bh - 1) / bh; // query tiles wanted per (sequence, head)
     const std::size_t q = round_up((p.n_q + per - 1) / per, mr);
     t.q = std::min(t.q, std::max(q, round_up(64, mr)));
     return t;
