@@ -56,7 +56,11 @@ void transpose_sum(batch* v) {
 }
 
 /// Asks for the cache lines of a row of `bytes` (the next tile's, while this one is computed).
-inline void prefetch_row(const void* p, std::size_t bytes) {
+/// Always inlined, like next_rows::fetch: they are called once per key inside loops that keep
+/// their accumulators in vector registers, and a call there makes the caller spill every one.
+/// (A member function defined in its class is not implicitly inline in a named module: `inline`
+/// is spelled out, or importers get a call.)
+[[gnu::always_inline]] inline void prefetch_row(const void* p, std::size_t bytes) {
     const char* c = static_cast<const char*>(p);
     for (std::size_t off = 0; off < bytes; off += 64) isa::prefetch_l2(c + off);
 }
@@ -66,10 +70,18 @@ inline void prefetch_row(const void* p, std::size_t bytes) {
 struct next_rows {
     const char* at = nullptr;
     std::size_t stride = 0, bytes = 0, n = 0;
-    void fetch(std::size_t j) const {
+    [[gnu::always_inline]] inline void fetch(std::size_t j) const {
         if (j < n) prefetch_row(at + j * stride, bytes);
     }
 };
+
+/// The row scales sc[j0 + c] of lanes keys, repeating the last of the n for lanes past it.
+inline batch row_scales(const float* sc, std::size_t j0, std::size_t n) {
+    if (j0 + lanes <= n) return batch::load_unaligned(sc + j0);
+    alignas(64) float t[lanes];
+    for (std::size_t c = 0; c < lanes; ++c) t[c] = sc[std::min(j0 + c, n - 1)];
+    return batch::load_aligned(t);
+}
 
 /// Rows [i0, i0 + n) of (b, g) widened to fp32 into dst (rows d apart), int8 times its row scale.
 template <class S>
@@ -110,11 +122,16 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
             const E* vj = v + j * vs;
             if (r0 == 0) v_next.fetch(j);
             const float* pj = s + j / C * lanes + j % C + r0 * C;
-            batch vb[D];
-            for (std::size_t c = 0; c < DC; ++c) vb[c] = isa::widen(vj + c * lanes);
-            for (std::size_t r = 0; r < RV; ++r) {
-                const batch pr(vsc ? pj[r * C] * vsc[j] : pj[r * C]);
-                for (std::size_t c = 0; c < DC; ++c) a[r][c] = isa::fused(pr, vb[c], a[r][c]);
+            if constexpr (RV == 1) { // widen each batch as it is used: DC accumulators + 2 registers
+                const batch pr(vsc ? pj[0] * vsc[j] : pj[0]);
+                for (std::size_t c = 0; c < DC; ++c) a[0][c] = isa::fused(pr, isa::widen(vj + c * lanes), a[0][c]);
+            } else {
+                batch vb[D];
+                for (std::size_t c = 0; c < DC; ++c) vb[c] = isa::widen(vj + c * lanes);
+                for (std::size_t r = 0; r < RV; ++r) {
+                    const batch pr(vsc ? pj[r * C] * vsc[j] : pj[r * C]);
+                    for (std::size_t c = 0; c < DC; ++c) a[r][c] = isa::fused(pr, vb[c], a[r][c]);
+                }
             }
         }
         for (std::size_t r = 0; r < RV; ++r) {

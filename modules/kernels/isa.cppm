@@ -204,7 +204,7 @@ inline constexpr const char* fma_instruction = "xsimd::fma (no FMA instructions 
 #endif
 
 /// Asks for the cache line at p into L2 (prefetcht1 on x86).
-inline void prefetch_l2(const void* p) {
+[[gnu::always_inline]] inline void prefetch_l2(const void* p) {
 #if XSIMD_WITH_SSE2
     _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T1);
 #else
