@@ -186,7 +186,7 @@ def dtype_tables(dec):
            "cache (err/bound ≤ 1 passes); *unrounded* is the core's error against fp64 on the cache before rounding, "
            "what the narrower type gives up (max |error| with the inputs in ±1, and as a multiple of the fp32 "
            f"bound). At L = {l}, batch {b}; speed-up: the family's f32 time per token over this type's.\n"]
-    rows = []
+    rows, cached = [], False
     for g in dec.gs:
         base = dec.getp(b, g, l, "f32")
         for t in dec.dtypes:
@@ -194,17 +194,26 @@ def dtype_tables(dec):
             if not r:
                 continue
             roof = first(r, "pct_roof_alongside", "pct_roof")
+            # llc_context (attn::decode_context_exceeding): the longest L whose cache fits the LLC
+            in_llc = bool(r.get("llc_context")) and l <= r["llc_context"]
+            cached |= in_llc
+            mark = " ‡" if in_llc else ""
             rows.append([name(dec, g), t, fmt(r["kv_bytes_per_cached_token"], 0), fmt(r["cache_mib"], 0),
                          fmt(r["us_per_token"], 0),
                          f"{fmt(base['us_per_token'] / r['us_per_token'], 2)}×" if base else "–",
-                         fmt(r["kv_gbs"], 1), fmt(first(r, "pct_triad_alongside", "pct_triad"), 0),
-                         fmt(roof, 0) if roof is not None else "–", f"{r['intensity']:.3g}",
+                         fmt(r["kv_gbs"], 1), fmt(first(r, "pct_triad_alongside", "pct_triad"), 0) + mark,
+                         fmt(roof, 0) + mark if roof is not None else "–", f"{r['intensity']:.3g}",
                          f"{r['check_ratio']:.2g}" if r.get("check_ratio") is not None else "–",
                          f"{r['unrounded_max_abs']:.2g}" if r.get("unrounded_max_abs") is not None else "–",
                          f"{r['unrounded_ratio']:.3g}" if r.get("unrounded_ratio") is not None else "–"])
     out.append(md_table(["family", "cache", "bytes / cached token", "cache MiB", "µs / token", "speed-up vs f32",
                          "core GB/s", "% triad", "% type's roof", "FLOP / cache byte", "err/bound (same cache)",
                          "unrounded max err", "unrounded err / fp32 bound"], rows) + "\n")
+    if cached:
+        out.append(f"‡ The cache is no larger than the {fmt(dec.llc_mib, 0)} MiB last-level cache at this L (to within one "
+                   "token), so it is read partly from there rather than from DRAM: a share of the DRAM triad (and of a roofline built on it) can "
+                   "exceed 100 % and says little about DRAM bandwidth. The MHA/GQA/MQA section's longer contexts "
+                   "and `attnbench decode` give the DRAM-bound figures.\n")
     gmin = dec.gs[0]
     if gmin < dec.h:
         rows = []
