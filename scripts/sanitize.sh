@@ -22,8 +22,11 @@ status=0
 # conversion sweeps (every bf16/f16 bit pattern and rounding midpoint, 1.2M assertions of pure
 # arithmetic on scalars: nothing there for ASan to find that the other precision tests miss) and
 # slurm.array (a real Slurm job array: its time is spent waiting on slurmctld, and the CLI paths
-# it drives are covered by slurm.shard_cli, which does run here).
-release_only='rounds to nearest even|every (bf16|f16) bit pattern|^slurm\.array$'
+# it drives are covered by slurm.shard_cli, which does run here). So do the torch peer's tests and
+# the report over every peer: their time is spent in PyTorch, which ASan does not instrument, and
+# the C++ they drive (peer-io, the report's peer stage) runs here under the ONNX Runtime peer's
+# tests (peer.ort-attention, peer.fault.*, peer.judge).
+release_only='rounds to nearest even|every (bf16|f16) bit pattern|^slurm\.array$|^peer\.torch-|^report\.peers$'
 .venv/bin/ctest --preset asan -j2 -E "$release_only" || status=$?
 t_test=$((SECONDS - t0))
 

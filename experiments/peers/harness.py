@@ -24,12 +24,14 @@ usage: harness.py (--case JSON ... | --cases FILE) [--peak peak.json] [--attnben
        harness.py --available PROVIDER
 """
 import argparse
+import ctypes
 import importlib
 import json
 import math
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -229,7 +231,20 @@ def with_ids(cases, attnbench):
     return out
 
 
+def die_with_parent():
+    """As attnbench-bench does (experiments/cli/process.hpp, die_with_parent): a report's child
+    asks the kernel for SIGTERM when the report dies, even by SIGKILL, so no peer outlives it."""
+    parent = os.environ.get("ATTNBENCH_PARENT_PID")
+    if not parent or str(os.getppid()) != parent:
+        return  # not a report's child
+    pr_set_pdeathsig = 1  # <sys/prctl.h>
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+    if str(os.getppid()) != parent:  # the report died before prctl
+        os._exit(130)
+
+
 def main(argv):
+    die_with_parent()
     gb, rest = benchmark_args(argv)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--case", action="append", default=[])

@@ -7,6 +7,7 @@
 // arithmetic is fp32; by_conversion() makes such a set from a variant's fp32 kernels.
 module;
 #include <algorithm>
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -58,10 +59,40 @@ inline void check_threads(std::size_t threads, const std::string& what, bool zer
                 "at most max(1024, 4 x the " + std::to_string(std::thread::hardware_concurrency()) + " logical CPUs))");
 }
 
+/// The largest stack an OpenMP worker may ask for through OMP_STACKSIZE (or libomp's KMP_ and
+/// GOMP_ spellings): 1 GiB. libomp aborts the process when it cannot map a worker's stack ("OMP:
+/// Error #34", seen at 100G on a 24 GiB machine, 2G ran); the kernels need a few KiB of stack.
+inline constexpr std::uint64_t max_stack_bytes = std::uint64_t(1) << 30;
+
+/// Refuses an OMP_STACKSIZE, KMP_STACKSIZE or GOMP_STACKSIZE that is not a size in [1 byte,
+/// 1 GiB]: a whole number with an optional unit B, K, M or G (K when none, as OpenMP says).
+/// libomp would otherwise warn and take its default for a malformed one, or abort on a huge one.
+inline void check_stack_env() {
+    for (const char* name : {"OMP_STACKSIZE", "KMP_STACKSIZE", "GOMP_STACKSIZE"}) {
+        const char* env = std::getenv(name);
+        if (!env) continue;
+        const std::string s = env;
+        const std::size_t b = s.find_first_not_of(' '), e = s.find_last_not_of(' ');
+        std::string v = b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+        std::uint64_t unit = 1024;
+        if (!v.empty() && std::string("bBkKmMgG").find(v.back()) != std::string::npos) {
+            const char u = char(std::tolower(static_cast<unsigned char>(v.back())));
+            unit = u == 'b' ? 1 : u == 'k' ? 1024 : u == 'm' ? 1024 * 1024 : 1024 * 1024 * 1024;
+            v.pop_back();
+            while (!v.empty() && v.back() == ' ') v.pop_back();
+        }
+        const bool digits = !v.empty() && v.size() <= 12 && v.find_first_not_of("0123456789") == std::string::npos;
+        const std::uint64_t count = digits ? std::stoull(v) : 0; // at most 12 digits: no overflow here
+        require(count >= 1 && count <= max_stack_bytes / unit,
+                std::string(name) + " '" + s + "' is not a stack size in [1B, 1G] (a whole number, unit B, K, M or G)");
+    }
+}
+
 /// Refuses an OMP_NUM_THREADS that is not a comma-separated list of counts in [1,
 /// thread_limit()]. Both mains call it first, before any OpenMP call: LLVM's libomp reads the
 /// variable lazily, at its first call, and on "", "1.5", "-1" or "nan" it asserts, aborts or hangs.
 inline void check_omp_env() {
+    check_stack_env();
     const char* env = std::getenv("OMP_NUM_THREADS");
     if (!env) return;
     const std::string s = env;

@@ -31,6 +31,16 @@ for v in "" abc 1.5 -1 nan inf 1e20 0 99999999 "2," "1,,2" " 2"; do
     omp_refused attnbench "${run[@]}" --threads 1
     omp_refused attnbench-bench "$bench" --benchmark_list_tests=true
 done
+# a worker's stack: OMP_STACKSIZE=100G made libomp abort (Error #34) once it started a team, "abc"
+# was replaced by its default with a warning; both spellings libomp also reads are held to it
+for v in 100G 99999999999 1025M abc "" 0 -4K 1.5M 4X; do
+    refused 2 "^attnbench: error: OMP_STACKSIZE '$v' is not a stack size in \[1B, 1G\]" \
+        env OMP_STACKSIZE="$v" "${run[@]}" --threads 2
+done
+refused 2 "^attnbench-bench: error: KMP_STACKSIZE '2G' is not a stack size" env KMP_STACKSIZE=2G "$bench" --benchmark_list_tests=true
+for v in 4M " 512 k" 1G 65536; do
+    OMP_STACKSIZE="$v" "${run[@]}" --threads 2 >/dev/null 2>err.txt || fail "OMP_STACKSIZE='$v': $(head -c 300 err.txt)"
+done
 # values in range run: a plain count and a nested list
 OMP_NUM_THREADS=2 "$ab" env --threads 1 >/dev/null 2>err.txt || fail "OMP_NUM_THREADS=2: $(head -c 300 err.txt)"
 OMP_NUM_THREADS=2,1 "${run[@]}" --threads 2 >/dev/null 2>err.txt || fail "OMP_NUM_THREADS=2,1: $(head -c 300 err.txt)"

@@ -5,11 +5,13 @@
 #  2. SIGTERM to the report stops its harness (no orphan) and it exits 130, keeping finished cases;
 #  3. a harness killed by SIGKILL (as by the OOM killer) is recorded as a failed case with that
 #     reason, the report goes on, and --resume does not run it again;
-#  4. a report killed by SIGKILL (no handler can pass that on) takes its real harness with it.
-# usage: signals.sh ATTNBENCH WORKDIR
+#  4. a report killed by SIGKILL (no handler can pass that on) takes its real harness with it;
+#  5. so does a Python peer harness (experiments/peers/harness.py) whose parent dies by SIGKILL
+#     (run when PYTHON is given and ONNX Runtime is installed: CI installs it).
+# usage: signals.sh ATTNBENCH WORKDIR [PYTHON]
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # fail
-ab=$1 work=$2
+ab=$1 work=$2 py=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 cat >sweep.toml <<'TOML'
@@ -83,5 +85,29 @@ for _ in $(seq 50); do kill -0 "$child" 2>/dev/null || break; sleep 0.1; done
 if kill -0 "$child" 2>/dev/null; then
     kill -9 "$child"
     fail "the harness $child outlived its parent, killed by SIGKILL"
+fi
+# 5: the peer harness, child of a shell that exports its own pid as the report does, on a case
+# timed for 30 s; a process that is gone or a zombie (its parent, init, has not reaped it) is dead
+gone() { local st; st=$(ps -o stat= -p "$1" 2>/dev/null) || return 0; [[ $st == Z* ]]; }
+peers=$here/../../experiments/peers/harness.py
+if [ -n "$py" ] && "$py" "$peers" --available ort-attention >/dev/null 2>&1; then
+    kcase='{"variant":"ort-attention","mode":"core","precision":"f32","d_model":64,"heads":2,"kv_heads":2,"n_q":64,"n_kv":64,"batch":1,"threads":1,"causal":false}'
+    bash -c 'export ATTNBENCH_PARENT_PID=$$; "$0" "$1" --attnbench "$2" --case "$3" --benchmark_min_time=30 \
+        >peer.out 2>peer.err & wait' "$py" "$peers" "$ab" "$kcase" &
+    parent=$!
+    child=
+    for _ in $(seq 100); do child=$(pgrep -P $parent | head -1) && [ -n "$child" ] && break; sleep 0.1; done
+    [ -n "$child" ] || fail "the peer harness never started"
+    for _ in $(seq 300); do grep -q "matches the fp64 reference" peer.err 2>/dev/null && break; sleep 0.1; done
+    grep -q "matches the fp64 reference" peer.err || fail "the peer harness did not reach its timing: $(head -c 300 peer.err)"
+    kill -9 $parent
+    wait $parent 2>/dev/null
+    for _ in $(seq 50); do gone "$child" && break; sleep 0.1; done
+    if ! gone "$child"; then
+        kill -9 "$child"
+        fail "the peer harness $child outlived its parent, killed by SIGKILL"
+    fi
+else
+    echo "step 5 not run: no PYTHON given or onnxruntime not installed (scripts/peers.sh --ort)"
 fi
 echo "signals ok"
