@@ -23,7 +23,6 @@
 #include <new>
 #include <string>
 #include <vector>
-#include <unistd.h>
 #include <omp.h>
 #include <benchmark/benchmark.h>
 #include <CLI/CLI.hpp>
@@ -187,17 +186,9 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
 } // namespace
 
 int main(int argc, char** argv) {
-    attn::cli::die_with_parent(); // a report's child ends with the report, even one killed by SIGKILL
-    // OMP_NUM_THREADS is checked before anything can call OpenMP: libomp parses it at its first
-    // call and asserts, aborts or hangs on a value such as "", "1.5" or "nan".
-    try {
-        attn::check_omp_env();
-    } catch (const attn::error& e) {
-        std::fprintf(stderr, "attnbench-bench: error: %s\n", e.what());
-        return 2;
-    }
+    if (!attn::cli::start_process("attnbench-bench", attn::check_omp_env)) return 2;
     // Google Benchmark takes its --benchmark_* flags; ours are parsed from what remains. The JSON
-    // goes to a temporary file beside the target (".NAME.tmp.PID", the writers' rule in
+    // goes to a temporary file beside the target (attn::temporary_for, the writers' rule in
     // attn.results:files), renamed over it at the end (atomic).
     std::string out_path, tmp_path, format = "console";
     bool out_given = false;
@@ -209,9 +200,7 @@ int main(int argc, char** argv) {
         if (s.rfind("--benchmark_out=", 0) == 0) {
             out_given = true;
             out_path = s.substr(16);
-            const std::filesystem::path p(out_path);
-            tmp_path =
-                (p.parent_path() / ("." + p.filename().string() + ".tmp." + std::to_string(::getpid()))).string();
+            tmp_path = attn::temporary_for(out_path);
             tmp_arg = "--benchmark_out=" + tmp_path;
             a = tmp_arg.data();
         }

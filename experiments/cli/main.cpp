@@ -13,16 +13,8 @@
 import attn.core;
 
 int main(int argc, char** argv) {
-    attn::cli::die_with_parent(); // a report's child ends with the report, even one killed by SIGKILL
-    // OMP_NUM_THREADS is checked before anything can call OpenMP: libomp parses the variable once,
-    // at the first OpenMP call, and on a value such as "", "1.5", "-1" or "nan" it asserts, aborts
-    // or hangs. No subcommand calls OpenMP while it is registered, and this check comes first.
-    try {
-        attn::check_omp_env();
-    } catch (const attn::error& e) {
-        std::fprintf(stderr, "attnbench: error: %s\n", e.what());
-        return 2;
-    }
+    // first, before anything can call OpenMP (no subcommand calls it while it is registered)
+    if (!attn::cli::start_process("attnbench", attn::check_omp_env)) return 2;
     CLI::App app{"attnbench: a benchmark suite for transformer attention"};
     app.require_subcommand(1);
     attn::cli::add_list(app);

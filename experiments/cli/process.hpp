@@ -2,7 +2,9 @@
 // performance cases as runs of attnbench-bench, so a crash costs one case, not the run.
 #pragma once
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <string>
 #include <vector>
 #include <sys/prctl.h>
@@ -43,6 +45,22 @@ inline void die_with_parent() {
     if (!parent || std::to_string(::getppid()) != parent) return; // not a report's child
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (std::to_string(::getppid()) != parent) std::_Exit(130); // the parent died before prctl
+}
+
+/// What both mains do first: die_with_parent(), then `check_environment` (attn::check_omp_env),
+/// before anything can call OpenMP -- libomp parses OMP_NUM_THREADS once, at its first call, and
+/// on a value such as "", "1.5", "-1" or "nan" it asserts, aborts or hangs. False, after one line
+/// "PROGRAM: error: why" on stderr, when the environment is refused (the main then exits 2).
+template <class Check>
+bool start_process(const char* program, Check&& check_environment) {
+    die_with_parent(); // a report's child ends with the report, even one killed by SIGKILL
+    try {
+        check_environment();
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+        return false;
+    }
+    return true;
 }
 
 /// Takes an exclusive lock on DIR/run.lock (flock: released when this process ends, however it

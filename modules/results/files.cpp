@@ -81,6 +81,16 @@ void check_output_dir(const std::string& dir) {
     require(ok, dir + ": cannot write into the output directory (" + why + ")");
 }
 
+std::string temporary_for(const std::string& path) {
+    // a unique name in the same directory, so the rename stays on one file system and is atomic,
+    // and two writers (threads or processes) never share a temporary
+    static std::atomic<unsigned> counter{0};
+    fs::path tmp(path);
+    tmp.replace_filename("." + tmp.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
+                         std::to_string(counter++));
+    return tmp.string();
+}
+
 void write_atomic(const std::string& path, const std::string& text) {
     check_output_file(path);
     const fs::path dest(path);
@@ -90,12 +100,7 @@ void write_atomic(const std::string& path, const std::string& text) {
         require(!ec, path + ": cannot write (cannot create directory " + dest.parent_path().string() + ": " +
                          ec.message() + ")");
     }
-    // A unique name in the same directory, so the rename stays on one file system and is atomic,
-    // and two writers (threads or processes) never share a temporary.
-    static std::atomic<unsigned> counter{0};
-    fs::path tmp = dest;
-    tmp.replace_filename("." + dest.filename().string() + ".tmp." + std::to_string(::getpid()) + "." +
-                         std::to_string(counter++));
+    const fs::path tmp = temporary_for(path);
     auto fail = [&](const std::string& why) {
         std::error_code ignored;
         fs::remove(tmp, ignored);

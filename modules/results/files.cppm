@@ -24,6 +24,10 @@ void check_output_file(const std::string& path);
 /// Throws unless `dir` may hold outputs; leaves the file system as it was.
 void check_output_dir(const std::string& dir);
 
+/// A fresh temporary name beside `path` under the rule above (".NAME.tmp.PID.N", N counting
+/// this process's calls): for a writer that fills the temporary itself before renaming it.
+std::string temporary_for(const std::string& path);
+
 /// Writes `text` to `path` through a temporary file in the same directory renamed into place,
 /// so `path` holds either its old content or all of `text`, never part of it. Creates parent
 /// directories. Throws attn::error naming `path` on failure or refusal (check_output_file) and
