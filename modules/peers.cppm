@@ -20,9 +20,15 @@ struct peer_provider {
     std::string library, install;   ///< the Python module it needs; the command that installs it
     /// The precisions it runs in (its output judged against the reference under that precision's
     /// bound before it is timed); a case in another precision gets no peer case, and
-    /// `not_served` says why, for the report.
+    /// `not_served` says why, per precision, for the report.
     std::vector<std::string> precisions{"f32"};
-    std::string not_served;
+    std::map<std::string, std::string> not_served;
+
+    /// Why it does not run `precision` (a precision it does run has no entry).
+    std::string why_not(const std::string& precision) const {
+        const auto it = not_served.find(precision);
+        return it != not_served.end() ? it->second : name + " runs " + precision + " in no runner of ours";
+    }
 };
 
 inline const std::vector<peer_provider>& peer_providers() {
@@ -33,22 +39,25 @@ inline const std::vector<peer_provider>& peer_providers() {
          "torch",
          "bash scripts/peers.sh",
          {"f32", "bf16", "f16"},
-         "int8 is a cache type of ours; torch's SDPA takes no quantized cache"},
+         {{"int8", "int8 is a cache type of ours; torch's SDPA takes no quantized cache"}}},
         {"torch-mha",
          {"layer"},
          true,
          "torch",
          "bash scripts/peers.sh",
          {"f32"},
-         "its runner builds an fp32 nn.MultiheadAttention only"},
+         {{"bf16", "its runner builds an fp32 nn.MultiheadAttention only"},
+          {"f16", "its runner builds an fp32 nn.MultiheadAttention only"}}},
         {"ort-attention",
          {"core", "decode"},
          false,
          "onnxruntime",
          "bash scripts/peers.sh --ort",
          {"f32"},
-         "onnxruntime's CPU provider has no bfloat16 Attention kernel, and its float16 one fails the suite's "
-         "f16 judgement (3-5x the bound on queries and keys in [-4, 4]); no quantized cache"},
+         {{"bf16", "onnxruntime's CPU provider has no bfloat16 Attention kernel"},
+          {"f16", "onnxruntime's CPU float16 Attention kernel fails the suite's f16 judgement (3-5x the bound "
+                  "on queries and keys in [-4, 4])"},
+          {"int8", "int8 is a cache type of ours; the Attention operator takes no quantized cache"}}},
     };
     return p;
 }
@@ -78,7 +87,7 @@ inline std::vector<unserved> unserved_precisions(const std::vector<sweep_case>& 
             if (std::find(p->precisions.begin(), p->precisions.end(), k.precision) != p->precisions.end()) continue;
             if (std::none_of(out.begin(), out.end(),
                              [&](const unserved& u) { return u.provider == name && u.precision == k.precision; }))
-                out.push_back({name, k.precision, p->not_served});
+                out.push_back({name, k.precision, p->why_not(k.precision)});
         }
     }
     return out;

@@ -8,6 +8,7 @@
 #include <vector>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+import attn.peers;
 import attn.sweep;
 import attn.variants;
 
@@ -134,4 +135,37 @@ TEST_CASE("a newly registered variant joins the quick preset with no other edit"
     CHECK(after.size() == before.size() + 15);
     for (const auto& c : after)
         if (c.variant == "throwaway") CHECK(c.threads == 1);
+}
+
+TEST_CASE("peers: a case gets a peer only in a precision the peer runs, and the reason names that precision",
+          "[cases][peers]") {
+    const auto core = [](const std::string& prec) {
+        return json{{"variant", "simd"}, {"mode", "core"}, {"d_model", 512},   {"heads", 8},
+                    {"kv_heads", 8},     {"n_q", 1024},    {"precision", prec}}
+            .get<attn::sweep_case>();
+    };
+    auto int8 = json::parse(R"({"variant": "parallel", "mode": "decode", "d_model": 1024, "heads": 16,
+                                "kv_heads": 4, "context": 4096, "precision": "int8"})")
+                    .get<attn::sweep_case>();
+    const std::vector<attn::sweep_case> cases{core("f32"), core("bf16"), core("f16"), int8};
+    // ort-attention runs f32 only: one peer case (the f32 core), three precisions refused
+    const auto peers = attn::peer_cases(cases, {"ort-attention"});
+    REQUIRE(peers.size() == 1);
+    CHECK(peers[0].variant == "ort-attention");
+    CHECK(peers[0].precision == "f32");
+    const auto refused = attn::unserved_precisions(cases, {"ort-attention"});
+    REQUIRE(refused.size() == 3);
+    for (const auto& u : refused) {
+        INFO(u.precision << ": " << u.why);
+        CHECK(u.provider == "ort-attention");
+        // each reason speaks of its own precision, not of another one's
+        CHECK((u.why.find("bfloat16") != std::string::npos) == (u.precision == "bf16"));
+        CHECK((u.why.find("float16 Attention kernel fails") != std::string::npos) == (u.precision == "f16"));
+        CHECK((u.why.find("quantized") != std::string::npos) == (u.precision == "int8"));
+    }
+    // torch-sdpa runs the three storage types; only the int8 cache is refused
+    CHECK(attn::peer_cases(cases, {"torch-sdpa"}).size() == 3);
+    const auto torch = attn::unserved_precisions(cases, {"torch-sdpa"});
+    REQUIRE(torch.size() == 1);
+    CHECK(torch[0].precision == "int8");
 }
