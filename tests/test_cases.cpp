@@ -169,3 +169,26 @@ TEST_CASE("peers: a case gets a peer only in a precision the peer runs, and the 
     REQUIRE(torch.size() == 1);
     CHECK(torch[0].precision == "int8");
 }
+
+TEST_CASE("the precision preset: every variant in three storage types, the cache in four", "[cases][sweep]") {
+    const auto spec =
+        attn::parse_sweep(read_file(ATTNBENCH_SOURCE_DIR "/experiments/sweeps/precision.toml"), "precision.toml",
+                          {"peak", "check", "params", "flops", "claims", "perf", "decode"});
+    auto cs = attn::expand(spec.grids, 2);
+    // the five variants of the tree (a test above registers one more in this process)
+    const std::vector<std::string> ours{"naive", "blocked", "simd", "blas", "parallel"};
+    std::erase_if(cs, [&](const auto& c) { return std::find(ours.begin(), ours.end(), c.variant) == ours.end(); });
+    auto count = [&](auto pred) { return std::size_t(std::count_if(cs.begin(), cs.end(), pred)); };
+    // counted by hand, on 2 CPUs (threads [1, 0] = {1, 2}; simd runs on one thread only):
+    // core: simd 3 types x 3 N + blas and parallel 3 x 3 x 2 threads = 45; naive and blocked at
+    // N = 512, 1 thread: 2 x 3 = 6; layer: simd 3 x 2 N + blas, parallel 3 x 2 x 2 = 30;
+    // decode: parallel 4 cache types x 3 G x 2 threads = 24
+    CHECK(count([](const auto& c) { return c.mode == "core"; }) == 45 + 6);
+    CHECK(count([](const auto& c) { return c.mode == "layer"; }) == 30);
+    CHECK(count([](const auto& c) { return c.mode == "decode"; }) == 24);
+    for (const char* p : {"f32", "bf16", "f16"})
+        CHECK(count([&](const auto& c) { return c.mode != "decode" && c.precision == p; }) == (45 + 6 + 30) / 3);
+    CHECK(count([](const auto& c) { return c.precision == "int8"; }) == 6);
+    // MHA's cache is over 64 MiB in every type: 2 x 16 heads x 64 x 65536 tokens x 1 byte = 128 MiB
+    CHECK(count([](const auto& c) { return c.mode == "decode" && c.context != 65536; }) == 0);
+}

@@ -328,7 +328,10 @@ void add_report(CLI::App& app) {
     auto a = std::make_shared<report_args>();
     auto* cmd =
         app.add_subcommand("report", "the main job: every stage of a sweep, plots and report.md in results/<run-id>/");
-    cmd->add_option("--preset", a->preset, "an embedded sweep: quick (default, minutes) or full (hours)");
+    std::string names; // the embedded presets, as experiments/sweeps/ holds them at configure time
+    for (const auto& [name, text] : sweep_presets()) names += (names.empty() ? "" : ", ") + name;
+    cmd->add_option("--preset", a->preset,
+                    "an embedded sweep (experiments/sweeps/NAME.toml): " + names + "; quick is the default (minutes)");
     cmd->add_option("--sweep", a->sweep, "a sweep file (TOML; see experiments/sweeps/)")->option_text("FILE");
     cmd->add_option("--out", a->out, "the run directory (default results/<name>-<UTC date>)")
         ->option_text("DIR")
