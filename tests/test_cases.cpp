@@ -181,7 +181,7 @@ TEST_CASE("the precision preset: every variant in three storage types, the cache
     auto count = [&](auto pred) { return std::size_t(std::count_if(cs.begin(), cs.end(), pred)); };
     // counted by hand, on 2 CPUs (threads [1, 0] = {1, 2}; simd runs on one thread only):
     // core: simd 3 types x 3 N + blas and parallel 3 x 3 x 2 threads = 45; naive and blocked at
-    // N = 512, 1 thread: 2 x 3 = 6; layer: simd 3 x 2 N + blas, parallel 3 x 2 x 2 = 30;
+    // N = 1024, 1 thread: 2 x 3 = 6; layer: simd 3 x 2 N + blas, parallel 3 x 2 x 2 = 30;
     // decode: parallel 4 cache types x 3 G x 2 threads = 24
     CHECK(count([](const auto& c) { return c.mode == "core"; }) == 45 + 6);
     CHECK(count([](const auto& c) { return c.mode == "layer"; }) == 30);
