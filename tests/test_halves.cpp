@@ -200,3 +200,58 @@ TEST_CASE("the kernels' vector conversions equal the scalar ones", "[halves][pre
         CHECK(std::bit_cast<std::uint32_t>(hw[i]) == std::bit_cast<std::uint32_t>(float(h[i])));
     }
 }
+
+namespace {
+
+/// isa::widen_chunk<C> at every offset of xs against the scalar conversion, lane i = float(xs[o + i % C]).
+template <std::size_t C, class S>
+void check_widen_chunk(const std::vector<S>& xs) {
+    using attn::kernels::lanes;
+    alignas(64) float got[lanes];
+    for (std::size_t o = 0; o + C <= xs.size(); ++o) {
+        attn::kernels::isa::widen_chunk<C>(xs.data() + o).store_aligned(got);
+        for (std::size_t i = 0; i < lanes; ++i) {
+            const float want = float(xs[o + i % C]);
+            INFO("C = " << C << ", offset " << o << ", lane " << i << ": want " << want << ", got " << got[i]);
+            if (std::isnan(want))
+                CHECK(std::isnan(got[i]));
+            else
+                CHECK(std::bit_cast<std::uint32_t>(got[i]) == std::bit_cast<std::uint32_t>(want));
+        }
+    }
+}
+
+template <class S>
+void check_widen_chunks(const std::vector<S>& xs) {
+    check_widen_chunk<1>(xs);
+    if constexpr (attn::kernels::lanes >= 2) check_widen_chunk<2>(xs);
+    if constexpr (attn::kernels::lanes >= 4) check_widen_chunk<4>(xs);
+    if constexpr (attn::kernels::lanes >= 8) check_widen_chunk<8>(xs);
+    check_widen_chunk<attn::kernels::lanes>(xs);
+}
+
+} // namespace
+
+TEST_CASE("the decode core's broadcast of C narrow elements equals the scalar conversion", "[halves][precision][kv]") {
+    // every int8 value; bf16 and f16 from random bit patterns plus the infinities, NaN, subnormals
+    std::vector<std::int8_t> i8;
+    for (int x = -128; x < 128; ++x) i8.push_back(std::int8_t(x));
+    std::vector<attn::bf16> b;
+    std::vector<attn::f16> h;
+    attn::rng r(9);
+    for (int i = 0; i < 4000; ++i) {
+        const auto bits = std::uint16_t(r.next());
+        b.push_back(std::bit_cast<attn::bf16>(bits));
+        h.push_back(std::bit_cast<attn::f16>(bits));
+    }
+    for (const std::uint16_t bits : {0x7f80, 0xff80, 0x7fc0, 0x0001, 0x8001, 0x7c00, 0xfc00, 0x7e00, 0x03ff}) {
+        b.push_back(std::bit_cast<attn::bf16>(bits));
+        h.push_back(std::bit_cast<attn::f16>(bits));
+    }
+    std::vector<float> f;
+    for (int i = 0; i < 300; ++i) f.push_back(float(r.uniform(-3, 3)));
+    check_widen_chunks(i8);
+    check_widen_chunks(b);
+    check_widen_chunks(h);
+    check_widen_chunks(f);
+}

@@ -13,9 +13,9 @@
 //    out = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c, so two threads can share one head
 //    (MQA at batch 1) and every thread count gives the same bytes.
 //  - Narrow caches (attn.core:kv: bf16, f16, int8 with a scale per row): memory carries the
-//    narrow bytes and all arithmetic after the load is fp32. MHA (C = lanes) widens rows in
-//    registers, int8's scale multiplying the key's score and the value's weight; R > 1 widens
-//    each tile once into thread-local fp32 tiles that serve all R heads.
+//    narrow bytes and all arithmetic after the load is fp32. Every family reads the cache in
+//    place and widens in registers (isa::widen for rows, isa::widen_chunk for the C elements a
+//    score broadcasts), int8's scale multiplying the key's score and the value's weight.
 // Rounding: one extra rescale per chunk of >= 256 keys, well inside attn.check's 2u per key tile.
 // Extra memory: per thread the rearranged queries and one tile of scores, plus partials of
 // B x G x chunks x R x (d_head + 2) floats, chunks <= 16: O(batch x d_model) for any context;
@@ -81,12 +81,10 @@ struct decode_shape {
     inline std::size_t partial_floats() const { return round_up(rows * (dp + 2), lanes); }
 };
 
-/// Extra memory of decode_core on `threads` threads, in bytes; `widens`: the cache is narrower
-/// than fp32 (two widened tiles per thread).
-inline std::size_t decode_scratch_bytes(const problem& p, int threads, bool widens = false) {
+/// Extra memory of decode_core on `threads` threads, in bytes (the same for every cache type).
+inline std::size_t decode_scratch_bytes(const problem& p, int threads) {
     const decode_shape sh(p);
-    const std::size_t per_thread =
-        sh.qs_floats() + sh.s_floats() + sh.ml_floats() + (widens ? 2 * decode_tile * sh.d : 0);
+    const std::size_t per_thread = sh.qs_floats() + sh.s_floats() + sh.ml_floats();
     const std::size_t partials = p.batch * p.kv_heads * split_keys(p.n_kv).chunks * sh.partial_floats();
     return sizeof(float) * (per_thread * std::size_t(std::max(threads, 1)) + partials);
 }
@@ -95,7 +93,7 @@ namespace detail {
 
 /// Grow-only buffers, one set per thread, reused by every call.
 struct decode_buffers {
-    aligned_vector<float> qs, s, ml, partials, kt, vt; // kt, vt: widened tiles of a narrow cache
+    aligned_vector<float> qs, s, ml, partials;
     static inline void grow(aligned_vector<float>& v, std::size_t n) {
         if (v.size() < n) v.resize(n);
     }
@@ -128,11 +126,6 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     decode_buffers::grow(w.qs, sh.qs_floats());
     decode_buffers::grow(w.s, sh.s_floats());
     decode_buffers::grow(w.ml, sh.ml_floats());
-    constexpr bool narrow = !std::is_same_v<S, float>;
-    if constexpr (narrow && C < lanes) {
-        decode_buffers::grow(w.kt, decode_tile * d);
-        decode_buffers::grow(w.vt, decode_tile * d);
-    }
     alignas(64) float kk[lanes];
     for (std::size_t i = 0; i < lanes; ++i) kk[i] = float(i % C);
     const batch key_in_group = batch::load_aligned(kk), neg_inf(-std::numeric_limits<float>::infinity());
@@ -150,32 +143,20 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         neg_inf.store_aligned(w.ml.data() + 2 * blk * lanes);
         batch(0.0f).store_aligned(w.ml.data() + (2 * blk + 1) * lanes);
     }
-    // One query head per key/value head (C = lanes) reads a narrow cache in place, widening in
-    // registers (int8's row scales folded into the scores and the weights); more heads per
-    // key/value head read it through the widened tiles kt, vt.
-    constexpr bool in_place = !narrow || C == lanes;
-    constexpr bool scaled = in_place && std::is_same_v<S, std::int8_t>;
-    using E = std::conditional_t<in_place, S, float>;
-    const std::size_t ks = in_place ? io.k.data.row_stride : d, vs = in_place ? io.v.data.row_stride : d;
+    // The cache is read in place in its own type and widened in registers (int8's row scales
+    // folded into the scores and the weights).
+    constexpr bool scaled = std::is_same_v<S, std::int8_t>;
+    const std::size_t ks = io.k.data.row_stride, vs = io.v.data.row_stride;
     float* s = w.s.data();
     for (std::size_t t0 = j0; t0 < j1; t0 += decode_tile) {
         const std::size_t n = std::min(decode_tile, j1 - t0), groups = (n + C - 1) / C;
-        const E* k;
-        const E* v;
+        const S* k = io.k.data.row(b, g, t0);
+        const S* v = io.v.data.row(b, g, t0);
         const float* ksc = nullptr;
         const float* vsc = nullptr;
-        if constexpr (in_place) {
-            k = io.k.data.row(b, g, t0);
-            v = io.v.data.row(b, g, t0);
-            if constexpr (scaled) {
-                ksc = io.k.scale.row(b, g, t0);
-                vsc = io.v.scale.row(b, g, t0);
-            }
-        } else {
-            widen_rows(w.kt.data(), io.k, b, g, t0, n, d);
-            widen_rows(w.vt.data(), io.v, b, g, t0, n, d);
-            k = w.kt.data();
-            v = w.vt.data();
+        if constexpr (scaled) {
+            ksc = io.k.scale.row(b, g, t0);
+            vsc = io.v.scale.row(b, g, t0);
         }
         // the rows decode_prefetch keys ahead, up to the end of the head's keys, prefetched while
         // this tile is computed
@@ -193,7 +174,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             for (std::size_t kb = 0; kb < n; kb += MK) {
                 if (blk == 0)
                     for (std::size_t i = kb; i < kb + MK; ++i) k_next.fetch(i);
-                const E* kr[MK];
+                const S* kr[MK];
                 for (std::size_t i = 0; i < MK; ++i)
                     kr[i] = k + std::min(kb + i, n - 1) * ks; // past n: a real key, masked below
                 batch acc[MK];
@@ -217,7 +198,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                             if constexpr (C == lanes)
                                 acc[i] = isa::fused(isa::widen(kr[i] + ch * C), qv, acc[i]);
                             else
-                                acc[i] = isa::fused(isa::broadcast_chunk<C>(kr[i] + ch * C), qv, acc[i]);
+                                acc[i] = isa::fused(isa::widen_chunk<C>(kr[i] + ch * C), qv, acc[i]);
                         }
                     }
                 }
@@ -225,8 +206,8 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                     transpose_sum<C / 2>(acc + gi * C);
                     const std::size_t key0 = kb + gi * C;
                     batch sc = acc[gi * C];
-                    if constexpr (scaled) // int8 (C = lanes: lane c is key key0 + c): times each row's scale
-                        sc *= row_scales(ksc, key0, n);
+                    if constexpr (scaled) // int8: lane r*C + c (key key0 + c) times that row's scale
+                        sc *= chunk_scales<C>(ksc, key0, n);
                     if (key0 + C > n)
                         sc = xsimd::select(key_in_group < batch(float(n > key0 ? n - key0 : 0)), sc, neg_inf);
                     sc.store_aligned(s + key0 / C * lanes);
@@ -236,7 +217,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                 for (std::size_t j = 0; j < n; ++j)
                     for (std::size_t r = 0; r < RB && blk * RB + r < R; ++r) {
                         const float* q = io.q.row(b, g * R + blk * RB + r, 0);
-                        const E* kj = k + j * ks;
+                        const S* kj = k + j * ks;
                         float x = 0.0f;
                         for (std::size_t i = tail; i < d; ++i) x += q[i] * float(kj[i]);
                         s[j / C * lanes + r * C + j % C] += ksc ? x * scale * ksc[j] : x * scale;

@@ -1,7 +1,7 @@
 // attn.kernels:decode_parts -- the pieces the decode core (attn.kernels:decode) is built from:
 // reductions within groups of C lanes (one group per query head sharing a batch), the transpose
 // that turns C keys' partial dot products into one batch of scores, L2 prefetch of the rows after
-// a tile, widening a narrow cache's rows to fp32, and the P V update of a block of heads.
+// a tile, the row scales of an int8 cache, and the P V update of a block of heads.
 module;
 #include <algorithm>
 #include <cstddef>
@@ -75,37 +75,20 @@ struct next_rows {
     }
 };
 
-/// The row scales sc[j0 + c] of lanes keys, repeating the last of the n for lanes past it.
-inline batch row_scales(const float* sc, std::size_t j0, std::size_t n) {
-    if (j0 + lanes <= n) return batch::load_unaligned(sc + j0);
+/// The row scales of C keys from j0 repeated across the batch (lane r*C + c: key j0 + c), the
+/// last of the n repeated for keys past it.
+template <std::size_t C>
+batch chunk_scales(const float* sc, std::size_t j0, std::size_t n) {
+    if (j0 + C <= n) return isa::widen_chunk<C>(sc + j0);
     alignas(64) float t[lanes];
-    for (std::size_t c = 0; c < lanes; ++c) t[c] = sc[std::min(j0 + c, n - 1)];
+    for (std::size_t c = 0; c < lanes; ++c) t[c] = sc[std::min(j0 + c % C, n - 1)];
     return batch::load_aligned(t);
-}
-
-/// Rows [i0, i0 + n) of (b, g) widened to fp32 into dst (rows d apart), int8 times its row scale.
-template <class S>
-void widen_rows(float* dst, const kv_rows<S>& src, std::size_t b, std::size_t g, std::size_t i0, std::size_t n,
-                std::size_t d) {
-    for (std::size_t j = 0; j < n; ++j) {
-        const S* r = src.data.row(b, g, i0 + j);
-        float* o = dst + j * d;
-        std::size_t t = 0;
-        if constexpr (std::is_same_v<S, std::int8_t>) {
-            const float sc = *src.scale.row(b, g, i0 + j);
-            for (; t + lanes <= d; t += lanes) (isa::widen(r + t) * batch(sc)).store_unaligned(o + t);
-            for (; t < d; ++t) o[t] = float(r[t]) * sc;
-        } else {
-            for (; t + lanes <= d; t += lanes) isa::widen(r + t).store_unaligned(o + t);
-            for (; t < d; ++t) o[t] = float(r[t]);
-        }
-    }
 }
 
 /// out rows [0, RB) (each dp apart) = out * corr[r*C] + sum_{j<n} P[r, j] v_j, where P[r, j] is
 /// lane r*C + j%C of score group j/C: RV heads x DC batches of the output in registers per pass,
 /// so each V row loaded serves RV heads with one broadcast per head.
-/// The rows v are of type E (fp32, or the cache's own type when it is read in place) and for int8
+/// The rows v are of the cache's type E (read in place, widened in registers) and for int8
 /// have a scale per row, vsc, folded into the row's weight.
 template <std::size_t C, std::size_t DC, class E>
 void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const E* v, std::size_t vs,
