@@ -79,55 +79,72 @@ struct next_rows {
 /// last of the n repeated for keys past it.
 template <std::size_t C>
 batch chunk_scales(const float* sc, std::size_t j0, std::size_t n) {
-    if (j0 + C <= n) return isa::widen_chunk<C>(sc + j0);
+    if (j0 + C <= n) return isa::broadcast_chunk<C>(sc + j0);
     alignas(64) float t[lanes];
     for (std::size_t c = 0; c < lanes; ++c) t[c] = sc[std::min(j0 + c % C, n - 1)];
     return batch::load_aligned(t);
 }
 
+/// The P V update's register blocking: RV heads x DB output batches per pass, each V batch loaded
+/// (and widened) once per pass and shared by the RV heads. fp32 rows: all DC batches and up to
+/// 2-8 heads (measured best; the accumulators of RV x DC may exceed the register file, and the
+/// compiler then reloads V batches rather than spilling them). A narrow cache's rows: passes
+/// that fit the registers (one per head's weight, one for the widened batch; DB divides DC), so
+/// each widened batch is not widened again for every head.
+template <std::size_t RB, std::size_t DC, class E>
+struct pv_blocking {
+    static constexpr bool wide = std::is_same_v<E, float>;
+    static constexpr std::size_t regs = std::size_t(isa::vector_registers) - 1;
+    static constexpr std::size_t RV = std::min<std::size_t>(RB, wide ? (DC <= 2 ? 8 : DC <= 4 ? 4 : 2) : 4);
+    static constexpr std::size_t db() {
+        if (wide) return DC;
+        for (std::size_t b = DC; b > 1; --b)
+            if (DC % b == 0 && RV * b + RV <= regs) return b;
+        return 1;
+    }
+    static constexpr std::size_t DB = DC > 0 ? db() : 1;
+};
+
 /// out rows [0, RB) (each dp apart) = out * corr[r*C] + sum_{j<n} P[r, j] v_j, where P[r, j] is
-/// lane r*C + j%C of score group j/C: RV heads x DC batches of the output in registers per pass,
-/// so each V row loaded serves RV heads with one broadcast per head.
-/// The rows v are of the cache's type E (read in place, widened in registers) and for int8
-/// have a scale per row, vsc, folded into the row's weight.
+/// lane r*C + j%C of score group j/C. A pass holds RV heads x DB batches of the output
+/// (pv_blocking), so each V batch loaded and widened serves RV heads with one
+/// broadcast weight per head. The rows v are of the cache's type E, read in place; for int8 a
+/// scale per row, vsc, is folded into the row's weight.
 template <std::size_t C, std::size_t DC, class E>
 void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const E* v, std::size_t vs,
                const float* vsc, std::size_t n, const next_rows& v_next) {
-    constexpr std::size_t RB = lanes / C, RV = std::min<std::size_t>(RB, DC <= 2 ? 8 : DC <= 4 ? 4 : 2);
-    constexpr std::size_t D = DC > 0 ? DC : 1;
-    for (std::size_t r0 = 0; r0 < RB; r0 += RV) {
-        batch a[RV][D];
-        for (std::size_t r = 0; r < RV; ++r) {
-            const batch cb(corr[(r0 + r) * C]);
-            for (std::size_t c = 0; c < DC; ++c) a[r][c] = batch::load_aligned(out + (r0 + r) * dp + c * lanes) * cb;
-        }
-        for (std::size_t j = 0; j < n; ++j) {
-            const E* vj = v + j * vs;
-            if (r0 == 0) v_next.fetch(j);
-            const float* pj = s + j / C * lanes + j % C + r0 * C;
-            if constexpr (RV == 1) { // widen each batch as it is used: DC accumulators + 2 registers
-                const batch pr(vsc ? pj[0] * vsc[j] : pj[0]);
-                for (std::size_t c = 0; c < DC; ++c) a[0][c] = isa::fused(pr, isa::widen(vj + c * lanes), a[0][c]);
-            } else {
-                batch vb[D];
-                for (std::size_t c = 0; c < DC; ++c) vb[c] = isa::widen(vj + c * lanes);
-                for (std::size_t r = 0; r < RV; ++r) {
-                    const batch pr(vsc ? pj[r * C] * vsc[j] : pj[r * C]);
-                    for (std::size_t c = 0; c < DC; ++c) a[r][c] = isa::fused(pr, vb[c], a[r][c]);
+    constexpr std::size_t RB = lanes / C, RV = pv_blocking<RB, DC, E>::RV, DB = pv_blocking<RB, DC, E>::DB;
+    for (std::size_t r0 = 0; r0 < RB; r0 += RV)
+        for (std::size_t c0 = 0; c0 < DC; c0 += DB) {
+            batch a[RV][DB];
+            for (std::size_t r = 0; r < RV; ++r) {
+                const batch cb(corr[(r0 + r) * C]);
+                for (std::size_t c = 0; c < DB; ++c)
+                    a[r][c] = batch::load_aligned(out + (r0 + r) * dp + (c0 + c) * lanes) * cb;
+            }
+            for (std::size_t j = 0; j < n; ++j) {
+                const E* vj = v + j * vs + c0 * lanes;
+                if (r0 == 0 && c0 == 0) v_next.fetch(j);
+                const float* pj = s + j / C * lanes + j % C + r0 * C;
+                batch pr[RV];
+                for (std::size_t r = 0; r < RV; ++r) pr[r] = batch(vsc ? pj[r * C] * vsc[j] : pj[r * C]);
+                for (std::size_t c = 0; c < DB; ++c) {
+                    const batch vb = isa::widen(vj + c * lanes);
+                    for (std::size_t r = 0; r < RV; ++r) a[r][c] = isa::fused(pr[r], vb, a[r][c]);
                 }
             }
+            for (std::size_t r = 0; r < RV; ++r)
+                for (std::size_t c = 0; c < DB; ++c) a[r][c].store_aligned(out + (r0 + r) * dp + (c0 + c) * lanes);
         }
-        for (std::size_t r = 0; r < RV; ++r) {
-            float* o = out + (r0 + r) * dp;
-            for (std::size_t c = 0; c < DC; ++c) a[r][c].store_aligned(o + c * lanes);
-            for (std::size_t t = DC * lanes; t < d; ++t) { // the d % lanes tail (and d beyond 8 batches)
-                float x = o[t] * corr[(r0 + r) * C];
-                for (std::size_t j = 0; j < n; ++j) {
-                    const float pw = s[j / C * lanes + j % C + (r0 + r) * C];
-                    x += (vsc ? pw * vsc[j] : pw) * float(v[j * vs + t]);
-                }
-                o[t] = x;
+    for (std::size_t r = 0; r < RB; ++r) { // the d % lanes tail (and d beyond 8 batches), in scalar
+        float* o = out + r * dp;
+        for (std::size_t t = DC * lanes; t < d; ++t) {
+            float x = o[t] * corr[r * C];
+            for (std::size_t j = 0; j < n; ++j) {
+                const float pw = s[j / C * lanes + j % C + r * C];
+                x += (vsc ? pw * vsc[j] : pw) * float(v[j * vs + t]);
             }
+            o[t] = x;
         }
     }
 }

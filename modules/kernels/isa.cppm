@@ -47,15 +47,6 @@ batch broadcast_chunk_generic(const float* p) {
     }
 }
 
-/// C consecutive elements of type S at p widened to fp32 and repeated across the batch (int8
-/// without its scale), any C dividing lanes: the portable version.
-template <std::size_t C, class S>
-batch widen_chunk_generic(const S* p) {
-    alignas(64) float t[lanes];
-    for (std::size_t i = 0; i < lanes; ++i) t[i] = float(p[i % C]);
-    return batch::load_aligned(t);
-}
-
 /// `lanes` elements of type S at p widened to fp32, element by element: the portable version.
 template <class S>
 batch widen_generic(const S* p) {
@@ -101,18 +92,6 @@ batch widen(const S* p) {
         static_assert(std::is_same_v<S, std::int8_t>);
         return batch(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))));
     }
-}
-
-/// C elements of type S at p, widened and repeated across the batch (the broadcast operand of the
-/// decode core's scores). Narrow types use the portable version in this section.
-template <std::size_t C, class S>
-batch widen_chunk(const S* p) {
-    if constexpr (std::is_same_v<S, float>)
-        return broadcast_chunk<C>(p);
-    else if constexpr (C == lanes)
-        return widen(p);
-    else
-        return widen_chunk_generic<C>(p);
 }
 
 /// exp(x) for x <= 0, -inf included (softmax arguments: score minus running maximum). x clamped
@@ -187,50 +166,6 @@ batch widen(const S* p) {
     }
 }
 
-/// C elements of type S at p, widened and repeated across the batch (the broadcast operand of the
-/// decode core's scores): a broadcasting load of the C narrow elements and one conversion --
-/// bf16 by interleaving 16 zero bits below each element (vpunpcklwd, within each 128-bit half),
-/// f16 by vcvtph2ps, int8 by sign extension and a convert -- so a narrow cache is read in place.
-template <std::size_t C, class S>
-batch widen_chunk(const S* p) {
-    if constexpr (std::is_same_v<S, float>) {
-        return broadcast_chunk<C>(p);
-    } else if constexpr (C == lanes) {
-        return widen(p);
-    }
-#if XSIMD_WITH_AVX2 && defined(__F16C__)
-    else if constexpr (lanes == 8) {
-        // the C elements (1 to 8 bytes) repeated through 16 bytes: one vpbroadcastb/w/d/q
-        // (spelled out here: the intrinsics, called from an importer's instantiation, took no __m128i
-        // returned by a helper template of this module under clang-19)
-        constexpr std::size_t bytes = C * sizeof(S);
-        std::uint64_t bits = 0;
-        std::memcpy(&bits, p, bytes);
-        __m128i x;
-        if constexpr (bytes == 1)
-            x = _mm_set1_epi8(char(bits));
-        else if constexpr (bytes == 2)
-            x = _mm_set1_epi16(short(bits));
-        else if constexpr (bytes == 4)
-            x = _mm_set1_epi32(int(bits));
-        else
-            x = _mm_set1_epi64x(static_cast<long long>(bits));
-        if constexpr (std::is_same_v<S, bf16>) {
-            const __m256i y = _mm256_broadcastsi128_si256(x);
-            return batch(_mm256_castsi256_ps(_mm256_unpacklo_epi16(_mm256_setzero_si256(), y)));
-        } else if constexpr (std::is_same_v<S, f16>) {
-            return batch(_mm256_cvtph_ps(x));
-        } else {
-            static_assert(std::is_same_v<S, std::int8_t>);
-            return batch(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(x)));
-        }
-    }
-#endif
-    else {
-        return widen_chunk_generic<C>(p);
-    }
-}
-
 /// exp(x) for x <= 0: xsimd::exp.
 inline batch exp_nonpos(batch x) { return xsimd::exp(x); }
 
@@ -259,14 +194,6 @@ batch broadcast_chunk(const float* p) {
 template <class S>
 batch widen(const S* p) {
     return widen_generic(p);
-}
-
-template <std::size_t C, class S>
-batch widen_chunk(const S* p) {
-    if constexpr (std::is_same_v<S, float>)
-        return broadcast_chunk<C>(p);
-    else
-        return widen_chunk_generic<C>(p);
 }
 
 inline batch exp_nonpos(batch x) { return xsimd::exp(x); }
