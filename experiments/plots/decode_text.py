@@ -72,10 +72,13 @@ def family_paragraph(dec):
     s = []
     lo_m, lo_q, hi_m, hi_q = dec.get(b0, h, lmin), dec.get(b0, gmin, lmin), dec.get(b0, h, lmax), dec.get(b0, gmin, lmax)
     if gmin < h and lo_m and lo_q and hi_m and hi_q:
-        s.append(f"At batch {b0}, {name(dec, gmin)} decodes a token {fmt(speedup(dec, b0, gmin, lmin), 2)}× as fast as MHA "
-                 f"at L = {lmin} ({fmt(lo_q['time_ms'] * 1e3, 0)} vs {fmt(lo_m['time_ms'] * 1e3, 0)} µs per step) and "
-                 f"{fmt(speedup(dec, b0, gmin, lmax), 2)}× at L = {lmax} ({fmt(hi_q['time_ms'] * 1e3, 0)} vs "
-                 f"{fmt(hi_m['time_ms'] * 1e3, 0)} µs).")
+        first_l = (f"At batch {b0}, {name(dec, gmin)} decodes a token {fmt(speedup(dec, b0, gmin, lmin), 2)}× as fast "
+                   f"as MHA at L = {lmin} ({fmt(lo_q['time_ms'] * 1e3, 0)} vs {fmt(lo_m['time_ms'] * 1e3, 0)} µs per step)")
+        if lmax == lmin:  # one context: one figure
+            s.append(first_l + ".")
+        else:
+            s.append(first_l + f" and {fmt(speedup(dec, b0, gmin, lmax), 2)}× at L = {lmax} "
+                     f"({fmt(hi_q['time_ms'] * 1e3, 0)} vs {fmt(hi_m['time_ms'] * 1e3, 0)} µs).")
     w = {g: next(r["weight_mib"] for r in dec.rows if r["kv_heads"] == g) for g in gs}
     s.append(f"A step reads the layer's weights once ({fmt(w[gs[0]], 1)} MiB at G = {gs[0]} to {fmt(w[gs[-1]], 1)} MiB "
              f"at G = {gs[-1]}: W_k and W_v grow with G) and the whole cache once, 2·B·G·d_head·(L+1)·4 bytes, G/H of "
