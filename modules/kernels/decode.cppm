@@ -19,8 +19,8 @@
 //    the keys are widened MK at a time into an L1-resident block (2 KiB at d_head 64) and
 //    broadcast from there, and V rows are widened in registers once per pass of up to 4 heads
 //    (decode_pv's blocking for narrow rows keeps its accumulators in the register file).
-//    Before, each 64-key tile was widened into two 16 KiB fp32 tiles, which with the cache's own
-//    lines overflowed a 32 KiB L1.
+//    Widening whole 64-key tiles instead (two 16 KiB fp32 tiles) overflows a 32 KiB L1 together
+//    with the cache's own lines.
 // Rounding: one extra rescale per chunk of >= 256 keys, well inside attn.check's 2u per key tile.
 // Extra memory: per thread the rearranged queries and one tile of scores, plus partials of
 // B x G x chunks x R x (d_head + 2) floats, chunks <= 16: O(batch x d_model) for any context;
@@ -152,8 +152,8 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         neg_inf.store_aligned(w.ml.data() + 2 * blk * lanes);
         batch(0.0f).store_aligned(w.ml.data() + (2 * blk + 1) * lanes);
     }
-    // The cache is read in place in its own type and widened in registers (int8's row scales
-    // folded into the scores and the weights).
+    // The cache is read in place in its own type (int8's row scales folded into the scores and
+    // the weights).
     constexpr bool scaled = std::is_same_v<S, std::int8_t>;
     // C < lanes: each key element feeds one FMA per C lanes, so it is widened once, into the
     // L1-resident block kw (MK keys), rather than at every broadcast
