@@ -14,13 +14,22 @@ import attn.npy;
 
 namespace {
 
+// The scratch file is removed by its owner's destructor at exit. (An atexit handler registered
+// while the path was being initialised ran after the path's own destructor, read a freed string
+// and left one file in the temporary folder per run.)
+struct scratch_file {
+    std::string path =
+        (std::filesystem::temp_directory_path() / ("attnbench-fuzz-npy-" + std::to_string(::getpid()) + ".npy"))
+            .string();
+    scratch_file() = default;
+    scratch_file(const scratch_file&) = delete;
+    scratch_file& operator=(const scratch_file&) = delete;
+    ~scratch_file() { std::remove(path.c_str()); }
+};
+
 const std::string& scratch() {
-    static const std::string path = [] {
-        auto p = std::filesystem::temp_directory_path() / ("attnbench-fuzz-npy-" + std::to_string(::getpid()) + ".npy");
-        std::atexit([] { std::remove(scratch().c_str()); });
-        return p.string();
-    }();
-    return path;
+    static const scratch_file file;
+    return file.path;
 }
 
 } // namespace
