@@ -254,11 +254,15 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             mx = group_max<C>(mx);
             const batch corr = isa::exp_nonpos(m - mx); // 0 on the first tile
             const batch sum = exp_batches(s, groups, mx);
+            if constexpr (scaled) // int8: each weight times its value row's scale, once per tile
+                for (std::size_t gi = 0; gi < groups; ++gi)
+                    (batch::load_aligned(s + gi * lanes) * chunk_scales<C>(vsc, gi * C, n))
+                        .store_aligned(s + gi * lanes);
             mx.store_aligned(mp);
             (l * corr + group_sum<C>(sum)).store_aligned(mp + lanes);
             alignas(64) float cr[lanes];
             corr.store_aligned(cr);
-            decode_pv<C, DC>(part + blk * RB * dp, dp, d, cr, s, v, vs, vsc, n, blk == 0 ? v_next : next_rows{});
+            decode_pv<C, DC>(part + blk * RB * dp, dp, d, cr, s, v, vs, n, blk == 0 ? v_next : next_rows{});
         }
     }
     float* m_out = part + sh.rows * dp;

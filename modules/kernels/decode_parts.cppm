@@ -108,11 +108,11 @@ struct pv_blocking {
 /// out rows [0, RB) (each dp apart) = out * corr[r*C] + sum_{j<n} P[r, j] v_j, where P[r, j] is
 /// lane r*C + j%C of score group j/C. A pass holds RV heads x DB batches of the output
 /// (pv_blocking), so each V batch loaded and widened serves RV heads with one
-/// broadcast weight per head. The rows v are of the cache's type E, read in place; for int8 a
-/// scale per row, vsc, is folded into the row's weight.
+/// broadcast weight per head. The rows v are of the cache's type E, read in place; an int8
+/// row's scale is already in its weights (the caller multiplies them once per tile).
 template <std::size_t C, std::size_t DC, class E>
 void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const E* v, std::size_t vs,
-               const float* vsc, std::size_t n, const next_rows& v_next) {
+               std::size_t n, const next_rows& v_next) {
     constexpr std::size_t RB = lanes / C, RV = pv_blocking<RB, DC, E>::RV, DB = pv_blocking<RB, DC, E>::DB;
     for (std::size_t r0 = 0; r0 < RB; r0 += RV)
         for (std::size_t c0 = 0; c0 < DC; c0 += DB) {
@@ -127,7 +127,7 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
                 if (r0 == 0 && c0 == 0) v_next.fetch(j);
                 const float* pj = s + j / C * lanes + j % C + r0 * C;
                 batch pr[RV];
-                for (std::size_t r = 0; r < RV; ++r) pr[r] = batch(vsc ? pj[r * C] * vsc[j] : pj[r * C]);
+                for (std::size_t r = 0; r < RV; ++r) pr[r] = batch(pj[r * C]);
                 for (std::size_t c = 0; c < DB; ++c) {
                     const batch vb = isa::widen(vj + c * lanes);
                     for (std::size_t r = 0; r < RV; ++r) a[r][c] = isa::fused(pr[r], vb, a[r][c]);
@@ -141,8 +141,7 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
         for (std::size_t t = DC * lanes; t < d; ++t) {
             float x = o[t] * corr[r * C];
             for (std::size_t j = 0; j < n; ++j) {
-                const float pw = s[j / C * lanes + j % C + r * C];
-                x += (vsc ? pw * vsc[j] : pw) * float(v[j * vs + t]);
+                x += s[j / C * lanes + j % C + r * C] * float(v[j * vs + t]);
             }
             o[t] = x;
         }
