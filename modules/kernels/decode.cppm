@@ -16,7 +16,8 @@
 //    narrow bytes and all arithmetic after the load is fp32, int8's scale multiplying the key's
 //    score and the value's weight. The cache is read in place: MHA (C = lanes) widens K and V
 //    rows in registers; with R > 1 (C < lanes) each key element feeds one FMA per C lanes, so
-//    the keys are widened MK at a time into an L1-resident block (2 KiB at d_head 64) and
+//    the keys are widened MK at a time into an L1-resident block (2 KiB at d_head 64), once for
+//    every block of heads (the scores of all blocks are taken before the softmax), and
 //    broadcast from there, and V rows are widened in registers once per pass of up to 4 heads
 //    (decode_pv's blocking for narrow rows keeps its accumulators in the register file).
 //    Widening whole 64-key tiles instead (two 16 KiB fp32 tiles) overflows a 32 KiB L1 together
@@ -83,8 +84,8 @@ struct decode_shape {
         dp = round_up(d, lanes);
     }
     inline std::size_t qs_floats() const { return std::max(blocks * (d / c) * lanes, lanes); } ///< rearranged queries
-    inline std::size_t s_floats() const { return decode_tile / c * lanes; }                    ///< one tile's scores
-    inline std::size_t ml_floats() const { return 2 * blocks * lanes; }                        ///< running max and sum
+    inline std::size_t s_floats() const { return decode_tile / c * lanes; } ///< one tile's scores, one block
+    inline std::size_t ml_floats() const { return 2 * blocks * lanes; }     ///< running max and sum
     /// partial results of one item: `rows` outputs of dp, then `rows` maxima and sums (aligned)
     inline std::size_t partial_floats() const { return round_up(rows * (dp + 2), lanes); }
 };
@@ -93,7 +94,7 @@ struct decode_shape {
 /// included, at most 8 keys).
 inline std::size_t decode_scratch_bytes(const problem& p, int threads) {
     const decode_shape sh(p);
-    const std::size_t per_thread = sh.qs_floats() + sh.s_floats() + sh.ml_floats() + 8 * sh.d + lanes;
+    const std::size_t per_thread = sh.qs_floats() + sh.blocks * sh.s_floats() + sh.ml_floats() + 8 * sh.d + lanes;
     const std::size_t partials = p.batch * p.kv_heads * split_keys(p.n_kv).chunks * sh.partial_floats();
     return sizeof(float) * (per_thread * std::size_t(std::max(threads, 1)) + partials);
 }
@@ -133,7 +134,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     const float scale = float(p.softmax_scale());
     auto& w = decode_local();
     decode_buffers::grow(w.qs, sh.qs_floats());
-    decode_buffers::grow(w.s, sh.s_floats());
+    decode_buffers::grow(w.s, sh.blocks * sh.s_floats());
     decode_buffers::grow(w.ml, sh.ml_floats());
     alignas(64) float kk[lanes];
     for (std::size_t i = 0; i < lanes; ++i) kk[i] = float(i % C);
@@ -161,6 +162,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     if constexpr (block) decode_buffers::grow(w.kw, MK * tail + lanes);
     const std::size_t ks = io.k.data.row_stride, vs = io.v.data.row_stride;
     float* s = w.s.data();
+    const std::size_t s_stride = sh.s_floats(); // one block's scores
     for (std::size_t t0 = j0; t0 < j1; t0 += decode_tile) {
         const std::size_t n = std::min(decode_tile, j1 - t0), groups = (n + C - 1) / C;
         const S* k = io.k.data.row(b, g, t0);
@@ -182,14 +184,29 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                              d * sizeof(S), n_next};
         };
         const next_rows k_next = ahead(io.k), v_next = ahead(io.v);
-        for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
-            const float* qa = w.qs.data() + blk * nch * lanes;
-            for (std::size_t kb = 0; kb < n; kb += MK) {
-                if (blk == 0)
-                    for (std::size_t i = kb; i < kb + MK; ++i) k_next.fetch(i);
-                const S* kr[MK];
-                for (std::size_t i = 0; i < MK; ++i)
-                    kr[i] = k + std::min(kb + i, n - 1) * ks; // past n: a real key, masked below
+        // scores of every block of heads first, MK keys at a time, so that a narrow cache's keys
+        // are widened once per tile whatever the number of blocks (MQA at H=16 on AVX2: 2)
+        for (std::size_t kb = 0; kb < n; kb += MK) {
+            for (std::size_t i = kb; i < kb + MK; ++i) k_next.fetch(i);
+            const S* kr[MK];
+            for (std::size_t i = 0; i < MK; ++i)
+                kr[i] = k + std::min(kb + i, n - 1) * ks; // past n: a real key, masked below
+            if constexpr (block) {
+                float* kw = w.kw.data();
+                for (std::size_t i = 0; i < MK; ++i) {
+                    if (tail == DC * lanes) { // d_head a multiple of lanes, up to 8 batches: unrolled
+                        for (std::size_t t = 0; t < DC * lanes; t += lanes)
+                            isa::widen(kr[i] + t).store_unaligned(kw + i * tail + t);
+                    } else {
+                        std::size_t t = 0;
+                        for (; t + lanes <= tail; t += lanes) isa::widen(kr[i] + t).store_unaligned(kw + i * tail + t);
+                        for (; t < tail; ++t) kw[i * tail + t] = float(kr[i][t]);
+                    }
+                }
+            }
+            for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
+                const float* qa = w.qs.data() + blk * nch * lanes;
+                float* sb = s + blk * s_stride;
                 batch acc[MK];
                 for (std::size_t i = 0; i < MK; ++i) acc[i] = batch(0.0f);
                 if (C == lanes && nch == DC) { // one head: key by key, rows read in order, q in registers
@@ -205,12 +222,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                     else
                         for (std::size_t i = 0; i < mk; ++i) key(i);
                 } else if constexpr (block) {
-                    float* kw = w.kw.data();
-                    for (std::size_t i = 0; i < MK; ++i) {
-                        std::size_t t = 0;
-                        for (; t + lanes <= tail; t += lanes) isa::widen(kr[i] + t).store_unaligned(kw + i * tail + t);
-                        for (; t < tail; ++t) kw[i * tail + t] = float(kr[i][t]);
-                    }
+                    const float* kw = w.kw.data();
                     for (std::size_t ch = 0; ch < nch; ++ch) {
                         const batch qv = batch::load_aligned(qa + ch * lanes);
                         for (std::size_t i = 0; i < MK; ++i)
@@ -235,9 +247,12 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         sc *= chunk_scales<C>(ksc, key0, n);
                     if (key0 + C > n)
                         sc = xsimd::select(key_in_group < batch(float(n > key0 ? n - key0 : 0)), sc, neg_inf);
-                    sc.store_aligned(s + key0 / C * lanes);
+                    sc.store_aligned(sb + key0 / C * lanes);
                 }
             }
+        }
+        for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
+            float* const sb = s + blk * s_stride;
             if (tail < d) // the d % C dims, in scalar
                 for (std::size_t j = 0; j < n; ++j)
                     for (std::size_t r = 0; r < RB && blk * RB + r < R; ++r) {
@@ -245,24 +260,24 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         const S* kj = k + j * ks;
                         float x = 0.0f;
                         for (std::size_t i = tail; i < d; ++i) x += q[i] * float(kj[i]);
-                        s[j / C * lanes + r * C + j % C] += ksc ? x * scale * ksc[j] : x * scale;
+                        sb[j / C * lanes + r * C + j % C] += ksc ? x * scale * ksc[j] : x * scale;
                     }
             float* mp = w.ml.data() + 2 * blk * lanes;
             const batch m = batch::load_aligned(mp), l = batch::load_aligned(mp + lanes);
             batch mx = m;
-            for (std::size_t gi = 0; gi < groups; ++gi) mx = xsimd::max(mx, batch::load_aligned(s + gi * lanes));
+            for (std::size_t gi = 0; gi < groups; ++gi) mx = xsimd::max(mx, batch::load_aligned(sb + gi * lanes));
             mx = group_max<C>(mx);
             const batch corr = isa::exp_nonpos(m - mx); // 0 on the first tile
-            const batch sum = exp_batches(s, groups, mx);
+            const batch sum = exp_batches(sb, groups, mx);
             if constexpr (scaled) // int8: each weight times its value row's scale, once per tile
                 for (std::size_t gi = 0; gi < groups; ++gi)
-                    (batch::load_aligned(s + gi * lanes) * chunk_scales<C>(vsc, gi * C, n))
-                        .store_aligned(s + gi * lanes);
+                    (batch::load_aligned(sb + gi * lanes) * chunk_scales<C>(vsc, gi * C, n))
+                        .store_aligned(sb + gi * lanes);
             mx.store_aligned(mp);
             (l * corr + group_sum<C>(sum)).store_aligned(mp + lanes);
             alignas(64) float cr[lanes];
             corr.store_aligned(cr);
-            decode_pv<C, DC>(part + blk * RB * dp, dp, d, cr, s, v, vs, n, blk == 0 ? v_next : next_rows{});
+            decode_pv<C, DC>(part + blk * RB * dp, dp, d, cr, sb, v, vs, n, blk == 0 ? v_next : next_rows{});
         }
     }
     float* m_out = part + sh.rows * dp;
