@@ -108,12 +108,16 @@ struct pv_blocking {
 /// out rows [0, RB) (each dp apart) = out * corr[r*C] + sum_{j<n} P[r, j] v_j, where P[r, j] is
 /// lane r*C + j%C of score group j/C. A pass holds RV heads x DB batches of the output
 /// (pv_blocking), so each V batch loaded and widened serves RV heads with one
-/// broadcast weight per head. The rows v are of the cache's type E, read in place; an int8
+/// broadcast weight per head; a narrow row's batches are widened in pairs (isa::widen_pair: one
+/// load and two unpacks for bf16), each lane's sum taken in the same order as one at a time.
+/// The rows v are of the cache's type E, read in place; an int8
 /// row's scale is already in its weights (the caller multiplies them once per tile).
 template <std::size_t C, std::size_t DC, class E>
 void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const E* v, std::size_t vs,
                std::size_t n, const next_rows& v_next) {
     constexpr std::size_t RB = lanes / C, RV = pv_blocking<RB, DC, E>::RV, DB = pv_blocking<RB, DC, E>::DB;
+    // batches widened two at a time (isa::widen_pair; its order is undone at the store)
+    constexpr bool paired = !std::is_same_v<E, float> && DB % 2 == 0;
     for (std::size_t r0 = 0; r0 < RB; r0 += RV)
         for (std::size_t c0 = 0; c0 < DC; c0 += DB) {
             batch a[RV][DB];
@@ -121,6 +125,8 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
                 const batch cb(corr[(r0 + r) * C]);
                 for (std::size_t c = 0; c < DB; ++c)
                     a[r][c] = batch::load_aligned(out + (r0 + r) * dp + (c0 + c) * lanes) * cb;
+                if constexpr (paired)
+                    for (std::size_t c = 0; c < DB; c += 2) isa::to_pair_order<E>(a[r][c], a[r][c + 1]);
             }
             for (std::size_t j = 0; j < n; ++j) {
                 const E* vj = v + j * vs + c0 * lanes;
@@ -128,13 +134,25 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
                 const float* pj = s + j / C * lanes + j % C + r0 * C;
                 batch pr[RV];
                 for (std::size_t r = 0; r < RV; ++r) pr[r] = batch(pj[r * C]);
-                for (std::size_t c = 0; c < DB; ++c) {
-                    const batch vb = isa::widen(vj + c * lanes);
-                    for (std::size_t r = 0; r < RV; ++r) a[r][c] = isa::fused(pr[r], vb, a[r][c]);
+                if constexpr (paired) {
+                    for (std::size_t c = 0; c < DB; c += 2) {
+                        batch lo, hi;
+                        isa::widen_pair(vj + c * lanes, lo, hi);
+                        for (std::size_t r = 0; r < RV; ++r) a[r][c] = isa::fused(pr[r], lo, a[r][c]);
+                        for (std::size_t r = 0; r < RV; ++r) a[r][c + 1] = isa::fused(pr[r], hi, a[r][c + 1]);
+                    }
+                } else {
+                    for (std::size_t c = 0; c < DB; ++c) {
+                        const batch vb = isa::widen(vj + c * lanes);
+                        for (std::size_t r = 0; r < RV; ++r) a[r][c] = isa::fused(pr[r], vb, a[r][c]);
+                    }
                 }
             }
-            for (std::size_t r = 0; r < RV; ++r)
+            for (std::size_t r = 0; r < RV; ++r) {
+                if constexpr (paired)
+                    for (std::size_t c = 0; c < DB; c += 2) isa::from_pair_order<E>(a[r][c], a[r][c + 1]);
                 for (std::size_t c = 0; c < DB; ++c) a[r][c].store_aligned(out + (r0 + r) * dp + (c0 + c) * lanes);
+            }
         }
     for (std::size_t r = 0; r < RB; ++r) { // the d % lanes tail (and d beyond 8 batches), in scalar
         float* o = out + r * dp;

@@ -212,6 +212,43 @@ inline constexpr const char* fma_instruction = "xsimd::fma (no FMA instructions 
 #endif
 }
 
+/// Two batches of a cache row (2 x lanes elements of type S at p) widened to fp32, lo and hi, in
+/// "pair order": for bf16 on AVX2, lo holds elements 0-3 and 8-11 and hi 4-7 and 12-15, because
+/// one 32-byte load and two unpacks with zero (vpunpck[lh]wd: each bf16 lands in the top half of
+/// a 32-bit lane) replace two zero-extending loads and two shifts; for every other type and ISA
+/// the natural order (lo elements 0-7, hi 8-15). to_pair_order / from_pair_order move two fp32
+/// batches of the natural order into that order and back (vperm2f128), so that accumulators fed
+/// by widen_pair are loaded and stored in the natural order; each lane's arithmetic is unchanged.
+template <class S>
+[[gnu::always_inline]] inline void widen_pair(const S* p, batch& lo, batch& hi) {
+#if XSIMD_WITH_AVX2
+    if constexpr (lanes == 8 && std::is_same_v<S, bf16>) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), z = _mm256_setzero_si256();
+        lo = batch(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, x)));
+        hi = batch(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, x)));
+        return;
+    }
+#endif
+    lo = widen(p);
+    hi = widen(p + lanes);
+}
+
+template <class S>
+[[gnu::always_inline]] inline void to_pair_order([[maybe_unused]] batch& lo, [[maybe_unused]] batch& hi) {
+#if XSIMD_WITH_AVX2
+    if constexpr (lanes == 8 && std::is_same_v<S, bf16>) {
+        const __m256 a = lo, b = hi;
+        lo = batch(_mm256_permute2f128_ps(a, b, 0x20)); // elements 0-3 (of a), 8-11 (of b)
+        hi = batch(_mm256_permute2f128_ps(a, b, 0x31)); // 4-7, 12-15
+    }
+#endif
+}
+
+template <class S>
+[[gnu::always_inline]] inline void from_pair_order(batch& lo, batch& hi) {
+    to_pair_order<S>(lo, hi); // the swap of the middle 128-bit halves is its own inverse
+}
+
 // ---- bf16 and f16 <-> fp32 arrays ---------------------------------------------------------------
 // Widening is exact: bf16 is the top half of a float (a 16-bit shift), f16 goes through
 // vcvtph2ps. Narrowing rounds to nearest even: f16 by vcvtps2ph (immediate 0: round to nearest,
