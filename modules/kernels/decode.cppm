@@ -23,9 +23,10 @@
 //    Widening whole 64-key tiles instead (two 16 KiB fp32 tiles) overflows a 32 KiB L1 together
 //    with the cache's own lines.
 // Rounding: one extra rescale per chunk of >= 256 keys, well inside attn.check's 2u per key tile.
-// Extra memory: per thread the rearranged queries and one tile of scores per block of heads, plus partials of
-// B x G x chunks x R x (d_head + 2) floats, chunks <= 16: O(batch x d_model) for any context;
-// the buffers are thread_local and grow only, so steady-state steps allocate nothing.
+// Extra memory: per thread the rearranged queries and one tile of scores per block of heads,
+// plus partials of B x G x chunks x R x (d_head + 2) floats, chunks <= 16: O(batch x d_model)
+// for any context; the buffers are thread_local and grow only, so steady-state steps allocate
+// nothing.
 // Measured: MQA, batch 8, L = 64k, 21 ms a step without the L2 prefetch, 14 ms with it.
 // Measured: MHA, d_head 64, L = 64k, 1 thread, core over an int8 cache 13.9 ms against fp32's
 // 42.5 ms (3.06x; bf16 20.4 ms, 2.08x); with the prefetch an out-of-line call (and the P V

@@ -110,8 +110,8 @@ struct pv_blocking {
 /// (pv_blocking), so each V batch loaded and widened serves RV heads with one
 /// broadcast weight per head; a narrow row's batches are widened in pairs (isa::widen_pair: one
 /// load and two unpacks for bf16), each lane's sum taken in the same order as one at a time.
-/// The rows v are of the cache's type E, read in place; an int8
-/// row's scale is already in its weights (the caller multiplies them once per tile).
+/// The rows v are of the cache's type E, read in place; an int8 row's scale is already in its
+/// weights (the caller multiplies them once per tile).
 template <std::size_t C, std::size_t DC, class E>
 void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const E* v, std::size_t vs,
                std::size_t n, const next_rows& v_next) {
