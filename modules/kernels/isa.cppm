@@ -221,7 +221,7 @@ inline constexpr const char* fma_instruction = "xsimd::fma (no FMA instructions 
 /// by widen_pair are loaded and stored in the natural order; each lane's arithmetic is unchanged.
 template <class S>
 [[gnu::always_inline]] inline void widen_pair(const S* p, batch& lo, batch& hi) {
-#if XSIMD_WITH_AVX2
+#if XSIMD_WITH_AVX2 && !XSIMD_WITH_AVX512F // an AVX-512 build has AVX2 too, but 16-lane batches
     if constexpr (lanes == 8 && std::is_same_v<S, bf16>) {
         const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), z = _mm256_setzero_si256();
         lo = batch(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, x)));
@@ -235,7 +235,7 @@ template <class S>
 
 template <class S>
 [[gnu::always_inline]] inline void to_pair_order([[maybe_unused]] batch& lo, [[maybe_unused]] batch& hi) {
-#if XSIMD_WITH_AVX2
+#if XSIMD_WITH_AVX2 && !XSIMD_WITH_AVX512F
     if constexpr (lanes == 8 && std::is_same_v<S, bf16>) {
         const __m256 a = lo, b = hi;
         lo = batch(_mm256_permute2f128_ps(a, b, 0x20)); // elements 0-3 (of a), 8-11 (of b)
