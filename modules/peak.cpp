@@ -35,6 +35,10 @@ ceilings measure(const options& opt) {
     c.simd_lanes = int(batch::size);
     c.simd_arch = batch::arch_type::name();
     c.fma_instruction = kernels::isa::fma_instruction;
+    if (const fma_kernel b = bf16_dot_kernel(); b.chains) {
+        c.bf16_dot_1t_gflops = fma_impl(b, 1, opt, granted);
+        c.bf16_dot_all_gflops = fma_impl(b, all, opt, granted);
+    }
     c.triad_array_bytes = triad_array_bytes(opt);
     c.triad_elements = std::max<std::size_t>(c.triad_array_bytes / sizeof(float), 16);
     triad_arrays arr(c.triad_elements);

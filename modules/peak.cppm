@@ -59,6 +59,10 @@ struct ceilings {
     std::size_t triad_array_bytes = 0; ///< bytes per array
     std::size_t triad_elements = 0;    ///< elements per array
     std::vector<stream_point> stream;  ///< the streaming probe on all threads (empty in files that predate it)
+    /// bf16 dot products (vdpbf16ps zmm: 16 fp32 lanes, each adding two bf16 products, 4 FLOP a
+    /// lane) on 1 and all threads, where the CPU has AVX512_BF16; no samples where it has not.
+    /// Informative: every variant computes bf16 on fp32 FMAs, so % of peak uses the FMA figures.
+    stats bf16_dot_1t_gflops, bf16_dot_all_gflops;
 };
 
 /// fp32 FMA throughput on `threads` threads, in GFLOP/s.

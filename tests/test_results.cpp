@@ -177,8 +177,18 @@ TEST_CASE("peak measures positive finite ceilings on a tiny run", "[peak]") {
         CHECK(p.flop_per_byte == p.fmas / 2.0); // 2 FLOP per FMA lane over 4 bytes per lane
     }
 
+    // the bf16 dot-product ceiling exists exactly where the CPU reports AVX512_BF16
+    const bool bf16_dot = __builtin_cpu_supports("avx512bf16");
+    CHECK(c.bf16_dot_1t_gflops.samples.empty() == !bf16_dot);
+    CHECK(c.bf16_dot_all_gflops.samples.empty() == !bf16_dot);
+    if (bf16_dot) {
+        require_positive_finite(c.bf16_dot_1t_gflops);
+        require_positive_finite(c.bf16_dot_all_gflops);
+    }
+
     const attn::peak::ceilings back = attn::peak::from_json(attn::peak::to_json(c));
     CHECK(back.fma_1t_gflops.median == c.fma_1t_gflops.median);
+    CHECK(back.bf16_dot_all_gflops.samples == c.bf16_dot_all_gflops.samples);
     CHECK(back.triad_all_gbs.samples == c.triad_all_gbs.samples);
     CHECK(back.threads == c.threads);
     CHECK(back.simd_arch == c.simd_arch);

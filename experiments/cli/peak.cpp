@@ -39,6 +39,10 @@ std::string render_ceilings(const peak::ceilings& c, int repetitions) {
     };
     row("fp32 FMA", 1, c.fma_1t_gflops, "GFLOP/s");
     row("fp32 FMA", c.threads, c.fma_all_gflops, "GFLOP/s");
+    if (!c.bf16_dot_1t_gflops.samples.empty()) {
+        row("bf16 dot (vdpbf16ps)", 1, c.bf16_dot_1t_gflops, "GFLOP/s");
+        row("bf16 dot (vdpbf16ps)", c.threads, c.bf16_dot_all_gflops, "GFLOP/s");
+    }
     row("triad a=b+s*c", 1, c.triad_1t_gbs, "GB/s");
     row("triad a=b+s*c", c.threads, c.triad_all_gbs, "GB/s");
     for (const auto& p : c.stream)
@@ -111,7 +115,10 @@ void run_peak(const peak_args& a) {
              {std::tuple{"fma_f32", "fma_f32_gflops_1_thread", 1, "GFLOP/s"},
               std::tuple{"fma_f32", "fma_f32_gflops_all_threads", all, "GFLOP/s"},
               std::tuple{"triad", "triad_gbs_1_thread", 1, "GB/s"},
-              std::tuple{"triad", "triad_gbs_all_threads", all, "GB/s"}}) {
+              std::tuple{"triad", "triad_gbs_all_threads", all, "GB/s"},
+              std::tuple{"bf16_dot", "bf16_dot_gflops_1_thread", 1, "GFLOP/s"},
+              std::tuple{"bf16_dot", "bf16_dot_gflops_all_threads", all, "GFLOP/s"}}) {
+            if (!p.contains(key)) continue; // bf16_dot: only where the CPU has AVX512_BF16
             const auto& s = p[key];
             rows.push_back({{"ceiling", ceiling},
                             {"threads", threads},

@@ -161,6 +161,11 @@ def main():
                   f"GFLOP/s on 1 thread, {p['fma_f32_gflops_all_threads']['median']:.1f} GFLOP/s on {p['threads']}; "
                   f"triad {p['triad_gbs_1_thread']['median']:.1f} / {p['triad_gbs_all_threads']['median']:.1f} GB/s. "
                   "Every % of peak below refers to the FMA figure at the case's thread count.\n")
+        if "bf16_dot_gflops_1_thread" in p:
+            one, every = p["bf16_dot_gflops_1_thread"]["median"], p["bf16_dot_gflops_all_threads"]["median"]
+            md.append(f"This CPU has AVX512_BF16: bf16 dot products (vdpbf16ps) ran at {one:.1f} GFLOP/s on 1 thread "
+                      f"and {every:.1f} GFLOP/s on {p['threads']} (fp32 FMA: above); no variant uses them (bf16 "
+                      "runs on fp32 FMAs), so bf16 cases are measured against the FMA figure too.\n")
         busy = max(p[k].get("others_busy_cpus", 0) or 0 for k in ("fma_f32_gflops_1_thread", "fma_f32_gflops_all_threads"))
         if busy > 0.1:
             md.append(f"**Note:** other processes kept about {busy:.1f} CPUs busy while the peak was measured (load "

@@ -1,5 +1,6 @@
 // attn.peak -- the FMA ceiling: `Chains` independent FMA chains per thread on the batch and FMA
-// instruction attn.kernels:isa chooses, with 8, 12 or 16 chains tried and the fastest kept.
+// instruction attn.kernels:isa chooses, with 8, 12 or 16 chains tried and the fastest kept; and,
+// where the CPU has AVX512_BF16, the bf16 dot-product ceiling (vdpbf16ps) the same way.
 module;
 #include <algorithm>
 #include <chrono>
@@ -8,6 +9,9 @@ module;
 #include <string>
 #include <vector>
 #include <omp.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <xsimd/xsimd.hpp>
 module attn.peak;
 import :probe;
@@ -40,7 +44,35 @@ float fma_chains(std::size_t iters, float seed) {
 
 constexpr fma_kernel fma_kernels[] = {{8, &fma_chains<8>}, {12, &fma_chains<12>}, {16, &fma_chains<16>}};
 
+#if defined(__x86_64__)
+/// `iters` rounds of 16 independent vdpbf16ps chains, acc += a0 b0 + a1 b1 per fp32 lane, with
+/// every bf16 operand 2^-30: each product, 2^-60, is a normal fp32 number far below the half ulp
+/// of acc (about 1), so acc stays put and no denormal or infinity can slow the loop. 16 chains
+/// cover the instruction's latency on every port that runs it (5-6 cycles, one or two ports).
+/// Compiled for AVX512_BF16 whatever -march is, and called only where the CPU has it.
+[[gnu::target("avx512f,avx512bf16")]] float bf16_dot_chains(std::size_t iters, float seed) {
+    constexpr int chains = 16;
+    __m512 acc[chains];
+    for (int i = 0; i < chains; ++i) acc[i] = _mm512_set1_ps(seed + 0.001f * float(i));
+    const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3080); // 2^-30 in bf16
+    for (std::size_t it = 0; it < iters; ++it) {
+#pragma unroll
+        for (int i = 0; i < chains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, a);
+    }
+    __m512 s = acc[0];
+    for (int i = 1; i < chains; ++i) s = _mm512_add_ps(s, acc[i]);
+    return _mm512_reduce_add_ps(s);
+}
+#endif
+
 } // namespace
+
+fma_kernel bf16_dot_kernel() {
+#if defined(__x86_64__)
+    if (kernels::isa::cpu_has_avx512_bf16()) return {16, &bf16_dot_chains, 64.0};
+#endif
+    return {0, nullptr, 0};
+}
 
 fma_kernel kernel_with(int chains) {
     for (const auto& k : fma_kernels)
@@ -66,7 +98,8 @@ double time_fma(const fma_kernel& k, int threads, std::size_t iters, int& grante
     for (float v : sink) require(std::isfinite(v), "peak: FMA kernel produced a non-finite value");
     granted = team;
     if (seconds) *seconds = s;
-    return 2.0 * double(team) * double(iters) * double(k.chains) * double(batch::size) / s * 1e-9;
+    const double flop = k.flop > 0 ? k.flop : 2.0 * double(batch::size);
+    return flop * double(team) * double(iters) * double(k.chains) / s * 1e-9;
 }
 
 /// Rounds of `k` that take about `target` seconds on one thread (the runs warm the core up).

@@ -46,6 +46,10 @@ std::string to_json(const ceilings& c, int indent) {
     nlohmann::ordered_json j;
     j["fma_f32_gflops_1_thread"] = stats_json(c.fma_1t_gflops);
     j["fma_f32_gflops_all_threads"] = stats_json(c.fma_all_gflops);
+    if (!c.bf16_dot_1t_gflops.samples.empty()) {
+        j["bf16_dot_gflops_1_thread"] = stats_json(c.bf16_dot_1t_gflops);
+        j["bf16_dot_gflops_all_threads"] = stats_json(c.bf16_dot_all_gflops);
+    }
     j["triad_gbs_1_thread"] = stats_json(c.triad_1t_gbs);
     j["triad_gbs_all_threads"] = stats_json(c.triad_all_gbs);
     j["threads"] = c.threads;
@@ -68,6 +72,8 @@ std::string to_json(const ceilings& c, int indent) {
     j["stream_fma"] = probe;
     j["units"] = {
         {"fma", "GFLOP/s, 10^9 FLOP/s, one FMA = 2 FLOP"},
+        {"bf16_dot", "GFLOP/s of vdpbf16ps zmm (AVX512_BF16; present only where the CPU has it): 16 fp32 lanes, each "
+                     "adding two bf16 products, 4 FLOP per lane"},
         {"triad", "GB/s, 10^9 byte/s, 12 byte per element (read b, c; write a; write-allocate not counted); arrays "
                   "2 MiB-aligned with MADV_HUGEPAGE, like the key/value cache (attn::big_allocator)"},
         {"stream_fma", "GB/s read (10^9 byte/s) on all threads by a loop that feeds every batch read from the triad's "
@@ -85,6 +91,10 @@ ceilings from_value(nlohmann::ordered_json j, const std::string& where) {
     ceilings c;
     c.fma_1t_gflops = stats_from(j, "fma_f32_gflops_1_thread", where);
     c.fma_all_gflops = stats_from(j, "fma_f32_gflops_all_threads", where);
+    if (j.contains("bf16_dot_gflops_1_thread")) {
+        c.bf16_dot_1t_gflops = stats_from(j, "bf16_dot_gflops_1_thread", where);
+        c.bf16_dot_all_gflops = stats_from(j, "bf16_dot_gflops_all_threads", where);
+    }
     c.triad_1t_gbs = stats_from(j, "triad_gbs_1_thread", where);
     c.triad_all_gbs = stats_from(j, "triad_gbs_all_threads", where);
     c.threads = j.value("threads", 1);

@@ -61,11 +61,17 @@ void check_options(const options& opt);
 
 // ---- FMA (fma.cpp) ---------------------------------------------------------------------------
 
-/// A loop of `chains` independent FMA chains.
+/// A loop of `chains` independent FMA chains; one step of one chain is `flop` FLOPs (an fp32
+/// FMA batch: 2 per lane; a vdpbf16ps: 4 per fp32 lane, two products and their two additions).
 struct fma_kernel {
     int chains;
     float (*run)(std::size_t, float);
+    double flop = 0; ///< 0: 2 x batch::size, the fp32 FMA
 };
+
+/// The bf16 dot-product kernel (vdpbf16ps zmm, `chains` chains) where this CPU has AVX512_BF16;
+/// chains 0 where it does not or the build is not for x86-64.
+fma_kernel bf16_dot_kernel();
 
 /// The kernel with `chains` chains; throws attn::error for a count that has none.
 fma_kernel kernel_with(int chains);
