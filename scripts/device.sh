@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# For a lent machine with many cores (no registries, no compiler of ours): builds nothing there.
+#   bash scripts/device.sh pack BUILD   here: copies BUILD's binaries and every shared library they
+#                                       load (ldd) into .dev/ (git-ignored through .git/info/exclude)
+#   bash scripts/device.sh env          there (sourced): the loader path to .dev/lib, this checkout at
+#                                       the source path compiled into the binaries, and its python3
+#                                       (with numpy, matplotlib, torch, onnxruntime) as the project's
+# Build for it here with -march=x86-64-v4 (bash scripts/device.sh build). Nothing in the suite or
+# its CI depends on this script; it only makes a run on such a machine one command.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+case "${1:-}" in
+build)
+    cd "$root"
+    flock /tmp/attnbench-build.lock .venv/bin/cmake --preset release -B build/v4 \
+        -DCMAKE_CXX_FLAGS_RELEASE="-O3 -march=x86-64-v4 -DNDEBUG" >/dev/null
+    flock /tmp/attnbench-build.lock .venv/bin/cmake --build build/v4 -j2
+    ;;
+pack)
+    build=${2:?usage: device.sh pack BUILD}
+    cd "$root"
+    exclude=$(git rev-parse --git-path info/exclude) && mkdir -p "$(dirname "$exclude")"
+    grep -qx '/.dev/' "$exclude" 2>/dev/null || echo '/.dev/' >>"$exclude"
+    rm -rf .dev && mkdir -p .dev/bin .dev/lib .dev/ctest
+    bins=("$build/attnbench" "$build/attnbench-bench" "$build/tests/attn_tests")
+    cp "${bins[@]}" .dev/bin/
+    # ctest's files, so that the suite's tests run there against these binaries
+    (cd "$build" && find . -name CTestTestfile.cmake -o -name 'attn_tests_*.cmake' | xargs cp --parents -t "$root/.dev/ctest")
+    realpath --relative-to="$root" "$build" >.dev/build
+    # every library but the C and C++ runtimes (the machine's are newer, and its Python's torch
+    # needs its own libstdc++)
+    ldd "${bins[@]}" | awk '/=> \//{print $3}' | sort -u | grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+        xargs -I{} cp -L {} .dev/lib/
+    du -sh .dev
+    ;;
+env)
+    export LD_LIBRARY_PATH="$root/.dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export ATTNBENCH_PYTHON=${ATTNBENCH_PYTHON:-$(command -v python3)}
+    src=/work/main # attn::build().source_dir of a build made here
+    if [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$root" "$src"; fi
+    # the project's python, as the build recorded it: a wrapper (a venv's python reached through a
+    # symbolic link elsewhere no longer finds its venv)
+    mkdir -p "$root/.venv/bin" && printf '#!/bin/sh\nexec %s "$@"\n' "$ATTNBENCH_PYTHON" >"$root/.venv/bin/python"
+    chmod +x "$root/.venv/bin/python"
+    build="$root/$(cat "$root/.dev/build")" # the build's layout again, for ctest
+    mkdir -p "$build/tests" && cp -r "$root/.dev/ctest/." "$build/"
+    cp "$root/.dev/bin/attnbench" "$root/.dev/bin/attnbench-bench" "$build/" && cp "$root/.dev/bin/attn_tests" "$build/tests/"
+    ;;
+*)
+    echo "usage: bash scripts/device.sh build | pack BUILD | env (sourced, on the lent machine)" >&2
+    exit 2
+    ;;
+esac
