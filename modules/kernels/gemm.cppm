@@ -59,6 +59,17 @@ void pack_b(const S* b, std::size_t ld_k, std::size_t ld_n, std::size_t K, std::
     }
 }
 
+/// pack_b of W^T for y = x W^T (W row-major [out, in]) with its panels shared by `threads`: every
+/// call of linear() packs W^T, and done on one thread it was a part of a layer that more threads
+/// did not shorten. (pack_b itself stays serial: the tiled core calls it inside its own threads.)
+template <class S>
+void pack_wt(const S* w, std::size_t in, std::size_t out, float* dst, int threads) {
+    const std::size_t panels = (out + nr - 1) / nr;
+#pragma omp parallel for num_threads(threads) if (threads > 1 && panels > 1) schedule(static)
+    for (std::size_t p = 0; p < panels; ++p)
+        pack_b(w + p * nr * in, 1, in, in, std::min(nr, out - p * nr), dst + p * in * nr);
+}
+
 namespace detail {
 
 /// C[MR x ncols] (+)= A[MR x K] * panel[K x nr]; the micro-kernel.
@@ -154,7 +165,7 @@ inline void linear(const float* x, const float* w, const float* bias, float* y, 
     // A few rows (a decode step): dot products over W in place, no packed copy of W^T.
     if (rows <= gemv_max_rows) return gemv(x, w, bias, y, rows, in, out, threads);
     aligned_vector<float> wp(packed_size(in, out));
-    pack_b(w, 1, in, in, out, wp.data());
+    pack_wt(w, in, out, wp.data(), threads);
     if (bias) {
         for (std::size_t r = 0; r < rows; ++r) std::copy(bias, bias + out, y + r * out);
     }
@@ -172,7 +183,7 @@ template <class T>
 void linear(const T* x, const T* w, const T* bias, T* y, std::size_t rows, std::size_t in, std::size_t out,
             int threads = 1) {
     aligned_vector<float> wp(packed_size(in, out)), b(bias ? out : 0);
-    pack_b(w, 1, in, in, out, wp.data());
+    pack_wt(w, in, out, wp.data(), threads);
     if (bias) isa::widen(bias, b.data(), out);
     const std::size_t bands = (rows + half_band - 1) / half_band;
 #pragma omp parallel num_threads(threads) if (threads > 1 && bands > 1)
