@@ -41,7 +41,15 @@ void pack_b(const S* b, std::size_t ld_k, std::size_t ld_n, std::size_t K, std::
     for (std::size_t p = 0; p * nr < N; ++p) {
         const std::size_t n0 = p * nr, cols = std::min(nr, N - n0);
         float* panel = dst + p * K * nr;
-        if (ld_n == 1) { // rows of B contiguous: copy runs
+        if (ld_n == 1 && cols == nr) { // rows of B contiguous, a whole panel: two batches a row
+            // (in fp32 the array copy below is a memcpy call per 16 floats: 4 % of perf's samples
+            // of the core at d_head 64)
+            for (std::size_t k = 0; k < K; ++k) {
+                const S* src = b + k * ld_k + n0;
+                isa::widen(src).store_aligned(panel + k * nr);
+                isa::widen(src + lanes).store_aligned(panel + k * nr + lanes);
+            }
+        } else if (ld_n == 1) { // rows of B contiguous: copy runs
             for (std::size_t k = 0; k < K; ++k) {
                 isa::widen(b + k * ld_k + n0, panel + k * nr, cols);
                 std::fill(panel + k * nr + cols, panel + (k + 1) * nr, 0.0f);
