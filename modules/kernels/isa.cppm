@@ -169,6 +169,27 @@ batch widen(const S* p) {
 /// exp(x) for x <= 0: xsimd::exp.
 inline batch exp_nonpos(batch x) { return xsimd::exp(x); }
 
+/// The 8 x 8 block r[0..8) transposed in place (lane j of r[i] <-> lane i of r[j]): pairs
+/// interleaved (vunpck[lh]ps), then quads (vshufps), then the 128-bit halves (vperm2f128).
+inline void transpose8(batch* r) {
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    r[0] = batch(_mm256_permute2f128_ps(u0, u4, 0x20));
+    r[1] = batch(_mm256_permute2f128_ps(u1, u5, 0x20));
+    r[2] = batch(_mm256_permute2f128_ps(u2, u6, 0x20));
+    r[3] = batch(_mm256_permute2f128_ps(u3, u7, 0x20));
+    r[4] = batch(_mm256_permute2f128_ps(u0, u4, 0x31));
+    r[5] = batch(_mm256_permute2f128_ps(u1, u5, 0x31));
+    r[6] = batch(_mm256_permute2f128_ps(u2, u6, 0x31));
+    r[7] = batch(_mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
 #if XSIMD_WITH_FMA3_AVX2
 /// attn.peak's FMA probe: xsimd's fma3<avx2> batch, whose fma is one vfmadd.
 using fma_batch = xsimd::batch<float, xsimd::fma3<xsimd::avx2>>;
