@@ -7,7 +7,8 @@
 #                                       (with numpy, matplotlib, torch, onnxruntime) as the project's
 # Build for it here with -march=x86-64-v4 (bash scripts/device.sh build). Nothing in the suite or
 # its CI depends on this script; it only makes a run on such a machine one command.
-set -euo pipefail
+# sourced (env), it leaves the caller's shell options alone; run, it stops at the first error
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then set -euo pipefail; fi
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 case "${1:-}" in
 build)
@@ -34,6 +35,10 @@ pack)
     du -sh .dev
     ;;
 env)
+    if [ -e "$root/.venv/pyvenv.cfg" ]; then # it would overwrite this checkout's python and build
+        echo "device.sh env: this checkout has its own venv (.venv); env is for the lent machine" >&2
+        return 2 2>/dev/null || exit 2
+    fi
     export LD_LIBRARY_PATH="$root/.dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export ATTNBENCH_PYTHON=${ATTNBENCH_PYTHON:-$(command -v python3)}
     src=/work/main # attn::build().source_dir of a build made here
@@ -48,6 +53,6 @@ env)
     ;;
 *)
     echo "usage: bash scripts/device.sh build | pack BUILD | env (sourced, on the lent machine)" >&2
-    exit 2
+    return 2 2>/dev/null || exit 2
     ;;
 esac
