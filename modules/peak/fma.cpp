@@ -47,9 +47,9 @@ constexpr fma_kernel fma_kernels[] = {{8, &fma_chains<8>}, {12, &fma_chains<12>}
 #if defined(__x86_64__)
 /// `iters` rounds of 16 independent vdpbf16ps chains, acc += a0 b0 + a1 b1 per fp32 lane, with
 /// every bf16 operand 2^-30: each product, 2^-60, is a normal fp32 number far below the half ulp
-/// of acc (about 1), so acc stays put and no denormal or infinity can slow the loop. 16 chains
-/// cover the instruction's latency on every port that runs it (5-6 cycles, one or two ports).
-/// Compiled for AVX512_BF16 whatever -march is, and called only where the CPU has it.
+/// of acc (about 1), so acc stays put and no denormal or infinity can slow the loop. 16 chains,
+/// the most the FMA probe tries (no count is searched for here). Compiled for AVX512_BF16 whatever
+/// -march is, and called only where the CPU has it.
 [[gnu::target("avx512f,avx512bf16")]] float bf16_dot_chains(std::size_t iters, float seed) {
     constexpr int chains = 16;
     __m512 acc[chains];
