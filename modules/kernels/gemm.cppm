@@ -55,19 +55,8 @@ void pack_b(const S* b, std::size_t ld_k, std::size_t ld_n, std::size_t K, std::
                 std::fill(panel + k * nr + cols, panel + (k + 1) * nr, 0.0f);
             }
         } else { // columns of B contiguous (B = W^T or K^T): a transpose
-            std::size_t k = 0;
-#if XSIMD_WITH_AVX && !XSIMD_WITH_AVX512F
-            // 8 x 8 blocks in registers: 8 loads, 24 shuffles and 8 stores for 64 elements
-            if (ld_k == 1 && cols == nr) {
-                for (; k + lanes <= K; k += lanes)
-                    for (std::size_t c0 = 0; c0 < nr; c0 += lanes) {
-                        batch r[lanes];
-                        for (std::size_t i = 0; i < lanes; ++i) r[i] = isa::widen(b + (n0 + c0 + i) * ld_n + k);
-                        isa::transpose8(r);
-                        for (std::size_t j = 0; j < lanes; ++j) r[j].store_aligned(panel + (k + j) * nr + c0);
-                    }
-            }
-#endif
+            // in registers where the ISA section has a transpose (AVX/AVX2: 8 x 8 blocks)
+            std::size_t k = ld_k == 1 && cols == nr ? isa::transpose_panel(b + n0 * ld_n, ld_n, K, nr, panel, nr) : 0;
             // the rest one element at a time: k outer, c inner, so each store is contiguous, and the
             // compiler is kept from turning the strided side into scatters (vscatterqps made this
             // the kernel's hottest line)

@@ -117,6 +117,13 @@ using fma_batch = batch;
 inline fma_batch fma(fma_batch x, fma_batch y, fma_batch z) { return fused(x, y, z); }
 inline constexpr const char* fma_instruction = "vfmadd231ps zmm (AVX-512F)";
 
+/// pack_b's transposing case in registers: none in this section (0 rows done; the caller packs
+/// element by element).
+template <class S>
+std::size_t transpose_panel(const S*, std::size_t, std::size_t, std::size_t, float*, std::size_t) {
+    return 0;
+}
+
 #elif XSIMD_WITH_AVX
 // ---- AVX, AVX2 and FMA: 8 lanes, 16 vector registers ------------------------------------------
 inline constexpr int vector_registers = 16;
@@ -190,6 +197,24 @@ inline void transpose8(batch* r) {
     r[7] = batch(_mm256_permute2f128_ps(u3, u7, 0x31));
 }
 
+/// pack_b's transposing case in registers: B's columns [0, cols) (cols a multiple of lanes), each
+/// contiguous along k and ld_n apart, packed as panel rows ld_dst apart, 8 x 8 blocks at a time
+/// (8 widened loads, 24 shuffles, 8 stores for 64 elements). Returns the rows k done, a multiple
+/// of 8; the caller packs the rest element by element.
+template <class S>
+std::size_t transpose_panel(const S* b, std::size_t ld_n, std::size_t K, std::size_t cols, float* panel,
+                            std::size_t ld_dst) {
+    std::size_t k = 0;
+    for (; k + lanes <= K; k += lanes)
+        for (std::size_t c0 = 0; c0 < cols; c0 += lanes) {
+            batch r[lanes];
+            for (std::size_t i = 0; i < lanes; ++i) r[i] = widen(b + (c0 + i) * ld_n + k);
+            transpose8(r);
+            for (std::size_t j = 0; j < lanes; ++j) r[j].store_aligned(panel + (k + j) * ld_dst + c0);
+        }
+    return k;
+}
+
 #if XSIMD_WITH_FMA3_AVX2
 /// attn.peak's FMA probe: xsimd's fma3<avx2> batch, whose fma is one vfmadd.
 using fma_batch = xsimd::batch<float, xsimd::fma3<xsimd::avx2>>;
@@ -222,6 +247,13 @@ inline batch exp_nonpos(batch x) { return xsimd::exp(x); }
 using fma_batch = batch;
 inline fma_batch fma(fma_batch x, fma_batch y, fma_batch z) { return xsimd::fma(x, y, z); }
 inline constexpr const char* fma_instruction = "xsimd::fma (no FMA instructions in this build)";
+
+/// pack_b's transposing case in registers: none in this section (0 rows done; the caller packs
+/// element by element).
+template <class S>
+std::size_t transpose_panel(const S*, std::size_t, std::size_t, std::size_t, float*, std::size_t) {
+    return 0;
+}
 #endif
 
 /// Asks for the cache line at p into L2 (prefetcht1 on x86).
