@@ -11,11 +11,8 @@
 if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then set -euo pipefail; fi
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 case "${1:-}" in
-build)
-    cd "$root"
-    flock /tmp/attnbench-build.lock .venv/bin/cmake --preset release -B build/v4 \
-        -DCMAKE_CXX_FLAGS_RELEASE="-O3 -march=x86-64-v4 -DNDEBUG" >/dev/null
-    flock /tmp/attnbench-build.lock .venv/bin/cmake --build build/v4 -j2
+build) # the v4 preset: build/v4, -march=x86-64-v4
+    bash "$root/scripts/build.sh" v4
     ;;
 pack)
     build=${2:?usage: device.sh pack BUILD}
@@ -28,6 +25,10 @@ pack)
     # ctest's files, so that the suite's tests run there against these binaries
     (cd "$build" && find . -name CTestTestfile.cmake -o -name 'attn_tests_*.cmake' | xargs cp --parents -t "$root/.dev/ctest")
     realpath --relative-to="$root" "$build" >.dev/build
+    # the source path compiled into the binaries (attn::build().source_dir: plots and peers run
+    # from there), which env recreates there
+    sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" >.dev/source_dir
+    [ -s .dev/source_dir ] || { echo "device.sh pack: $build/CMakeCache.txt names no source directory" >&2; exit 1; }
     # every library but the C and C++ runtimes (the machine's are newer, and its Python's torch
     # needs its own libstdc++)
     ldd "${bins[@]}" | awk '/=> \//{print $3}' | sort -u | grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
@@ -41,7 +42,11 @@ env)
     fi
     export LD_LIBRARY_PATH="$root/.dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export ATTNBENCH_PYTHON=${ATTNBENCH_PYTHON:-$(command -v python3)}
-    src=/work/main # attn::build().source_dir of a build made here
+    if [ ! -s "$root/.dev/source_dir" ]; then
+        echo "device.sh env: no .dev/source_dir; run bash scripts/device.sh pack BUILD where you built" >&2
+        return 2 2>/dev/null || exit 2
+    fi
+    src=$(cat "$root/.dev/source_dir") # the source path compiled into the binaries (pack wrote it)
     if [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$root" "$src"; fi
     # the project's python, as the build recorded it: a wrapper (a venv's python reached through a
     # symbolic link elsewhere no longer finds its venv)

@@ -181,7 +181,7 @@ def plot_bandwidth_vs_context(dec, d):
 def plot_time_vs_groups(dec, d):
     """Time per decode step against G at fixed L (the GQA paper's time-vs-groups figure)."""
     h, gs = dec.h, dec.gs
-    fixed = [l for l in (4096, 65536) if l in dec.ls] or [dec.ls[-1]]
+    fixed = sorted({l for l in (4096,) if l in dec.ls} | {dec.ls[-1]})  # 4k, and the longest cache run
     fig, axes = plt.subplots(1, len(fixed), figsize=(6.2 * len(fixed), 4.6), squeeze=False)
     for ax, lfix in zip(axes[0], fixed):
         for b in dec.batches:
