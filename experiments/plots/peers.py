@@ -176,7 +176,8 @@ def threads_figure(figdir, perf, save):
                              hatch="//" if p in peers else None, edgecolor="white" if p in peers else None,
                              label=f"{p}, {t} threads" + (" (peer)" if p in peers else "") if i == 0 or
                              not any((p,) + k in lines for k in keys[:i]) else None)
-                ax.bar_label(bar, labels=[f"{sp:.2f}×"], fontsize=6, rotation=90, padding=2)
+                ax.bar_label(bar, labels=[f"{sp:.2f}×"], fontsize=6, rotation=90, padding=2,
+                             bbox=dict(facecolor="white", edgecolor="none", pad=0.5))  # over the ideal line
         for s in keys:
             for p in provs:
                 v = lines.get((p,) + s)
