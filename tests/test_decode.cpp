@@ -195,7 +195,7 @@ TEST_CASE("key split: a function of the key count alone, at most 16 chunks", "[d
     }
 }
 
-TEST_CASE("the softmax's vector exp: within 2 ulp of std::exp, exactly 0 for -inf and deep underflow",
+TEST_CASE("the softmax's vector exp: within 2 ulp of std::exp, exactly 0 for -inf and deep underflow, 1 at 0",
           "[decode][exp]") {
     // exp_row (decode and tiled cores) on x - m <= 0 over the whole fp32 range that matters: normal
     // results, the subnormal ones (x in (-103.3, -87.3)), and arguments whose exp is below half the
@@ -205,9 +205,11 @@ TEST_CASE("the softmax's vector exp: within 2 ulp of std::exp, exactly 0 for -in
     // keeps subnormals to 2 subnormal steps; xsimd::exp, used elsewhere, flushes them to 0).
     std::vector<float> x;
     for (double t = -110.0; t <= 0.0; t += 0.0137) x.push_back(float(t));
-    for (float t : {0.0f, -0.0f, -1e-30f, -1e-7f, -0.34657359f, -0.34657360f, -87.33654f, -103.97208f, -200.0f, -1e30f})
+    for (float t : {0.0f, -0.0f, -1e-30f, -1e-7f, -0.34657359f, -0.34657360f, -87.33654f, -87.33655f, -103.27893f,
+                    -103.97208f, -104.0f, -120.0f, -200.0f, -1e30f})
         x.push_back(t);
     x.push_back(-std::numeric_limits<float>::infinity());
+    x.push_back(-std::numeric_limits<float>::max());
     x.push_back(-1.0f); // an odd count: the last batch goes through the padded tail
     const float tiny = std::numeric_limits<float>::min();
     for (float m : {0.0f, 3.5f}) {
@@ -232,6 +234,7 @@ TEST_CASE("the softmax's vector exp: within 2 ulp of std::exp, exactly 0 for -in
                 CHECK(y[i] >= 0.0f);
             }
             if (arg <= -104.0f) CHECK(y[i] == 0.0f);
+            if (arg == 0.0f) CHECK(y[i] == 1.0f); // the row's maximum weighs exactly 1
         }
         CHECK(double(sum) == Approx(expected_sum).epsilon(1e-6));
         INFO("worst ulp " << worst_ulp);

@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
-#include <limits>
 #include <string>
 #include <vector>
 #include <xsimd/xsimd.hpp>
@@ -13,7 +12,6 @@ import attn.variants;
 import attn.check;
 import attn.identities;
 import attn.reference;
-import attn.kernels;
 
 using attn::problem;
 using attn::check::mode;
@@ -242,44 +240,4 @@ TEST_CASE("a precision a variant cannot run is one error naming both", "[variant
     for (const auto& v : attn::registry()) // every registered variant serves the storage types
         for (const auto p : {attn::precision::f32, attn::precision::bf16, attn::precision::f16})
             CHECK_NOTHROW(attn::require_precision(v, p));
-}
-
-TEST_CASE("the kernels' exp of a non-positive argument against std::exp in double", "[kernels][exp]") {
-    // every 1/64 from -110 to 0, the ends, and a few awkward points; expected: exp in double,
-    // rounded once to float. Normal results within 4 ulp (relative 2^-21); below the smallest
-    // normal number, within it absolutely (xsimd::exp, the AVX2 build's, flushes those to 0: a
-    // softmax weight under 2^-126 beside its row's maximum weight of 1 changes no sum); -inf gives
-    // exactly 0 (the decode core's first running maximum), 0 exactly 1.
-    using attn::kernels::batch;
-    using attn::kernels::lanes;
-    std::vector<float> xs{0.0f,
-                          -0.0f,
-                          -1e-30f,
-                          -87.33654f,
-                          -87.33655f,
-                          -103.27893f,
-                          -103.97208f,
-                          -104.0f,
-                          -120.0f,
-                          -std::numeric_limits<float>::infinity(),
-                          -std::numeric_limits<float>::max()};
-    for (int i = 0; i <= 110 * 64; ++i) xs.push_back(-float(i) / 64.0f);
-    while (xs.size() % lanes) xs.push_back(-0.5f);
-    std::vector<float> ys(xs.size());
-    for (std::size_t i = 0; i < xs.size(); i += lanes)
-        attn::kernels::isa::exp_nonpos(batch::load_unaligned(xs.data() + i)).store_unaligned(ys.data() + i);
-    const float smallest_normal = std::numeric_limits<float>::min();
-    for (std::size_t i = 0; i < xs.size(); ++i) {
-        INFO("x = " << xs[i] << ", exp_nonpos = " << ys[i]);
-        const float want = float(std::exp(double(xs[i])));
-        REQUIRE(std::isfinite(ys[i]));
-        REQUIRE(ys[i] >= 0.0f);
-        if (want >= smallest_normal)
-            CHECK(std::abs(double(ys[i]) - double(want)) <= double(want) * 0x1p-21);
-        else
-            CHECK(std::abs(double(ys[i]) - double(want)) <= double(smallest_normal));
-    }
-    CHECK(ys[0] == 1.0f);
-    CHECK(ys[1] == 1.0f);
-    CHECK(ys[9] == 0.0f); // -inf: the first tile's running maximum in the decode core
 }
