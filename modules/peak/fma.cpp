@@ -42,7 +42,9 @@ float fma_chains(std::size_t iters, float seed) {
     return xsimd::hadd(s);
 }
 
-constexpr fma_kernel fma_kernels[] = {{8, &fma_chains<8>}, {12, &fma_chains<12>}, {16, &fma_chains<16>}};
+constexpr double fma_flop = 2.0 * double(batch::size); // one FMA batch: 2 FLOP a lane
+constexpr fma_kernel fma_kernels[] = {
+    {8, &fma_chains<8>, fma_flop}, {12, &fma_chains<12>, fma_flop}, {16, &fma_chains<16>, fma_flop}};
 
 #if defined(__x86_64__)
 /// `iters` rounds of 16 independent vdpbf16ps chains, acc += a0 b0 + a1 b1 per fp32 lane, with
@@ -98,8 +100,7 @@ double time_fma(const fma_kernel& k, int threads, std::size_t iters, int& grante
     for (float v : sink) require(std::isfinite(v), "peak: FMA kernel produced a non-finite value");
     granted = team;
     if (seconds) *seconds = s;
-    const double flop = k.flop > 0 ? k.flop : 2.0 * double(batch::size);
-    return flop * double(team) * double(iters) * double(k.chains) / s * 1e-9;
+    return k.flop * double(team) * double(iters) * double(k.chains) / s * 1e-9;
 }
 
 /// Rounds of `k` that take about `target` seconds on one thread (the runs warm the core up).

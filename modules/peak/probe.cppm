@@ -66,7 +66,7 @@ void check_options(const options& opt);
 struct fma_kernel {
     int chains;
     float (*run)(std::size_t, float);
-    double flop = 0; ///< 0: 2 x batch::size, the fp32 FMA
+    double flop; ///< FLOPs of one step of one chain
 };
 
 /// The bf16 dot-product kernel (vdpbf16ps zmm, `chains` chains) where this CPU has AVX512_BF16;
