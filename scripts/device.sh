@@ -40,12 +40,12 @@ env)
         echo "device.sh env: this checkout has its own venv (.venv); env is for the lent machine" >&2
         return 2 2>/dev/null || exit 2
     fi
-    export LD_LIBRARY_PATH="$root/.dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    export ATTNBENCH_PYTHON=${ATTNBENCH_PYTHON:-$(command -v python3)}
     if [ ! -s "$root/.dev/source_dir" ]; then
         echo "device.sh env: no .dev/source_dir; run bash scripts/device.sh pack BUILD where you built" >&2
         return 2 2>/dev/null || exit 2
     fi
+    export LD_LIBRARY_PATH="$root/.dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export ATTNBENCH_PYTHON=${ATTNBENCH_PYTHON:-$(command -v python3)}
     src=$(cat "$root/.dev/source_dir") # the source path compiled into the binaries (pack wrote it)
     if [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$root" "$src"; fi
     # the project's python, as the build recorded it: a wrapper (a venv's python reached through a
