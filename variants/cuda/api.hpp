@@ -1,0 +1,180 @@
+// attn::cuda -- the CUDA backend's whole interface, in plain C++17: no CUDA header, no module, so
+// the C++20-modules tree (clang) and the CUDA sources (nvcc) both include it. Every case copies its
+// inputs to the device once, in its storage type, and then runs, reads back or times one kernel.
+// Without a usable GPU, or in a build without CUDA, query() says why in one line, refusal() still
+// answers, and constructing a case throws attn::cuda::error.
+// Status of every kernel behind it: not yet run on a GPU (see variants/cuda/README.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace attn::cuda {
+
+/// How tensors are stored on the device. bf16 and f16: inputs rounded once on the host (to nearest,
+/// ties to even), all products, the softmax and the accumulation in fp32, outputs rounded to the
+/// format and widened back when copied to the host. int8 is a decode cache type only.
+enum class storage { f32, bf16, f16, int8 };
+
+/// The attention kernels: naive (scores in global memory), tiled (shared-memory tiles, online
+/// softmax, fp32), flash (tensor cores, bf16/f16), decode (split-key flash-decoding over a cache).
+enum class kernel { naive, tiled, flash, decode };
+
+/// "cuda-naive", "cuda-tiled", "cuda-flash", "cuda-decode".
+const char* name(kernel k);
+/// "f32", "bf16", "f16", "int8".
+const char* name(storage s);
+
+/// One attention core: H query heads over G key/value heads (H % G == 0; query head h reads kv head
+/// floor(h*G/H)); causal is bottom-right aligned (query i of n_q sees keys j <= i + n_kv - n_q, and a
+/// row that sees no key yields zeros). d_v = 0 means d_v = d_qk; scale = 0 means 1/sqrt(d_qk).
+struct shape {
+    std::size_t batch = 1, heads = 1, kv_heads = 1, n_q = 1, n_kv = 1, d_qk = 0, d_v = 0;
+    bool causal = false;
+    std::size_t window = 0; ///< sliding window (keys before i - window hidden); not served on the GPU yet
+    double scale = 0;
+};
+
+/// The shape with its defaults filled in: d_v = d_qk when 0, scale = 1/sqrt(d_qk) when 0.
+shape resolved(shape s);
+
+/// What the device is, or one line saying why there is none.
+struct device_info {
+    bool present = false;
+    std::string reason; ///< when !present: one line ("no CUDA device: cudaGetDeviceCount: ...")
+    std::string name;
+    int sms = 0, cc_major = 0, cc_minor = 0;
+    std::size_t l2_bytes = 0, global_bytes = 0, free_bytes = 0;
+    int driver_version = 0, runtime_version = 0;
+};
+
+/// Device 0's properties; never throws.
+device_info query();
+
+/// Whether this library was compiled with the CUDA kernels (false: the absent.cpp stubs).
+bool built_with_cuda();
+
+/// "" when the kernel serves the case, else one line naming what it lacks ("cuda-flash serves d_head
+/// 64 and 128, not 80"). Pure host logic: the same answer with or without a GPU or CUDA.
+std::string refusal(kernel k, const shape& s, storage st);
+
+/// A failed CUDA call or a refused case: one line naming the failed call and what it was for.
+class error : public std::runtime_error {
+  public:
+    using std::runtime_error::runtime_error;
+};
+
+/// A device allocation that failed: one line naming the bytes and what they were for.
+class out_of_memory : public error {
+  public:
+    using error::error;
+};
+
+/// One attention core on the device. Inputs (host fp32, row-major, "interleaved heads"):
+/// q [B, n_q, H*d_qk], k [B, n_kv, G*d_qk], v [B, n_kv, G*d_v]; copied (rounded to the storage
+/// type) to device buffers once by the constructor. output() is [B, n_q, H*d_v].
+class core_case {
+  public:
+    /// Throws error (refusal(k, s, st) not empty, or a CUDA call failed) or out_of_memory.
+    core_case(kernel k, const shape& s, storage st, const float* q, const float* k_in, const float* v);
+    ~core_case();
+    core_case(const core_case&) = delete;
+    core_case& operator=(const core_case&) = delete;
+    core_case(core_case&&) noexcept;
+    core_case& operator=(core_case&&) noexcept;
+
+    /// One call, synchronised; the output is poisoned (NaN) first, so an unwritten element fails.
+    void run();
+    /// The last run's output, [B, n_q, H*d_v], widened to fp32.
+    std::vector<float> output();
+    /// Device time of each of `repetitions` calls (CUDA events around each call), after `warmup`
+    /// untimed calls; with flush_l2, a buffer twice the L2 is written before each call, outside the events.
+    std::vector<double> time_ms(int repetitions, int warmup, bool flush_l2);
+
+    struct impl;
+
+  private:
+    std::unique_ptr<impl> impl_;
+};
+
+/// One decode step (n_q = 1, n_kv = L + 1 rows of the cache used) with cuda-decode. q [B, H*d] fp32;
+/// caches [B, G, capacity, d] in the storage type (f32 as float, bf16/f16 as uint16_t bit patterns,
+/// int8 as int8_t with k_scales and v_scales [B, G, capacity], value = q * scale); d = d_qk = d_v.
+/// output() is [B, H*d].
+class decode_case {
+  public:
+    decode_case(const shape& s, storage cache_type, const float* q, const void* k_cache, const void* v_cache,
+                const float* k_scales, const float* v_scales, std::size_t capacity);
+    ~decode_case();
+    decode_case(const decode_case&) = delete;
+    decode_case& operator=(const decode_case&) = delete;
+    decode_case(decode_case&&) noexcept;
+    decode_case& operator=(decode_case&&) noexcept;
+
+    void run();
+    std::vector<float> output();
+    std::vector<double> time_ms(int repetitions, int warmup, bool flush_l2);
+    /// How the keys were split: chunks per (batch, kv head) and query heads per block.
+    std::size_t chunks() const;
+
+    struct impl;
+
+  private:
+    std::unique_ptr<impl> impl_;
+};
+
+/// The host arrays of one layer, fp32, row-major; weights as PyTorch Linear [out, in]:
+/// x_q [B, n_q, d_model], x_kv [B, n_kv, d_model], wq [H*d_qk, d_model], wk [G*d_qk, d_model],
+/// wv [G*d_v, d_model], wo [d_model, H*d_v]; biases [out] or null.
+struct layer_inputs {
+    const float* x_q = nullptr;
+    const float* x_kv = nullptr;
+    const float* wq = nullptr;
+    const float* wk = nullptr;
+    const float* wv = nullptr;
+    const float* wo = nullptr;
+    const float* bq = nullptr;
+    const float* bk = nullptr;
+    const float* bv = nullptr;
+    const float* bo = nullptr;
+};
+
+/// y = attention(x_q Wq^T + bq, x_kv Wk^T + bk, x_kv Wv^T + bv) Wo^T + bo: projections through cuBLAS
+/// (fp32 accumulation; each projection's result rounded once to the storage type), the core through
+/// the given kernel (naive, tiled or flash). output() is y [B, n_q, d_model].
+class layer_case {
+  public:
+    layer_case(const shape& s, std::size_t d_model, storage st, kernel k, const layer_inputs& in);
+    ~layer_case();
+    layer_case(const layer_case&) = delete;
+    layer_case& operator=(const layer_case&) = delete;
+    layer_case(layer_case&&) noexcept;
+    layer_case& operator=(layer_case&&) noexcept;
+
+    void run();
+    std::vector<float> output();
+    std::vector<double> time_ms(int repetitions, int warmup, bool flush_l2);
+
+    struct impl;
+
+  private:
+    std::unique_ptr<impl> impl_;
+};
+
+/// The device's measured ceilings (medians over the repetitions).
+struct peak {
+    double tensor_tflops = 0; ///< cuBLAS bf16 GEMM, gemm_n^3, fp32 accumulation: 2 n^3 FLOP per call
+    double read_gbs = 0;      ///< a read-only kernel over read_bytes (>= 8 x L2): bytes read / time
+    double copy_gbs = 0;      ///< cudaMemcpy device to device of read_bytes: bytes read + written / time
+    std::size_t gemm_n = 0, read_bytes = 0;
+    std::vector<double> tensor_samples, read_samples, copy_samples;
+};
+
+/// Measures the three ceilings; throws error without a GPU.
+peak measure_peak(int repetitions);
+
+} // namespace attn::cuda
