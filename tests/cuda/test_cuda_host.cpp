@@ -1,10 +1,12 @@
 // attn_cuda's host side, without a GPU: which kernel refuses which case and how it says so, query()
 // and the case constructors on a machine with no usable device (one line, attn::cuda::error, no
-// crash), cuda-decode's key split, cuda-flash's tile counts and shared-memory swizzle, and the
-// host's rounding to bf16 and f16. What needs a GPU is attn_cuda_gpu_tests.
+// crash), cuda-decode's key split, cuda-flash's tile counts, shared-memory swizzle and fragment
+// maps (one warp's ldmatrix and mma.sync simulated from the PTX ISA's layouts), and the host's
+// rounding to bf16 and f16. What needs a GPU is attn_cuda_gpu_tests.
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -271,6 +273,143 @@ TEST_CASE("flash tiles: every visible key visited, no tile past the last, masks 
                     }
                 }
             }
+}
+
+namespace {
+
+// One warp's ldmatrix.x4 and mma.sync.m16n8k16 as the PTX ISA defines them, for checking the
+// kernel's lane addresses and fragment maps (flash_layout.hpp) on the host. groupID g = lane / 4,
+// threadID_in_group t = lane % 4. Registers hold two 16-bit elements: (low, high).
+using pair = std::array<float, 2>;
+using frag4 = std::array<std::array<pair, 4>, 32>; // per lane, 4 registers
+using acc4 = std::array<std::array<float, 4>, 32>; // per lane, 4 fp32 C elements
+
+/// ldmatrix.sync.aligned.m8n8.x4(.trans).b16: lane l gives the address (element offset of 8
+/// consecutive elements) of row l % 8 of matrix l / 8; register i of lane l receives elements
+/// (l / 4, 2 (l % 4) + {0, 1}) of matrix i, or of its transpose with .trans.
+frag4 ldmatrix(const std::vector<float>& smem, const std::array<int, 32>& addr, bool trans) {
+    frag4 r{};
+    for (int i = 0; i < 4; ++i)
+        for (int l = 0; l < 32; ++l) {
+            const int row = l / 4, col = 2 * (l % 4);
+            for (int h = 0; h < 2; ++h)
+                r[l][i][h] = trans ? smem[addr[8 * i + col + h] + row] : smem[addr[8 * i + row] + col + h];
+        }
+    return r;
+}
+
+/// d += a b, a 16x16 from a0..a3, b 16x8 from two registers per lane, d 16x8 (c0..c3).
+void mma(acc4& d, const frag4& a, const frag4& b, int b0) {
+    float A[16][16] = {}, B[16][8] = {};
+    for (int l = 0; l < 32; ++l) {
+        const int g = l / 4, t = l % 4;
+        for (int h = 0; h < 2; ++h) {
+            A[g][2 * t + h] = a[l][0][h];
+            A[g + 8][2 * t + h] = a[l][1][h];
+            A[g][2 * t + 8 + h] = a[l][2][h];
+            A[g + 8][2 * t + 8 + h] = a[l][3][h];
+            B[2 * t + h][g] = b[l][b0][h];
+            B[2 * t + 8 + h][g] = b[l][b0 + 1][h];
+        }
+    }
+    for (int l = 0; l < 32; ++l) {
+        const int g = l / 4, t = l % 4;
+        for (int e = 0; e < 4; ++e) {
+            const int row = g + (e / 2) * 8, col = 2 * t + e % 2;
+            for (int k = 0; k < 16; ++k) d[l][e] += A[row][k] * B[k][col];
+        }
+    }
+}
+
+} // namespace
+
+TEST_CASE("flash fragments: the kernel's lane addresses and maps give Q K^T and P V", "[cuda][host][flash]") {
+    namespace fl = attn::cuda::flash_layout;
+    std::mt19937 rng(11);
+    std::uniform_int_distribution<int> small(-2, 2); // integers: every sum below is exact in fp32
+    for (int D : {64, 128}) {
+        const int rows = fl::block_kv;
+        std::vector<float> Q(std::size_t(rows * D)), K(Q.size()), V(Q.size()), sq(Q.size()), sk(Q.size()), sv(Q.size());
+        for (std::size_t i = 0; i < Q.size(); ++i)
+            Q[i] = float(small(rng)), K[i] = float(small(rng)), V[i] = float(small(rng));
+        for (int r = 0; r < rows; ++r) // the tiles as cp.async leaves them: swizzled
+            for (int c = 0; c < D; ++c) {
+                const std::size_t o = std::size_t(fl::swizzle(r, c, D)), x = std::size_t(r * D + c);
+                sq[o] = Q[x], sk[o] = K[x], sv[o] = V[x];
+            }
+        auto addresses = [&](auto frag_addr) {
+            std::array<int, 32> a{};
+            for (int l = 0; l < 32; ++l) {
+                const fl::rc p = frag_addr(l);
+                a[std::size_t(l)] = fl::swizzle(p.row, p.col, D);
+                CHECK(a[std::size_t(l)] % fl::chunk == 0); // 16-byte aligned rows for ldmatrix
+            }
+            for (int m = 0; m < 4; ++m) { // each 8-address phase: 8 distinct bank groups
+                std::set<int> groups;
+                for (int l = 8 * m; l < 8 * m + 8; ++l) groups.insert((a[std::size_t(l)] * 2 / 16) % 8);
+                CHECK(groups.size() == 8);
+            }
+            return a;
+        };
+        for (int warp = 0; warp < fl::warps; ++warp) {
+            INFO("d " << D << " warp " << warp);
+            const int NT = fl::block_kv / 8, KS = D / 16, DT = D / 8;
+            std::vector<frag4> qf;
+            for (int ks = 0; ks < KS; ++ks)
+                qf.push_back(ldmatrix(sq, addresses([&](int l) { return fl::q_frag_addr(warp, ks, l); }), false));
+            std::vector<acc4> s(std::size_t(NT), acc4{});
+            for (int ks = 0; ks < KS; ++ks)
+                for (int np = 0; np < NT / 2; ++np) {
+                    const frag4 bk = ldmatrix(sk, addresses([&](int l) { return fl::k_frag_addr(np, ks, l); }), false);
+                    mma(s[std::size_t(2 * np)], qf[std::size_t(ks)], bk, 0);
+                    mma(s[std::size_t(2 * np + 1)], qf[std::size_t(ks)], bk, 2);
+                }
+            // S[row][key] = sum_x Q[row][x] K[key][x], at the places c_frag_elem says
+            std::vector<double> S(std::size_t(16 * rows));
+            for (int r = 0; r < 16; ++r)
+                for (int j = 0; j < rows; ++j) {
+                    double x = 0;
+                    for (int c = 0; c < D; ++c)
+                        x += Q[std::size_t((warp * 16 + r) * D + c)] * K[std::size_t(j * D + c)];
+                    S[std::size_t(r * rows + j)] = x;
+                }
+            bool s_ok = true;
+            for (int nt = 0; nt < NT; ++nt)
+                for (int l = 0; l < 32; ++l)
+                    for (int e = 0; e < 4; ++e) {
+                        const fl::rc c = fl::c_frag_elem(l, e);
+                        s_ok &= s[std::size_t(nt)][std::size_t(l)][std::size_t(e)] ==
+                                S[std::size_t(c.row * rows + nt * 8 + c.col)];
+                    }
+            CHECK(s_ok);
+            // P = S (any values do), its A fragments from S's registers as the kernel packs them
+            std::vector<acc4> o(std::size_t(DT), acc4{});
+            for (int kk = 0; kk < NT / 2; ++kk) {
+                frag4 pa{};
+                for (int l = 0; l < 32; ++l)
+                    for (int i = 0; i < 4; ++i)
+                        for (int h = 0; h < 2; ++h)
+                            pa[std::size_t(l)][std::size_t(i)][std::size_t(h)] =
+                                s[std::size_t(fl::p_ntile(kk, i))][std::size_t(l)][std::size_t(fl::p_elem(i) + h)];
+                for (int dp = 0; dp < DT / 2; ++dp) {
+                    const frag4 bv = ldmatrix(sv, addresses([&](int l) { return fl::v_frag_addr(kk, dp, l); }), true);
+                    mma(o[std::size_t(2 * dp)], pa, bv, 0);
+                    mma(o[std::size_t(2 * dp + 1)], pa, bv, 2);
+                }
+            }
+            bool o_ok = true;
+            for (int dt = 0; dt < DT; ++dt)
+                for (int l = 0; l < 32; ++l)
+                    for (int e = 0; e < 4; ++e) {
+                        const fl::rc c = fl::c_frag_elem(l, e);
+                        double x = 0;
+                        for (int j = 0; j < rows; ++j)
+                            x += S[std::size_t(c.row * rows + j)] * V[std::size_t(j * D + dt * 8 + c.col)];
+                        o_ok &= o[std::size_t(dt)][std::size_t(l)][std::size_t(e)] == x;
+                    }
+            CHECK(o_ok);
+        }
+    }
 }
 
 TEST_CASE("formats: bf16 and f16 round to nearest even, widen exactly", "[cuda][host][formats]") {

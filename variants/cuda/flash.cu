@@ -20,7 +20,7 @@
 // Serves bf16 and f16, d_head 64 and 128 (template), d_qk == d_v, any n_q and n_kv.
 // Resources (nvcc 13.0 -O3 -Xptxas -v; 128 threads; 40 KiB (d 64) / 80 KiB (d 128) dynamic
 // shared memory), the same for bf16 and f16:
-//   d 64:  128 registers on sm_80 and sm_90a; d 128: 235 on sm_80, 239 on sm_90a; 0 bytes stack,
+//   d 64:  128 registers on sm_80 and sm_90a; d 128: 235 on sm_80, 238 on sm_90a; 0 bytes stack,
 //   0 bytes spilled in all eight. SASS (cuobjdump 13.2), per kernel, the loop body once:
 //   HMMA.16816.F32(.BF16) 64 (d 64) / 128 (d 128), LDSM.16.M88.4 36 / 72 of which .MT88 (V) 16 / 32,
 //   LDGSTS 20 / 40, MUFU.EX2 34, no LDL/STL.
@@ -151,8 +151,7 @@ __global__ void __launch_bounds__(fl::threads) flash_kernel(const T* __restrict_
     const T* kb = k + (long long)b * d.n_kv * kv_stride + (long long)g * D;
     const T* vb = v + (long long)b * d.n_kv * kv_stride + (long long)g * D;
     const int tiles = fl::kv_tiles(q0, d.n_q, d.n_kv, d.causal);
-    const int off = d.n_kv - d.n_q;              // row i sees keys j <= i + off (causal)
-    const int row_a = q0 + warp * 16 + lane / 4; // this lane's rows: row_a and row_a + 8
+    const int off = d.n_kv - d.n_q; // row i sees keys j <= i + off (causal)
 
     float o[DT][4];
 #pragma unroll
@@ -167,13 +166,12 @@ __global__ void __launch_bounds__(fl::threads) flash_kernel(const T* __restrict_
         cp_async_commit();
         cp_async_wait<1>(); // Q has landed (K/V tile 0 may still be in flight)
         __syncthreads();
-        // Q's A fragments: matrices (rows 0-7 | 8-15) x (cols k0 | k0 + 8), lane l addressing
-        // row l % 8 of matrix l / 8
+        // Q's A fragments, once
         std::uint32_t qf[KS][4];
 #pragma unroll
         for (int ks = 0; ks < KS; ++ks) {
-            const int row = warp * 16 + lane % 8 + ((lane / 8) % 2) * 8, col = ks * 16 + (lane / 16) * 8;
-            ldmatrix_x4(qf[ks], smem_addr(sq + fl::swizzle(row, col, D)));
+            const fl::rc a = fl::q_frag_addr(warp, ks, lane);
+            ldmatrix_x4(qf[ks], smem_addr(sq + fl::swizzle(a.row, a.col, D)));
         }
 
         for (int t = 0; t < tiles; ++t) {
@@ -191,8 +189,7 @@ __global__ void __launch_bounds__(fl::threads) flash_kernel(const T* __restrict_
             const T* ks_tile = sk + stage * fl::block_kv * D;
             const T* vs_tile = sv + stage * fl::block_kv * D;
 
-            // S = Q K^T: B fragments from K as stored ([key][d] is B's column-major), matrices
-            // (keys n0 | n0 + 8) x (cols k0 | k0 + 8): b0, b1 of n-tile 2np, then of 2np + 1
+            // S = Q K^T, 16 rows x 64 keys per warp
             float s[NT][4];
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
@@ -201,15 +198,14 @@ __global__ void __launch_bounds__(fl::threads) flash_kernel(const T* __restrict_
 #pragma unroll
                 for (int np = 0; np < NT / 2; ++np) {
                     std::uint32_t bk[4];
-                    const int key = np * 16 + lane % 8 + (lane / 16) * 8, col = ks * 16 + ((lane / 8) % 2) * 8;
-                    ldmatrix_x4(bk, smem_addr(ks_tile + fl::swizzle(key, col, D)));
+                    const fl::rc a = fl::k_frag_addr(np, ks, lane);
+                    ldmatrix_x4(bk, smem_addr(ks_tile + fl::swizzle(a.row, a.col, D)));
                     mma<T>(s[2 * np], qf[ks], bk[0], bk[1]);
                     mma<T>(s[2 * np + 1], qf[ks], bk[2], bk[3]);
                 }
             }
 
-            // scale into log2 units; mask keys past n_kv and (causal) past each row's diagonal.
-            // C fragment element e of n-tile nt: row row_a + (e / 2) * 8, key nt * 8 + 2 (lane % 4) + e % 2
+            // scale into log2 units; mask keys past n_kv and (causal) past each row's diagonal
             const bool masked = fl::tile_needs_mask(j0, q0, d.n_q, d.n_kv, d.causal);
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
@@ -217,13 +213,15 @@ __global__ void __launch_bounds__(fl::threads) flash_kernel(const T* __restrict_
                 for (int e = 0; e < 4; ++e) {
                     float x = s[nt][e] * d.scale_log2;
                     if (masked) {
-                        const int row = row_a + (e / 2) * 8, key = j0 + nt * 8 + 2 * (lane % 4) + e % 2;
+                        const fl::rc c = fl::c_frag_elem(lane, e);
+                        const int row = q0 + warp * 16 + c.row, key = j0 + nt * 8 + c.col;
                         if (key >= d.n_kv || (d.causal && key > row + off)) x = -INFINITY;
                     }
                     s[nt][e] = x;
                 }
 
-            // online softmax, per row (r = 0: row_a, r = 1: row_a + 8), over the quad's 4 lanes
+            // online softmax, per row (r = 0: c_frag_elem rows lane / 4, r = 1: + 8), over the 4
+            // lanes that hold a row
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 float mx = m[r];
@@ -249,18 +247,20 @@ __global__ void __launch_bounds__(fl::threads) flash_kernel(const T* __restrict_
                 }
             }
 
-            // O += P V: P's A fragment for keys [16 kk, 16 kk + 16) is S's n-tiles 2kk and 2kk + 1;
-            // B fragments from V with .trans, matrices (keys k0 | k0 + 8) x (cols n0 | n0 + 8)
+            // O += P V, P's A fragments straight from S's registers
 #pragma unroll
             for (int kk = 0; kk < NT / 2; ++kk) {
-                const std::uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                                             pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                                             pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+                std::uint32_t pa[4];
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const float* pair = s[fl::p_ntile(kk, i)] + fl::p_elem(i);
+                    pa[i] = pack2<T>(pair[0], pair[1]);
+                }
 #pragma unroll
                 for (int dp = 0; dp < DT / 2; ++dp) {
                     std::uint32_t bv[4];
-                    const int key = kk * 16 + lane % 8 + ((lane / 8) % 2) * 8, col = dp * 16 + (lane / 16) * 8;
-                    ldmatrix_x4_trans(bv, smem_addr(vs_tile + fl::swizzle(key, col, D)));
+                    const fl::rc a = fl::v_frag_addr(kk, dp, lane);
+                    ldmatrix_x4_trans(bv, smem_addr(vs_tile + fl::swizzle(a.row, a.col, D)));
                     mma<T>(o[2 * dp], pa, bv[0], bv[1]);
                     mma<T>(o[2 * dp + 1], pa, bv[2], bv[3]);
                 }
@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(fl::threads) flash_kernel(const T* __restrict_
         }
     }
 
-    // normalise and store: lane holds columns 8 dt + 2 (lane % 4) + {0, 1} of rows row_a, row_a + 8
+    // normalise and store: the lane holds C elements (2r, 2r + 1) of every column tile dt
     T* ob = out + (long long)b * d.n_q * q_stride + (long long)h * D;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -277,9 +277,10 @@ __global__ void __launch_bounds__(fl::threads) flash_kernel(const T* __restrict_
         sum += __shfl_xor_sync(0xffffffffu, sum, 1);
         sum += __shfl_xor_sync(0xffffffffu, sum, 2);
         const float inv = sum > 0.0f ? 1.0f / sum : 0.0f; // a row that sees no key: zeros
-        const int row = row_a + r * 8;
+        const fl::rc c = fl::c_frag_elem(lane, 2 * r);
+        const int row = q0 + warp * 16 + c.row;
         if (row >= d.n_q) continue;
-        T* orow = ob + (long long)row * q_stride + 2 * (lane % 4);
+        T* orow = ob + (long long)row * q_stride + c.col;
 #pragma unroll
         for (int dt = 0; dt < DT; ++dt) {
             const std::uint32_t pair = pack2<T>(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);

@@ -32,6 +32,39 @@ ATTN_HD constexpr int swizzle(int row, int col, int d) {
     return row * d + ((((col / chunk) ^ (row % 8))) * chunk) + col % chunk;
 }
 
+/// A (row, column) position in a tile or a fragment.
+struct rc {
+    int row, col;
+};
+
+// Which tile row and column lane `lane` hands to ldmatrix.x4 (lane l addresses row l % 8 of
+// matrix l / 8; each address is the start of 8 consecutive 16-bit elements). The matrix order
+// puts each register where mma.m16n8k16's fragment wants it (PTX ISA, "Matrix fragments for
+// mma.m16n8k16"):
+/// Q's A fragment for k-step ks of warp `warp`: matrices (rows 0-7 | 8-15) x (cols +0 | +8) -> a0..a3.
+ATTN_HD constexpr rc q_frag_addr(int warp, int ks, int lane) {
+    return {warp * 16 + lane % 8 + ((lane / 8) % 2) * 8, ks * 16 + (lane / 16) * 8};
+}
+/// K's B fragments (K as stored, [key][d], is B = K^T column-major) for keys [16 np, 16 np + 16) at
+/// k-step ks: matrices (keys +0 | +8) x (cols +0 | +8) -> b0, b1 of n-tile 2np, then of 2np + 1.
+ATTN_HD constexpr rc k_frag_addr(int np, int ks, int lane) {
+    return {np * 16 + lane % 8 + (lane / 16) * 8, ks * 16 + ((lane / 8) % 2) * 8};
+}
+/// V's B fragments through ldmatrix .trans (V is [key][d] row-major, B wants it column-major) for
+/// keys [16 kk, 16 kk + 16) and columns [16 dp, 16 dp + 16): matrices (keys +0 | +8) x (cols +0 |
+/// +8) -> b0, b1 of column tile 2dp, then of 2dp + 1.
+ATTN_HD constexpr rc v_frag_addr(int kk, int dp, int lane) {
+    return {kk * 16 + lane % 8 + ((lane / 8) % 2) * 8, dp * 16 + (lane / 16) * 8};
+}
+/// Element e (0-3) of a lane's 16x8 fp32 C fragment: rows lane / 4 (e 0, 1) and + 8 (e 2, 3),
+/// columns 2 (lane % 4) + e % 2.
+ATTN_HD constexpr rc c_frag_elem(int lane, int e) { return {lane / 4 + (e / 2) * 8, 2 * (lane % 4) + e % 2}; }
+/// P's A fragment register i (0-3) for keys [16 kk, 16 kk + 16) is the pair of S elements
+/// (p_elem(i), p_elem(i) + 1) of S's n-tile p_ntile(kk, i): the C layout of two n-tiles is the A
+/// layout of one k-step, so P goes from the first MMA to the second without leaving registers.
+ATTN_HD constexpr int p_ntile(int kk, int i) { return 2 * kk + i / 2; }
+ATTN_HD constexpr int p_elem(int i) { return (i % 2) * 2; }
+
 /// Shared memory of one block: the Q tile, then `stages` K tiles and `stages` V tiles.
 ATTN_HD constexpr int smem_bytes(int d) { return (block_q + 2 * stages * block_kv) * d * 2; }
 
