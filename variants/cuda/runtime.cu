@@ -93,13 +93,14 @@ double median(std::vector<double> v) {
 struct runner {
     stream_owner stream;
     device_memory flush;
-    std::function<void()> enqueue; ///< the case's launches, on `stream`
-    const device_memory* out = nullptr;
+    std::function<void()> enqueue;            ///< the case's launches, on `stream`
+    std::vector<const device_memory*> poison; ///< the output, and a layer's intermediates
     std::string what;
 
     void run() {
-        // NaN in every format (0xffff, 0xffffffff): an element the kernel does not write fails a check
-        ATTN_CUDA(cudaMemsetAsync(out->get(), 0xff, out->bytes(), stream.get()), "poisoning the output of " + what);
+        // NaN in every format (0xffff, 0xffffffff): an element no kernel writes fails a check
+        for (const device_memory* m : poison)
+            ATTN_CUDA(cudaMemsetAsync(m->get(), 0xff, m->bytes(), stream.get()), "poisoning the buffers of " + what);
         enqueue();
         ATTN_CUDA(cudaStreamSynchronize(stream.get()), "running " + what);
     }
@@ -368,7 +369,7 @@ core_case::core_case(kernel k, const shape& in, storage st, const float* q, cons
     p->args.v = p->v.get();
     p->args.out = p->out.get();
     p->args.scratch = p->scratch.as<float>();
-    p->run.out = &p->out;
+    p->run.poison = {&p->out};
     p->run.what = what;
     impl* raw = p.get();
     p->run.enqueue = [raw] { enqueue_core(raw->k, raw->args, raw->run.stream.get()); };
@@ -445,7 +446,7 @@ decode_case::decode_case(const shape& in, storage st, const float* q, const void
     a.capacity = int(capacity);
     a.scale = float(s.scale);
     a.st = st;
-    p->run.out = &p->out;
+    p->run.poison = {&p->out, &p->part_acc, &p->part_ml};
     p->run.what = what;
     impl* raw = p.get();
     p->run.enqueue = [raw] { launch_decode(raw->args, raw->run.stream.get()); };
@@ -568,7 +569,7 @@ layer_case::layer_case(const shape& in, std::size_t d_model, storage st, kernel 
     p->args.v = p->v.get();
     p->args.out = p->attn.get();
     p->args.scratch = p->scratch.as<float>();
-    p->run.out = &p->y;
+    p->run.poison = {&p->q, &p->kk, &p->v, &p->attn, &p->y};
     impl* raw = p.get();
     p->run.enqueue = [raw] { raw->enqueue(); };
     impl_ = std::move(p);
