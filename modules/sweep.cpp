@@ -25,8 +25,19 @@ using detail::type_name;
 const std::vector<std::string> grid_keys{"variants", "modes",  "precisions", "d_model", "heads",
                                          "kv_heads", "d_head", "seq",        "kv_seq",  "batch",
                                          "threads",  "causal", "bias",       "context", "magnitude"};
-const std::vector<std::string> known_modes{"core", "layer", "decode"};
-const std::vector<std::string> known_precisions{"f32", "bf16", "f16", "int8"};
+/// The storage types a grid may name (f64, the oracle's, is for attnbench check and the harness).
+const std::vector<dtype> sweep_precisions{dtype::f32, dtype::bf16, dtype::f16, dtype::int8};
+
+/// A list of a kind's names, read against its table (or the `allowed` values of it), as values.
+template <class E>
+std::vector<E> kinds(const toml_reader& r, const toml::node& v, const std::string& key, const std::string& what,
+                     const std::vector<E>& allowed = enum_values<E>()) {
+    std::vector<std::string> known;
+    for (const E e : allowed) known.emplace_back(enum_name(e));
+    std::vector<E> out;
+    for (const auto& n : r.names(v, key, known, what)) out.push_back(parse_enum<E>(n));
+    return out;
+}
 
 /// What a grid's `variants` may name: the selectors and every registered variant.
 std::vector<std::string> known_variants() {
@@ -50,9 +61,9 @@ void read_grid_keys(const toml_reader& r, const toml::table& t, located_grid& lg
         if (key == "variants")
             g.variants = r.names(v, key, known_variants(), "variant");
         else if (key == "modes")
-            g.modes = r.names(v, key, known_modes, "mode");
+            g.modes = kinds<mode>(r, v, key, "mode");
         else if (key == "precisions")
-            g.precisions = r.names(v, key, known_precisions, "precision");
+            g.precisions = kinds<dtype>(r, v, key, "precision", sweep_precisions);
         else if (key == "d_model")
             g.d_model = r.sizes(v, key, 1);
         else if (key == "heads")
@@ -103,9 +114,9 @@ void check_combinations(const toml_reader& r, const located_grid& lg, const std:
                 r.fail(line("kv_heads"), "kv_heads",
                        "value " + std::to_string(kv) + " does not divide heads " + std::to_string(h) + where +
                            " (0 means kv_heads = heads)");
-    const bool decode = std::find(g.modes.begin(), g.modes.end(), "decode") != g.modes.end();
-    const bool other_modes = std::any_of(g.modes.begin(), g.modes.end(), [](const auto& m) { return m != "decode"; });
-    if (other_modes && std::find(g.precisions.begin(), g.precisions.end(), "int8") != g.precisions.end())
+    const bool decode = std::find(g.modes.begin(), g.modes.end(), mode::decode) != g.modes.end();
+    const bool other_modes = std::any_of(g.modes.begin(), g.modes.end(), [](mode m) { return m != mode::decode; });
+    if (other_modes && std::find(g.precisions.begin(), g.precisions.end(), dtype::int8) != g.precisions.end())
         r.fail(line("precisions"), "precisions",
                "value 'int8' is a key/value cache type: it applies to mode 'decode' only" + where);
     if (!decode && line("context") && !(g.context.size() == 1 && g.context[0] == 0))
@@ -168,18 +179,20 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source,
                 s.check.batch = r.sizes(v, key, 1);
             else if (key == "mode") {
                 s.check.mode = r.string(v, key);
-                if (s.check.mode != "core" && s.check.mode != "layer" && s.check.mode != "decode" &&
-                    s.check.mode != "both" && s.check.mode != "all")
+                try {
+                    select_modes(s.check.mode);
+                } catch (const error&) {
                     r.fail(v, key,
                            "must be \"core\", \"layer\", \"decode\", \"both\" or \"all\" (got \"" + s.check.mode +
                                "\")");
+                }
             }
         }
         // check's own defaults where the file leaves a size out (d_model 64, heads 4)
         lg.g.d_model = s.check.d_model.empty() ? std::vector<std::size_t>{64} : s.check.d_model;
         lg.g.heads = s.check.heads.empty() ? std::vector<std::size_t>{4} : s.check.heads;
         lg.g.kv_heads = s.check.kv_heads;
-        lg.g.modes = {"core"};
+        lg.g.modes = {mode::core};
         check_combinations(r, lg, " in [check]");
     }
 

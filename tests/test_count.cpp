@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 #include <catch2/catch.hpp>
+import attn.families;
+import attn.grids;
 import attn.count;
 
 using attn::op;

@@ -6,6 +6,7 @@
 #include <vector>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+import attn.grids;
 import attn.sweep;
 import attn.check;
 import attn.decode;
@@ -26,8 +27,8 @@ TEST_CASE("new case fields: ids of default cases unchanged, others named, JSON r
     CHECK(c.id() == "layer-naive-d32-h4-g4-dh32-n7-nkv129-b1-t1-bias-mag100");
     CHECK(c.text() == "naive layer d_model=32 H=4 d_head=32 N=7 N_kv=129 B=1 t=1 bias |x|<=100");
     const auto p = c.shape();
-    CHECK(p.head_dim() == 32);
-    CHECK(p.family() == "wide");
+    CHECK(p.qk_dim() == 32);
+    CHECK(p.family() == attn::family::wide);
     CHECK(p.bias);
     CHECK(p.n_kv == 129);
     const json back = c;
@@ -89,7 +90,7 @@ TEST_CASE("the FLOP-count grid: 160 problems, counted by hand", "[grids][count]"
     CHECK(count([](const auto& p) { return p.batch == 2; }) == 80);
     CHECK(count([](const auto& p) { return p.n_q > p.n_kv; }) == 40);
     CHECK(count([](const auto& p) { return p.n_q < p.n_kv; }) == 40);
-    CHECK(count([](const auto& p) { return p.family() == "wide"; }) == 32);
+    CHECK(count([](const auto& p) { return p.family() == attn::family::wide; }) == 32);
     CHECK(g[0].describe() == "single-head B=1 Nq=1 Nkv=1 d_model=5 H=1 G=1 d_head=5");
     CHECK(g[7].describe() == "single-head B=2 Nq=1 Nkv=1 d_model=5 H=1 G=1 d_head=5 causal bias");
     CHECK(g[159].describe() == "wide B=2 Nq=7 Nkv=3 d_model=3 H=2 G=2 d_head=3 causal bias");

@@ -50,9 +50,8 @@ using json = nlohmann::json;
 template <class T>
 void run_case(benchmark::State& state, timed_case& c) {
     const std::size_t elem = sizeof(T);
-    const bool layer = c.k.mode == "layer";
-    const auto m = layer ? attn::check::mode::layer : attn::check::mode::core;
-    const std::size_t d = c.p.head_dim();
+    const bool layer = c.k.mode == attn::mode::layer;
+    const auto m = c.k.mode;
     // memory guard: what the variant would allocate, on top of the inputs, must fit
     const double scratch = double(c.var->scratch_bytes(c.p, c.opt));
     const double resident = double(attn::resident_bytes(c.p, layer, elem));
@@ -69,7 +68,7 @@ void run_case(benchmark::State& state, timed_case& c) {
     if (!c.checked) { // once per case, before any timing
         c.checked = true;
         const auto out = attn::check::run<T>(*c.var, c.p, m, in, c.opt);
-        const std::size_t width = layer ? c.p.d_model : c.p.q_width(), rows = 16;
+        const std::size_t width = layer ? c.p.d_model : c.p.o_width(), rows = 16;
         const auto e = attn::check::expect(attn::check::tail_problem(c.p, rows), m,
                                            attn::check::tail_inputs(c.p, m, in, rows), attn::precision_of<T>);
         const auto met = attn::check::compare(attn::check::tail_rows(out, c.p, width, rows), e.ref, e.bound,
@@ -90,11 +89,12 @@ void run_case(benchmark::State& state, timed_case& c) {
     };
     if (!layer) {
         const auto q = cast(in.q), k = cast(in.k), v = cast(in.v);
-        std::vector<T> out(c.p.batch * c.p.n_q * c.p.q_width());
-        const attn::core_io<T> io{attn::interleaved_heads<const T>(q.data(), c.p.batch, c.p.n_q, c.p.heads, d),
-                                  attn::interleaved_heads<const T>(k.data(), c.p.batch, c.p.n_kv, c.p.kv_heads, d),
-                                  attn::interleaved_heads<const T>(v.data(), c.p.batch, c.p.n_kv, c.p.kv_heads, d),
-                                  attn::interleaved_heads<T>(out.data(), c.p.batch, c.p.n_q, c.p.heads, d)};
+        const attn::problem& p = c.p;
+        std::vector<T> out(p.batch * p.n_q * p.o_width());
+        const attn::core_io<T> io{attn::interleaved_heads<const T>(q.data(), p.batch, p.n_q, p.heads, p.qk_dim()),
+                                  attn::interleaved_heads<const T>(k.data(), p.batch, p.n_kv, p.kv_heads, p.qk_dim()),
+                                  attn::interleaved_heads<const T>(v.data(), p.batch, p.n_kv, p.kv_heads, p.v_dim()),
+                                  attn::interleaved_heads<T>(out.data(), p.batch, p.n_q, p.heads, p.v_dim())};
         const auto& core = c.var->get<T>().core;
         time_calls(state, c, [&] {
             core(c.p, io, c.opt);
@@ -102,11 +102,11 @@ void run_case(benchmark::State& state, timed_case& c) {
             benchmark::ClobberMemory();
         });
     } else {
-        const attn::weights<T> w{cast(in.w.wq), cast(in.w.wk), cast(in.w.wv), cast(in.w.wo),
-                                 cast(in.w.bq), cast(in.w.bk), cast(in.w.bv), cast(in.w.bo)};
+        attn::weights<T> w;
+        for (const auto& t : in.w.t) w.t.push_back(cast(t));
         const auto xq = cast(in.x_q), xkv = cast(in.x_kv);
         std::vector<T> y(c.p.batch * c.p.n_q * c.p.d_model);
-        attn::layer_workspace<T> ws; // fresh: its Q, K, V and context buffers count as extra memory
+        attn::layer_buffers<T> ws; // fresh: its Q, K, V and context buffers count as extra memory
         time_calls(state, c, [&] {
             attn::run_layer<T>(*c.var, c.p, w, xq.data(), xkv.data(), y.data(), c.opt, ws);
             benchmark::DoNotOptimize(y.data());
@@ -152,16 +152,17 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
     c.var = &attn::find_variant(k.variant);
     // decode: the precision is the key/value cache's type (the step computes in fp32); otherwise
     // the storage type of every operand
-    const attn::precision prec = k.mode == "decode" ? attn::precision::f32 : attn::parse_precision(k.precision);
-    if (k.mode == "decode") {
+    const attn::precision prec = k.decode() ? attn::precision::f32 : attn::to_precision(k.precision);
+    if (k.decode()) {
         attn::require(k.magnitude == 1.0, "case " + k.id() +
                                               ": magnitude applies to core and layer cases (a decode step's inputs "
                                               "are drawn in [-1, 1])");
-        c.kv = attn::parse_kv_dtype(k.precision);
+        c.kv = attn::to_kv_dtype(k.precision);
         attn::with_kv_storage(c.kv, [&]<class S>(S) { attn::require_kv_core<float, S>(*c.var); });
     } else {
         attn::require(c.var->supports(prec),
-                      "case " + k.id() + ": variant '" + k.variant + "' does not run in " + k.precision);
+                      "case " + k.id() + ": variant '" + k.variant + "' does not run in " +
+                          std::string(attn::enum_name(k.precision)));
     }
     attn::require(c.var->threaded || k.threads == 1,
                   "case " + k.id() + ": variant '" + k.variant + "' is single-threaded; threads must be 1");
@@ -212,7 +213,7 @@ int main(int argc, char** argv) {
     std::string cases_file, peak_file;
     attn::grid g;
     g.variants = {"all"};
-    g.modes = {"core", "layer"};
+    g.modes = {attn::mode::core, attn::mode::layer};
     g.seq = {512, 1024};
     g.context = {1024};
     std::vector<int> causal{0};
@@ -224,12 +225,13 @@ int main(int argc, char** argv) {
     app.add_option("--variant", g.variants, "variants or selectors (all, fast, loops, threaded), comma-separated")
         ->delimiter(',')
         ->capture_default_str();
-    app.add_option("--mode", g.modes, "core, layer, decode")
+    std::vector<std::string> modes{"core", "layer"}, precisions{"f32"}; // typed once parsed (attn::parse_enums)
+    app.add_option("--mode", modes, "core, layer, decode")
         ->delimiter(',')
         ->capture_default_str()
         ->check(CLI::IsMember({"core", "layer", "decode"}));
     app.add_option(
-           "--precision", g.precisions,
+           "--precision", precisions,
            "f32, bf16, f16 (f64 for the variants that have it); decode: the cache's type, f32, bf16, f16 or int8")
         ->delimiter(',')
         ->capture_default_str()
@@ -275,6 +277,8 @@ int main(int argc, char** argv) {
     }
     try {
         g.causal.assign(causal.begin(), causal.end());
+        g.modes = attn::parse_enums<attn::mode>(modes);
+        g.precisions = attn::parse_enums<attn::dtype>(precisions);
         attn::check_threads(std::size_t(omp_get_max_threads()), "OMP_NUM_THREADS");
         if (out_given) { // the output is checked, and its temporary made, before any work
             attn::check_output_file(out_path);
@@ -307,12 +311,12 @@ int main(int argc, char** argv) {
             cases.push_back(prepare(k, peak, max_memory, seed, tile_q, tile_kv));
         std::vector<int> triad_threads; // one triad per thread count of the decode cases
         for (auto& c : cases) {
-            const bool decode = c.k.mode == "decode";
+            const bool decode = c.k.decode();
             benchmark::RegisterBenchmark(c.k.id().c_str(),
                                          [p = &c, decode](benchmark::State& s) {
                                              bench::guard_memory(s, *p, [&] {
                                                  if (decode) return bench::run_decode_step(s, *p);
-                                                 const auto prec = attn::parse_precision(p->k.precision);
+                                                 const auto prec = attn::to_precision(p->k.precision);
                                                  if (prec == attn::precision::bf16) return run_case<attn::bf16>(s, *p);
                                                  if (prec == attn::precision::f16) return run_case<attn::f16>(s, *p);
                                                  if (prec == attn::precision::f64) return run_case<double>(s, *p);

@@ -8,6 +8,8 @@
 #include <vector>
 #include "commands.hpp"
 #include "output.hpp"
+import attn.families;
+import attn.grids;
 import attn.count;
 import attn.results;
 
@@ -35,7 +37,7 @@ const char* conventions_text =
     "               counted as add), mul, div, exp, compare. A dot product of length n is 2n-1.\n";
 
 std::string family_label(const problem& p) {
-    return p.family() == "GQA" ? "GQA:" + std::to_string(p.kv_heads) : p.family();
+    return p.family() == family::gqa ? "GQA:" + std::to_string(p.kv_heads) : std::string(enum_label(p.family()));
 }
 
 nlohmann::json table_json(const flop_counts& c) {
@@ -103,10 +105,10 @@ void flops(flops_args a) {
         std::uint64_t soft = 0;
         for (stage s : {stage::scale, stage::softmax_max, stage::softmax_exp, stage::softmax_sum, stage::softmax_div})
             soft += f.full.stage_total(s);
-        ht.add_row({std::to_string(h), std::to_string(q.head_dim()), grouped(f.matmul_flops()), grouped(f.full_flops()),
+        ht.add_row({std::to_string(h), std::to_string(q.qk_dim()), grouped(f.matmul_flops()), grouped(f.full_flops()),
                     grouped(soft), format_number(double(f.full_flops()) / double(f.matmul_flops()), 4)});
         jh.push_back({{"heads", h},
-                      {"d_head", q.head_dim()},
+                      {"d_head", q.qk_dim()},
                       {"matmul_only", f.matmul_flops()},
                       {"macs", f.total_macs()},
                       {"full", f.full_flops()},
@@ -137,7 +139,7 @@ void flops(flops_args a) {
             jx.push_back({{"family", family_label(f)},
                           {"heads", f.heads},
                           {"kv_heads", f.kv_heads},
-                          {"d_head", f.head_dim()},
+                          {"d_head", f.qk_dim()},
                           {"causal", f.causal},
                           {"bias", f.bias},
                           {"matmul_closed_form", m.closed_form},
@@ -178,12 +180,12 @@ void flops(flops_args a) {
     const std::uint64_t mha_kv = kv_cache_elements_per_token(mha(p.d_model, p.heads, 1));
     for (const auto& f : fams) {
         const auto e = kv_cache_elements_per_token(f);
-        kt.add_row({family_label(f), std::to_string(f.kv_heads), std::to_string(f.head_dim()), grouped(e),
+        kt.add_row({family_label(f), std::to_string(f.kv_heads), std::to_string(f.qk_dim()), grouped(e),
                     grouped(kv_cache_bytes_per_token(f, 2)), grouped(kv_cache_bytes_per_token(f, 4)),
                     format_number(double(e) / double(mha_kv), 4)});
         jk.push_back({{"family", family_label(f)},
                       {"kv_heads", f.kv_heads},
-                      {"d_head", f.head_dim()},
+                      {"d_head", f.qk_dim()},
                       {"elements_per_token", e},
                       {"fp16_bytes_per_token", kv_cache_bytes_per_token(f, 2)},
                       {"fp32_bytes_per_token", kv_cache_bytes_per_token(f, 4)}});
@@ -198,7 +200,7 @@ void flops(flops_args a) {
                           {"d_model", p.d_model},
                           {"heads", p.heads},
                           {"kv_heads", p.kv_heads},
-                          {"d_head", p.head_dim()},
+                          {"d_head", p.qk_dim()},
                           {"causal", p.causal},
                           {"bias", p.bias}}},
                         {"unit", "FLOPs (scalar operations); MACs are multiply-adds"},

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 #include "commands.hpp"
+import attn.families;
 import attn.core;
 import attn.npy;
 
@@ -26,7 +27,7 @@ void init(init_args a) {
     const double input_bytes = 8.0 * double(p.batch) * double(p.n_q) * double(p.d_model);
     allocating("the weights of " + p.describe(), weight_bytes, [&] {
         const auto w = random_weights<float>(p, a.seed).cast<double>();
-        npy::save_state_dict(a.out + "/weights", p, w);
+        family_ops_of(p).save(a.out + "/weights", p, w);
     });
     allocating("the input of " + p.describe(), input_bytes, [&] {
         const auto x = random_values<double>(p.batch * p.n_q * p.d_model, a.seed * 8 + 100);

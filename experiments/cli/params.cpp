@@ -7,6 +7,7 @@
 #include <vector>
 #include "commands.hpp"
 #include "output.hpp"
+import attn.families;
 import attn.count;
 import attn.results;
 
@@ -30,7 +31,7 @@ struct row {
 };
 
 std::string family_label(const problem& p) {
-    return p.family() == "GQA" ? "GQA:" + std::to_string(p.kv_heads) : p.family();
+    return p.family() == family::gqa ? "GQA:" + std::to_string(p.kv_heads) : std::string(enum_label(p.family()));
 }
 
 std::vector<problem> sweep(const params_args& a) {
@@ -89,17 +90,17 @@ void params(const params_args& a) {
         const auto& c = r.closed;
         const bool agree = r.measured == c.total();
         t.add_row({family_label(r.p), std::to_string(r.p.d_model), std::to_string(r.p.heads),
-                   std::to_string(r.p.kv_heads), std::to_string(r.p.head_dim()), r.p.bias ? "yes" : "no", grouped(c.wq),
+                   std::to_string(r.p.kv_heads), std::to_string(r.p.qk_dim()), r.p.bias ? "yes" : "no", grouped(c.wq),
                    grouped(c.wk), grouped(c.wv), grouped(c.wo), grouped(c.biases()), grouped(c.total()),
                    grouped(r.measured), agree ? "yes" : "NO", format_number(double(c.total()) / double(r.mha_total), 3),
                    format_number(double(c.total() * bytes_per_element(precision::f32)) / 1048576.0, 3),
                    format_number(double(c.total() * bytes_per_element(precision::bf16)) / 1048576.0, 3)});
-        jrows.push_back({{"family", r.p.family()},
+        jrows.push_back({{"family", enum_label(r.p.family())},
                          {"label", family_label(r.p)},
                          {"d_model", r.p.d_model},
                          {"heads", r.p.heads},
                          {"kv_heads", r.p.kv_heads},
-                         {"d_head", r.p.head_dim()},
+                         {"d_head", r.p.qk_dim()},
                          {"bias", r.p.bias},
                          {"closed_form",
                           {{"W_q", c.wq},

@@ -22,6 +22,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "commands.hpp"
+import attn.families;
 import attn.cases;
 import attn.check;
 import attn.count;
@@ -42,10 +43,10 @@ struct peer_io_args {
 /// --case JSON, or --case @FILE.
 sweep_case parse_case(const std::string& arg) {
     const auto k = (arg.rfind("@", 0) == 0 ? read_json(arg.substr(1)) : parse_json(arg, "--case")).get<sweep_case>();
-    const bool half = k.precision == "bf16" || k.precision == "f16";
-    require(k.precision == "f32" || (half && k.mode != "layer"), "case " + k.id() + ": precision '" + k.precision +
-                                                                     "' is not one peers run (f32; bf16 and f16 " +
-                                                                     "for core and decode)");
+    const bool half = k.precision == dtype::bf16 || k.precision == dtype::f16;
+    require(k.precision == dtype::f32 || (half && k.mode != mode::layer),
+            "case " + k.id() + ": precision '" + std::string(enum_name(k.precision)) +
+                "' is not one peers run (f32; bf16 and f16 for core and decode)");
     return k;
 }
 
@@ -53,36 +54,35 @@ sweep_case parse_case(const std::string& arg) {
 /// queries' input (self-attention), so a library's self-attention path is what gets judged.
 /// bf16 and f16 cases: the inputs rounded to the format (held as float32, exactly), so the peer
 /// and the reference it is judged against see the same numbers.
-check::inputs inputs_of(const sweep_case& k, const problem& p, check::mode m, std::uint64_t seed, double magnitude) {
+check::inputs inputs_of(const sweep_case& k, const problem& p, mode m, std::uint64_t seed, double magnitude) {
     auto in = check::make_inputs(p, m, seed, magnitude);
-    if (m == check::mode::layer) {
+    if (m == mode::layer) {
         require(p.n_q == p.n_kv, "case " + k.id() + ": a layer peer runs self-attention (n_kv = n_q)");
         in.x_kv = in.x_q;
     }
-    if (k.precision == "bf16") return check::rounded<bf16>(in);
-    if (k.precision == "f16") return check::rounded<f16>(in);
+    if (k.precision == dtype::bf16) return check::rounded<bf16>(in);
+    if (k.precision == dtype::f16) return check::rounded<f16>(in);
     return in;
 }
 
-void write_inputs(const sweep_case& k, const problem& p, check::mode m, const check::inputs& in,
+void write_inputs(const sweep_case& k, const problem& p, mode m, const check::inputs& in,
                   const peer_io_args& a) {
-    const std::size_t d = p.head_dim();
     nlohmann::json counts;
-    if (m == check::mode::core) {
-        npy::save(a.dir + "/q.npy", {p.batch, p.n_q, p.heads, d}, in.q.data());
-        npy::save(a.dir + "/k.npy", {p.batch, p.n_kv, p.kv_heads, d}, in.k.data());
-        npy::save(a.dir + "/v.npy", {p.batch, p.n_kv, p.kv_heads, d}, in.v.data());
+    if (m == mode::core) {
+        npy::save(a.dir + "/q.npy", {p.batch, p.n_q, p.heads, p.qk_dim()}, in.q.data());
+        npy::save(a.dir + "/k.npy", {p.batch, p.n_kv, p.kv_heads, p.qk_dim()}, in.k.data());
+        npy::save(a.dir + "/v.npy", {p.batch, p.n_kv, p.kv_heads, p.v_dim()}, in.v.data());
     } else {
         npy::save(a.dir + "/x.npy", {p.batch, p.n_q, p.d_model}, in.x_q.data());
-        npy::save_state_dict(a.dir + "/weights", p, in.w.cast<double>());
+        family_ops_of(p).save(a.dir + "/weights", p, in.w.cast<double>());
     }
-    const bool layer = m == check::mode::layer;
-    const std::size_t elem = bytes_per_element(parse_precision(k.precision));
+    const bool layer = m == mode::layer;
+    const std::size_t elem = bytes_per_element(to_precision(k.precision));
     const auto flops = analytic_flops(p);
     const double matmul = double(layer ? flops.matmul_flops() : flops.attention_matmul());
     counts["matmul_flops"] = matmul;
     counts["full_flops"] = double(layer ? flops.full_flops() : flops.attention_full());
-    if (k.mode == "decode") {
+    if (k.decode()) {
         const auto cost = decode_cost(p, k.context, elem);
         counts["kv_read_bytes"] = double(cost.kv_read_bytes);
         counts["bytes"] = double(cost.kv_read_bytes);
@@ -106,9 +106,9 @@ void write_inputs(const sweep_case& k, const problem& p, check::mode m, const ch
 /// The peer's output (float32: a bf16/f16 peer's output widened, exactly) against the reference
 /// under the case's precision's bound (fp32 arithmetic plus, for bf16 and f16, the output's
 /// rounding to the format); prints one line, returns whether it passed.
-bool judge(const sweep_case& k, const problem& p, check::mode m, const check::inputs& in, const std::string& path) {
+bool judge(const sweep_case& k, const problem& p, mode m, const check::inputs& in, const std::string& path) {
     const auto y = npy::load(path);
-    const std::size_t width = m == check::mode::layer ? p.d_model : p.q_width();
+    const std::size_t width = m == mode::layer ? p.d_model : p.o_width();
     std::size_t n = 1;
     for (auto s : y.shape) n *= s;
     require(y.type == npy::dtype::f32, path + ": the peer's output must be float32");
@@ -117,7 +117,7 @@ bool judge(const sweep_case& k, const problem& p, check::mode m, const check::in
                                               std::to_string(width) + "])");
     const std::vector<float> out(y.values.begin(), y.values.end());
     const std::size_t rows = 16;
-    const auto prec = parse_precision(k.precision);
+    const auto prec = to_precision(k.precision);
     const auto tail = check::tail_inputs(p, m, in, rows);
     auto e = check::expect(check::tail_problem(p, rows), m, tail, prec);
     // a bf16/f16 peer may store its attention weights in the format before P V (PyTorch's flash
@@ -127,7 +127,7 @@ bool judge(const sweep_case& k, const problem& p, check::mode m, const check::in
     const auto met =
         check::compare(check::tail_rows(out, p, width, rows), e.ref, e.bound, check::unit_roundoff<float>(), e.store);
     std::printf("%s: %s %s the fp64 reference: max abs error %.3g, %.3g x the %s bound\n", k.id().c_str(),
-                k.variant.c_str(), met.pass ? "matches" : "DIFFERS FROM", met.max_abs, met.ratio, k.precision.c_str());
+                k.variant.c_str(), met.pass ? "matches" : "DIFFERS FROM", met.max_abs, met.ratio, std::string(enum_name(k.precision)).c_str());
     return met.pass;
 }
 
@@ -143,7 +143,7 @@ void peer_io(const peer_io_args& a) {
     }
     require(!a.dir.empty(), "peer-io: --dir is required (where the inputs go, or the judged inputs are drawn for)");
     const problem p = k.shape();
-    const auto m = k.mode == "layer" ? check::mode::layer : check::mode::core;
+    const auto m = k.mode == mode::layer ? mode::layer : mode::core;
     const auto in = inputs_of(k, p, m, a.seed, a.magnitude * k.magnitude);
     if (!a.judge.empty()) {
         if (!judge(k, p, m, in, a.judge)) throw exit_status{1};

@@ -182,7 +182,7 @@ std::vector<json> run_cases(const run_context& c, const std::vector<sweep_case>&
     argv.push_back("--benchmark_color=false");
     argv.push_back("--benchmark_repetitions=" + std::to_string(c.spec.repetitions));
     argv.push_back("--benchmark_min_time=" + format_number(c.spec.min_time, 3));
-    if (ks.front().mode == "decode") argv.push_back("--benchmark_enable_random_interleaving=true");
+    if (ks.front().decode()) argv.push_back("--benchmark_enable_random_interleaving=true");
     fs::remove(out);
     const auto r = run_process(argv, log.string(), log.string());
     if (r.interrupted()) throw interrupted{};
@@ -242,23 +242,9 @@ std::vector<json> run_cases(const run_context& c, const std::vector<sweep_case>&
 /// of the peer harness (its library is imported once).
 std::vector<std::vector<sweep_case>> harness_runs(const std::vector<sweep_case>& todo) {
     std::vector<std::vector<sweep_case>> runs;
-    std::map<std::string, std::size_t> decode_run;
-    std::map<std::string, std::size_t> peer_run;
+    std::map<std::string, std::size_t> run_of;
     for (const auto& k : todo) {
-        if (is_peer(k.variant)) {
-            const auto [it, fresh] = peer_run.emplace(k.variant, runs.size());
-            if (fresh) runs.emplace_back();
-            runs[it->second].push_back(k);
-            continue;
-        }
-        if (k.mode != "decode") {
-            runs.push_back({k});
-            continue;
-        }
-        sweep_case key = k;
-        key.kv_heads = 0;
-        key.grids.clear();
-        const auto [it, fresh] = decode_run.emplace(json(key).dump(), runs.size());
+        const auto [it, fresh] = run_of.emplace(is_peer(k.variant) ? "peer:" + k.variant : k.run_group(), runs.size());
         if (fresh) runs.emplace_back();
         runs[it->second].push_back(k);
     }

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 #include "commands.hpp"
+import attn.families;
 import attn.variants;
 import attn.npy;
 
@@ -37,18 +38,10 @@ void run_as(const variant& var, const problem& p, const weights<double>& w, cons
             const run_args& a) {
     require_precision(var, precision_of<T>);
     weights<T> wt;
-    for (auto [from, to] : {std::pair{&w.wq, &wt.wq},
-                            {&w.wk, &wt.wk},
-                            {&w.wv, &wt.wv},
-                            {&w.wo, &wt.wo},
-                            {&w.bq, &wt.bq},
-                            {&w.bk, &wt.bk},
-                            {&w.bv, &wt.bv},
-                            {&w.bo, &wt.bo}})
-        *to = narrow<T>(*from);
+    for (const auto& t : w.t) wt.t.push_back(narrow<T>(t));
     const auto xq = narrow<T>(x.values), xk = narrow<T>(xkv.values);
     std::vector<T> y(p.batch * p.n_q * p.d_model);
-    layer_workspace<T> ws;
+    layer_buffers<T> ws;
     run_options opt;
     opt.threads = a.threads;
     run_layer<T>(var, p, wt, xq.data(), xk.data(), y.data(), opt, ws);
@@ -79,11 +72,11 @@ void run(const run_args& a) {
     p.causal = a.causal;
     require(p.heads % p.kv_heads == 0,
             "heads=" + std::to_string(p.heads) + " is not divisible by kv_heads=" + std::to_string(p.kv_heads));
-    const weights<double> w = npy::load_state_dict(a.weights_dir, p);
+    const weights<double> w = family_ops_of(p).load(a.weights_dir, p);
     p.validate();
     require_finite(x.values, a.input);
     require_finite(xkv.values, a.kv_input.empty() ? a.input : a.kv_input);
-    switch (parse_precision(a.precision)) {
+    switch (parse_enum<precision>(a.precision)) {
     case precision::f64:
         run_as<double>(var, p, w, x, xkv, a);
         break;

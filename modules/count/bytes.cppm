@@ -16,15 +16,15 @@ import :flops;
 export namespace attn {
 
 /// Key/value cache per token per layer: one key and one value vector per key/value head.
-inline std::uint64_t kv_cache_elements_per_token(const problem& p) { return 2 * std::uint64_t(p.kv_width()); }
+inline std::uint64_t kv_cache_elements_per_token(const problem& p) { return std::uint64_t(p.k_width() + p.v_width()); }
 inline std::uint64_t kv_cache_bytes_per_token(const problem& p, std::uint64_t bytes_per_element) {
     return kv_cache_elements_per_token(p) * bytes_per_element;
 }
-/// The same in a cache of type t (attn.core:kv): 2 G (d_head e_t + s_t) bytes, e_t the element's
-/// bytes (4 f32, 2 bf16 and f16, 1 int8) and s_t what each row stores beside it (int8: its
-/// 4-byte scale). MHA d_model 1024, H 16: 8192 bytes per token in f32, 2176 in int8.
+/// The same in a cache of type t (attn.core:kv): G ((d_qk + d_v) e_t + 2 s_t) bytes, e_t the
+/// element's bytes (4 f32, 2 bf16 and f16, 1 int8) and s_t what each row stores beside it (int8:
+/// its 4-byte scale). MHA d_model 1024, H 16: 8192 bytes per token in f32, 2176 in int8.
 inline std::uint64_t kv_cache_bytes_per_token(const problem& p, kv_dtype t) {
-    return 2 * std::uint64_t(p.kv_heads) * (p.head_dim() * kv_element_bytes(t) + kv_row_extra_bytes(t));
+    return std::uint64_t(p.kv_heads) * ((p.qk_dim() + p.v_dim()) * kv_element_bytes(t) + 2 * kv_row_extra_bytes(t));
 }
 
 /// The attention problem of one decode step with `context` tokens already cached: one query row
@@ -39,14 +39,14 @@ inline problem decode_problem(const problem& layer, std::size_t context) {
 
 /// What one decode step costs, analytically, with `context` tokens cached before it.
 /// Byte convention: the cache rows the core must read -- every key and value of the L+1 tokens
-/// once per key/value head, 2 B G d_head (L+1) bytes_per_element -- as if the H/G query heads
+/// once per key/value head, B G (d_qk + d_v) (L+1) bytes_per_element -- as if the H/G query heads
 /// sharing a head read it once (our decode core does); the weights are counted separately.
 struct decode_costs {
-    std::uint64_t kv_read_bytes = 0;   ///< 2 B G d_head (L+1) x element bytes
-    std::uint64_t kv_write_bytes = 0;  ///< the appended token: 2 B G d_head x element bytes
+    std::uint64_t kv_read_bytes = 0;   ///< B G (d_qk + d_v) (L+1) x element bytes
+    std::uint64_t kv_write_bytes = 0;  ///< the appended token: B G (d_qk + d_v) x element bytes
     std::uint64_t weight_bytes = 0;    ///< every parameter once (W_q, W_k, W_v, W_o, biases)
     std::uint64_t matmul_flops = 0;    ///< 2 per multiply-add: the four projections of B tokens, QK^T and PV
-    std::uint64_t attention_flops = 0; ///< of which QK^T and PV: 4 B H d_head (L+1)
+    std::uint64_t attention_flops = 0; ///< of which QK^T and PV: 2 B H (d_qk + d_v) (L+1)
     std::uint64_t full_flops = 0;      ///< every add, multiply, divide, exp and compare (attn.count's full count)
 };
 
@@ -82,17 +82,20 @@ inline decode_costs decode_cost(const problem& layer, std::size_t context, kv_dt
 /// Bytes a kernel must at least move: every input read once and every output written once
 /// (core: Q, K, V in, O out; layer: x_q and x_kv in, the four weight matrices, y out).
 inline std::uint64_t min_bytes(const problem& p, bool layer, std::uint64_t bytes_per_element) {
-    const std::uint64_t B = p.batch, q = B * p.n_q * p.q_width(), kv = B * p.n_kv * p.kv_width();
-    if (!layer) return bytes_per_element * (2 * q + 2 * kv);
+    const std::uint64_t B = p.batch;
+    const std::uint64_t q = B * p.n_q * p.q_width(), k = B * p.n_kv * p.k_width(), v = B * p.n_kv * p.v_width(),
+                        o = B * p.n_q * p.o_width();
+    if (!layer) return bytes_per_element * (q + k + v + o);
     const std::uint64_t io = B * (p.n_q + p.n_kv) * p.d_model + B * p.n_q * p.d_model;
-    return bytes_per_element * (io + 2 * p.q_width() * p.d_model + 2 * p.kv_width() * p.d_model);
+    return bytes_per_element * (io + (p.q_width() + p.k_width() + p.v_width() + p.o_width()) * p.d_model);
 }
 
 /// Bytes a layer run holds beside the kernel's scratch: the minimum traffic plus the projected
 /// Q, K, V and the concatenated heads (the layer workspace); the core holds its inputs only.
 inline std::uint64_t resident_bytes(const problem& p, bool layer, std::uint64_t bytes_per_element) {
     const std::uint64_t B = p.batch;
-    const std::uint64_t ws = layer ? B * (2 * p.n_q * p.q_width() + 2 * p.n_kv * p.kv_width()) : 0;
+    const std::uint64_t ws =
+        layer ? B * (p.n_q * (p.q_width() + p.o_width()) + p.n_kv * (p.k_width() + p.v_width())) : 0;
     return min_bytes(p, layer, bytes_per_element) + bytes_per_element * ws;
 }
 
@@ -142,8 +145,8 @@ inline double roofline_gbs(double bandwidth_gbs, double fma_gflops, double inten
 }
 
 /// The context length at which a decode cache of `layer` (its batch and key/value heads)
-/// grows past `bytes` -- e.g. the last-level cache: the smallest L whose 2 B G d_head (L+1)
-/// elements exceed it, floor(bytes / (2 B G d_head e)) (0 when even one token does).
+/// grows past `bytes` -- e.g. the last-level cache: the smallest L whose B G (d_qk + d_v) (L+1)
+/// elements exceed it, floor(bytes / (B G (d_qk + d_v) e)) (0 when even one token does).
 inline std::size_t decode_context_exceeding(const problem& layer, std::uint64_t bytes, std::size_t bytes_per_element) {
     return std::size_t(bytes / (layer.batch * kv_cache_bytes_per_token(layer, bytes_per_element)));
 }
@@ -159,18 +162,19 @@ inline double decode_cache_ratio_to_mha(const problem& layer) {
     return double(decode_cost(mha_layer, 0, 1).kv_read_bytes) / double(decode_cost(layer, 0, 1).kv_read_bytes);
 }
 
-/// A decode step's attention-core FLOPs per cache byte: per key, QK^T and PV cost 4 d_head FLOPs
-/// for each of the H query heads, and the key and value of the G key/value heads are 2 G d_head
-/// elements: I = 4 H d_head / (2 G d_head e) = 2H / (G e), H/(2G) in fp32.
+/// A decode step's attention-core FLOPs per cache byte: per key, QK^T and PV cost 2 (d_qk + d_v)
+/// FLOPs for each of the H query heads, and the key and value of the G key/value heads are
+/// G (d_qk + d_v) elements: I = 2 H (d_qk + d_v) / (G (d_qk + d_v) e) = 2H / (G e), H/(2G) in fp32.
 inline double decode_intensity(const problem& p, std::uint64_t bytes_per_element) {
-    return 2.0 * double(p.heads) / (double(p.kv_heads) * double(bytes_per_element));
+    return 2.0 * double(p.heads) * double(p.qk_dim() + p.v_dim()) /
+           double(kv_cache_elements_per_token(p) * bytes_per_element);
 }
-/// The same over a cache of type t: 4 H d_head FLOPs per token over kv_cache_bytes_per_token --
+/// The same over a cache of type t: 2 H (d_qk + d_v) FLOPs per token over kv_cache_bytes_per_token --
 /// H/G in bf16 and f16, 2H/G x d_head/(d_head + 4) in int8 (its scales are read too). With the
 /// FMA peak it gives the type's roofline, min(triad, peak / I): a narrower cache carries more
 /// arithmetic per byte, so its arithmetic roof is lower.
 inline double decode_intensity(const problem& p, kv_dtype t) {
-    return 4.0 * double(p.heads) * double(p.head_dim()) / double(kv_cache_bytes_per_token(p, t));
+    return 2.0 * double(p.heads) * double(p.qk_dim() + p.v_dim()) / double(kv_cache_bytes_per_token(p, t));
 }
 
 } // namespace attn
