@@ -44,6 +44,8 @@ ceilings measure(const options& opt) {
     triad_arrays arr(c.triad_elements);
     c.triad_1t_gbs = triad_impl(arr, 1, opt.repetitions);
     c.triad_all_gbs = triad_impl(arr, granted, opt.repetitions);
+    c.read_1t_gbs = read_impl(arr, 1, opt.repetitions);
+    c.read_all_gbs = read_impl(arr, granted, opt.repetitions);
     for (int f : stream_fmas) // the accumulators, the multiplier and the batch read must fit in registers
         if (f + 2 <= kernels::isa::vector_registers)
             c.stream.push_back({f, f / 2.0, stream_impl(arr, granted, f, opt.repetitions)});

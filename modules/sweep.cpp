@@ -199,7 +199,8 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source,
     // [peers] providers: other libraries timed on the same grids (attn.peers)
     if (const auto* n = root.get("peers")) {
         const auto& t = r.table(*n, "peers");
-        r.only(t, {"providers"}, "[peers]");
+        r.only(t, {"providers", "rounds"}, "[peers]");
+        if (const auto* v = t.get("rounds")) s.peer_rounds = r.count(*v, "rounds");
         std::vector<std::string> known;
         for (const auto& p : peer_providers()) known.push_back(p.name);
         if (const auto* v = t.get("providers")) s.peers = r.names(*v, "providers", known, "peer");

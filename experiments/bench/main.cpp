@@ -5,11 +5,13 @@
 // once (the last query rows of every sequence, attn::check::tail_problem; decode: the last row
 // of the full causal forward) before anything is timed; a wrong kernel is reported with
 // SkipWithError, never timed. Each benchmark is named by the case's id and labelled with the
-// case itself as JSON, so whoever reads the output reads structured fields. Derived figures
-// (GFLOP/s, bytes, intensity, % of the ceilings) come from attn.count's formulas and are
-// written as counters. A decode case is two benchmarks, the whole step (ID) and the attention
-// core alone (ID/core), and any run with decode cases also runs a triad (triad-tT) whose
-// figure the JSON pairs with every core (bench.decode). All --benchmark_* flags work
+// case itself as JSON, so whoever reads the output reads structured fields. Counters are named
+// by attn.figures' one table: each case's quantities (FLOPs, bytes, intensity, the ceilings at
+// its thread count) and what only the harness measures, and after the run the figures derived
+// from each benchmark's time (GFLOP/s, bandwidths, % of the ceilings; bench.reporters). A decode
+// case is two benchmarks, the whole step (ID) and the attention core alone (ID/core), and any run
+// with decode cases also runs the triad and read probes (triad-tT, read-tT) whose figures the JSON
+// pairs with every core (bench.decode). All --benchmark_* flags work
 // (--benchmark_enable_random_interleaving shuffles the repetitions of every benchmark of the
 // run together); the JSON is written atomically.
 #include <algorithm>
@@ -113,15 +115,7 @@ void run_case(benchmark::State& state, timed_case& c) {
             benchmark::ClobberMemory();
         });
     }
-    const auto flops = attn::analytic_flops(c.p);
-    const double matmul = double(layer ? flops.matmul_flops() : flops.attention_matmul());
-    const double full = double(layer ? flops.full_flops() : flops.attention_full());
-    const double bytes = double(attn::min_bytes(c.p, layer, elem));
-    state.counters["gflops_matmul"] = Counter(matmul * 1e-9, Counter::kIsIterationInvariantRate);
-    state.counters["gflops_full"] = Counter(full * 1e-9, Counter::kIsIterationInvariantRate);
-    state.counters["intensity"] = Counter(matmul / bytes); // matmul FLOP per byte
-    state.counters["bytes"] = Counter(bytes, Counter::kDefaults, Counter::kIs1024);
-    state.counters["scratch_mib"] = Counter(scratch / 1048576.0);
+    bench::put(state, attn::counter::scratch_mib, scratch / 1048576.0);
 }
 
 /// The cases to run: --case and --cases when given, the flags' grid otherwise.
@@ -150,37 +144,28 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
     timed_case c;
     c.k = k;
     c.var = &attn::find_variant(k.variant);
-    // decode: the precision is the key/value cache's type (the step computes in fp32); otherwise
-    // the storage type of every operand
-    const attn::precision prec = k.decode() ? attn::precision::f32 : attn::to_precision(k.precision);
+    // what the variant serves (its device, the family, the precision; decode: the cache's type,
+    // the step computing in fp32), refused in one line naming the case
+    if (const std::string why = attn::refusal(*c.var, k.shape(), k.mode, k.precision, k.device); !why.empty())
+        throw attn::error("case " + k.id() + ": " + why);
     if (k.decode()) {
         attn::require(k.magnitude == 1.0, "case " + k.id() +
                                               ": magnitude applies to core and layer cases (a decode step's inputs "
                                               "are drawn in [-1, 1])");
         c.kv = attn::to_kv_dtype(k.precision);
-        attn::with_kv_storage(c.kv, [&]<class S>(S) { attn::require_kv_core<float, S>(*c.var); });
-    } else {
-        attn::require(c.var->supports(prec),
-                      "case " + k.id() + ": variant '" + k.variant + "' does not run in " +
-                          std::string(attn::enum_name(k.precision)));
     }
     attn::require(c.var->threaded || k.threads == 1,
                   "case " + k.id() + ": variant '" + k.variant + "' is single-threaded; threads must be 1");
-    c.p = k.shape();
+    // core mode runs the family's attention core alone, on the problem the family hands it
+    c.p = k.mode == attn::mode::core ? attn::attention_problem(k.shape()) : k.shape();
     c.opt.threads = int(k.threads);
     c.opt.tile_q = tile_q;
     c.opt.tile_kv = tile_kv;
     c.seed = seed;
     c.max_memory_bytes = max_memory;
-    // % of peak against the peak of the case's precision: f64 the fp32 FMA peak halved (half the
-    // lanes); bf16 and f16 are widened to fp32 and run on fp32 FMAs here (no bf16 dot-product
-    // kernel), so the fp32 FMA peak is theirs
-    c.peak_gflops =
-        (prec == attn::precision::f64 ? 0.5 : 1.0) *
-        attn::fma_ceiling_at(peak.fma_1t_gflops.median, peak.fma_all_gflops.median, peak.threads, c.opt.threads);
-    c.peak_load_cpus = attn::fma_ceiling_load_at(peak.fma_1t_gflops.others_busy_cpus,
-                                                 peak.fma_all_gflops.others_busy_cpus, peak.threads, c.opt.threads);
-    c.peak_gbs = attn::triad_ceiling_at(peak.triad_1t_gbs.median, peak.triad_all_gbs.median, c.opt.threads);
+    // what one call does and its ceilings (% of peak against the peak of the case's precision:
+    // f64 the fp32 FMA peak halved; bf16 and f16 run on fp32 FMAs here, so it is theirs)
+    c.q = attn::quantities(k, peak);
     return c;
 }
 
@@ -309,7 +294,7 @@ int main(int argc, char** argv) {
         static std::vector<timed_case> cases;
         for (const auto& k : cases_from(case_json, cases_file, g, peak.threads))
             cases.push_back(prepare(k, peak, max_memory, seed, tile_q, tile_kv));
-        std::vector<int> triad_threads; // one triad per thread count of the decode cases
+        std::vector<int> probe_threads; // the probes, once per thread count of the decode cases
         for (auto& c : cases) {
             const bool decode = c.k.decode();
             benchmark::RegisterBenchmark(c.k.id().c_str(),
@@ -331,12 +316,13 @@ int main(int argc, char** argv) {
                 [p = &c](benchmark::State& s) { bench::guard_memory(s, *p, [&] { bench::run_decode_core(s, *p); }); })
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
-            if (std::find(triad_threads.begin(), triad_threads.end(), c.opt.threads) == triad_threads.end())
-                triad_threads.push_back(c.opt.threads);
+            if (std::find(probe_threads.begin(), probe_threads.end(), c.opt.threads) == probe_threads.end())
+                probe_threads.push_back(c.opt.threads);
         }
-        for (int t : triad_threads)
-            benchmark::RegisterBenchmark(bench::triad_name(t).c_str(),
-                                         [t](benchmark::State& s) { bench::run_triad(s, t); })
+        for (int t : probe_threads)
+            for (const auto which : {bench::probe::triad, bench::probe::read})
+                benchmark::RegisterBenchmark(bench::probe_name(which, t).c_str(),
+                                             [t, which](benchmark::State& s) { bench::run_probe(s, which, t); })
                 ->UseManualTime()
                 ->Unit(benchmark::kMillisecond);
 
@@ -352,35 +338,11 @@ int main(int argc, char** argv) {
                                     "peak_gflops of an f32, bf16 or f16 case: the measured fp32 FMA peak (bf16 and f16 "
                                     "are widened to fp32 and run on fp32 FMAs by every variant); f64: half of it");
         benchmark::AddCustomContext("attnbench_f16_path", attn::kernels::isa::f16_path());
-        benchmark::AddCustomContext(
-            "attnbench_counters",
-            "label: the case (attn.cases) as JSON; gflops_matmul: 2 FLOP per multiply-add of the matmuls (GFLOP/s); "
-            "gflops_full: every operation incl. softmax (GFLOP/s); bytes per element: the case's precision; "
-            "peak_gflops: measured FMA peak at the case's thread "
-            "count (attn::fma_ceiling_at; which peak: attnbench_peak_kind); pct_peak: gflops_matmul / peak_gflops (%); "
-            "peak_load_cpus: CPUs other processes kept busy while that peak was measured (-1: unknown); "
-            "bytes: minimum traffic (inputs "
-            "once, outputs once, at the case's bytes per element; attn::min_bytes); intensity: matmul FLOP per byte "
-            "(decode: per cache byte); "
-            "scratch_mib: "
-            "the variant's own account of its extra memory (MiB); extra_mib: measured peak resident memory one call "
-            "adds "
-            "(MiB, VmHWM after a reset; layer mode includes the projection buffers). decode, the step (ID): "
-            "us_per_token, "
-            "tokens_per_s, gflops_matmul and gflops_full of the step, step_gbs: cache and weight bytes / step time, "
-            "kv_bytes_per_token (cache bytes read per generated token), kv_bytes_per_cached_token (2 G (d_head e + s): "
-            "e the cache type's element bytes, s int8's 4-byte row scale), cache_mib (2 B G (L+1) (d_head e + s) "
-            "bytes), weight_mib, cache_ratio_to_mha (H/G), llc_mib "
-            "(the last-level cache), llc_context (the L past which this batch and G's cache outgrows it); the core "
-            "alone "
-            "(ID/core): core_us, kv_gbs: cache bytes / core time (GB/s), gflops_core, peak_gbs: measured triad at the "
-            "case's thread count, pct_triad (%), roof_gbs: min(peak_gbs, peak_gflops / intensity) with the cache "
-            "type's "
-            "intensity, pct_roof (%), check_ratio: worst err/bound against fp64 on the same (rounded or dequantized) "
-            "cache, unrounded_max_abs, unrounded_ratio (err / fp32 bound), unrounded_nmse: the core against fp64 on "
-            "the unrounded cache, "
-            "arith_roof_gbs: peak_gflops / intensity; with the triad run alongside (triad-tT, counter triad_gbs): "
-            "triad_alongside_gbs, pct_triad_alongside, roof_alongside_gbs, pct_roof_alongside");
+        std::string schema = "label: the case (attn.cases) as JSON; the counters, from attn.figures' one table "
+                             "(name [unit]: meaning):";
+        for (const auto& sp : attn::counter_table)
+            schema += " " + std::string(sp.name) + " [" + std::string(sp.unit) + "]: " + std::string(sp.meaning) + ";";
+        benchmark::AddCustomContext("attnbench_counters", schema);
         bench::with_derived<benchmark::ConsoleReporter> console;
         bench::with_derived<benchmark::JSONReporter> file(true), json_display(true);
         benchmark::BenchmarkReporter* display = &console;

@@ -1,10 +1,10 @@
 // attnbench peer-io: the C++ side of a peer (another library's attention, run by the Python
 // runners in experiments/peers/). For one case it writes the inputs the harness would draw
-// (same seed, same numbers) as .npy files and the case's costs from attn.count as counts.json;
-// with --judge it checks the peer's output against the fp64 reference under the suite's one
-// tolerance policy (attn.check), on the last query rows of every sequence as the harness does.
-// So a peer computes no formula and judges nothing itself: a wrong scale or a key/value head
-// mix-up in a peer is a failed judgement here, exit status 1.
+// (same seed, same numbers) as .npy files; with --judge it checks the peer's output against the
+// fp64 reference under the suite's one tolerance policy (attn.check), on the last query rows of
+// every sequence as the harness does. So a peer computes no formula and judges nothing itself: a
+// wrong scale or a key/value head mix-up in a peer is a failed judgement here, exit status 1; its
+// times become figures in the report (attn.figures), by the C++ that makes ours.
 //
 // Files (core and decode: the attention core; decode is one query row over the L+1 cached keys):
 //   q.npy [B, N_q, H, d], k.npy and v.npy [B, N_kv, G, d], float32; query head h reads
@@ -12,8 +12,6 @@
 //   layer: x.npy [B, N, d_model] (self-attention: the queries' and keys' input are the same
 //   tensor, the path a library's fused layer takes) and weights/ as PyTorch's state_dict.
 // --id-only prints the case, defaults filled, with its id (attn::sweep_case::id()).
-//   counts.json: matmul_flops, full_flops, bytes, intensity, peak_gflops (at the case's threads,
-//   from --peak), and for decode kv_read_bytes.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -25,16 +23,14 @@
 import attn.families;
 import attn.cases;
 import attn.check;
-import attn.count;
 import attn.npy;
-import attn.peak;
 import attn.results;
 
 namespace attn::cli {
 namespace {
 
 struct peer_io_args {
-    std::string case_json, dir, judge, peak;
+    std::string case_json, dir, judge;
     std::uint64_t seed = 1;
     double magnitude = 1.0;
     bool id_only = false;
@@ -65,9 +61,7 @@ check::inputs inputs_of(const sweep_case& k, const problem& p, mode m, std::uint
     return in;
 }
 
-void write_inputs(const sweep_case& k, const problem& p, mode m, const check::inputs& in,
-                  const peer_io_args& a) {
-    nlohmann::json counts;
+void write_inputs(const problem& p, mode m, const check::inputs& in, const peer_io_args& a) {
     if (m == mode::core) {
         npy::save(a.dir + "/q.npy", {p.batch, p.n_q, p.heads, p.qk_dim()}, in.q.data());
         npy::save(a.dir + "/k.npy", {p.batch, p.n_kv, p.kv_heads, p.qk_dim()}, in.k.data());
@@ -76,31 +70,6 @@ void write_inputs(const sweep_case& k, const problem& p, mode m, const check::in
         npy::save(a.dir + "/x.npy", {p.batch, p.n_q, p.d_model}, in.x_q.data());
         family_ops_of(p).save(a.dir + "/weights", p, in.w.cast<double>());
     }
-    const bool layer = m == mode::layer;
-    const std::size_t elem = bytes_per_element(to_precision(k.precision));
-    const auto flops = analytic_flops(p);
-    const double matmul = double(layer ? flops.matmul_flops() : flops.attention_matmul());
-    counts["matmul_flops"] = matmul;
-    counts["full_flops"] = double(layer ? flops.full_flops() : flops.attention_full());
-    if (k.decode()) {
-        const auto cost = decode_cost(p, k.context, elem);
-        counts["kv_read_bytes"] = double(cost.kv_read_bytes);
-        counts["bytes"] = double(cost.kv_read_bytes);
-        counts["intensity"] = decode_intensity(p, elem);
-    } else {
-        const double bytes = double(min_bytes(p, layer, elem));
-        counts["bytes"] = bytes;
-        counts["intensity"] = matmul / bytes;
-    }
-    if (!a.peak.empty()) {
-        const auto c = peak::read_ceilings(a.peak);
-        counts["peak_gflops"] =
-            fma_ceiling_at(c.fma_1t_gflops.median, c.fma_all_gflops.median, c.threads, int(k.threads));
-        counts["peak_load_cpus"] = fma_ceiling_load_at(c.fma_1t_gflops.others_busy_cpus,
-                                                       c.fma_all_gflops.others_busy_cpus, c.threads, int(k.threads));
-    }
-    counts["case_id"] = k.id();
-    write_atomic(a.dir + "/counts.json", counts.dump(2) + "\n");
 }
 
 /// The peer's output (float32: a bf16/f16 peer's output widened, exactly) against the reference
@@ -149,7 +118,7 @@ void peer_io(const peer_io_args& a) {
         if (!judge(k, p, m, in, a.judge)) throw exit_status{1};
         return;
     }
-    write_inputs(k, p, m, in, a);
+    write_inputs(p, m, in, a);
 }
 
 } // namespace
@@ -157,13 +126,12 @@ void peer_io(const peer_io_args& a) {
 void add_peer_io(CLI::App& app) {
     auto a = std::make_shared<peer_io_args>();
     auto* cmd = app.add_subcommand(
-        "peer-io", "a peer's inputs and costs for one case as .npy/JSON, or --judge its output against fp64");
+        "peer-io", "a peer's inputs for one case as .npy files, or --judge its output against fp64");
     cmd->add_option("--case", a->case_json, "the case as JSON (attn.cases), or @FILE")->required();
-    cmd->add_option("--dir", a->dir, "where the inputs and counts.json go");
+    cmd->add_option("--dir", a->dir, "where the inputs go");
     cmd->add_flag("--id-only", a->id_only, "print the case (defaults filled) and its id as JSON, write nothing");
     cmd->add_option("--judge", a->judge,
                     "the peer's output (.npy, float32, [B, N_q, width]): check it, exit 1 if wrong");
-    cmd->add_option("--peak", a->peak, "peak.json from `attnbench peak --out`, for peak_gflops");
     cmd->add_option("--seed", a->seed, "input seed (as attnbench-bench's)")->capture_default_str();
     cmd->add_option("--magnitude", a->magnitude,
                     "a factor on the case's input magnitude (queries and keys, or a layer's inputs, drawn in [-M, M] "

@@ -126,9 +126,9 @@ inline double ceiling_speedup(double achieved_gflops, double fma_gflops) {
     return achieved_gflops > 0 && fma_gflops > 0 ? fma_gflops / achieved_gflops : 0.0;
 }
 
-/// The bandwidth ceiling at `threads` threads: one thread's when it runs alone, the all-thread
-/// figure otherwise (a few cores already saturate the memory channels).
-inline double triad_ceiling_at(double one_thread, double all_threads, int threads) {
+/// A bandwidth ceiling (triad, read) at `threads` threads: one thread's when it runs alone, the
+/// all-thread figure otherwise (a few cores already saturate the memory channels).
+inline double bandwidth_ceiling_at(double one_thread, double all_threads, int threads) {
     return threads <= 1 ? one_thread : all_threads;
 }
 

@@ -52,6 +52,10 @@ std::string to_json(const ceilings& c, int indent) {
     }
     j["triad_gbs_1_thread"] = stats_json(c.triad_1t_gbs);
     j["triad_gbs_all_threads"] = stats_json(c.triad_all_gbs);
+    if (!c.read_1t_gbs.samples.empty()) {
+        j["read_gbs_1_thread"] = stats_json(c.read_1t_gbs);
+        j["read_gbs_all_threads"] = stats_json(c.read_all_gbs);
+    }
     j["threads"] = c.threads;
     j["fma_accumulators_per_thread"] = c.accumulators;
     j["simd_arch"] = c.simd_arch;
@@ -76,6 +80,9 @@ std::string to_json(const ceilings& c, int indent) {
                      "adding two bf16 products, 4 FLOP per lane"},
         {"triad", "GB/s, 10^9 byte/s, 12 byte per element (read b, c; write a; write-allocate not counted); arrays "
                   "2 MiB-aligned with MADV_HUGEPAGE, like the key/value cache (attn::big_allocator)"},
+        {"read", "GB/s read (10^9 byte/s) by a loop that only reads the triad's arrays b and c (each thread sums "
+                 "its share into four independent accumulators): the ceiling of a kernel that reads and writes "
+                 "almost nothing, as a decode step over its cache"},
         {"stream_fma", "GB/s read (10^9 byte/s) on all threads by a loop that feeds every batch read from the triad's "
                        "arrays b and c to fmas_per_batch FMAs (flop_per_byte = fmas_per_batch / 2); roof_gbs = "
                        "min(triad, FMA / flop_per_byte) from the medians"}};
@@ -97,6 +104,10 @@ ceilings from_value(nlohmann::ordered_json j, const std::string& where) {
     }
     c.triad_1t_gbs = stats_from(j, "triad_gbs_1_thread", where);
     c.triad_all_gbs = stats_from(j, "triad_gbs_all_threads", where);
+    if (j.contains("read_gbs_1_thread")) {
+        c.read_1t_gbs = stats_from(j, "read_gbs_1_thread", where);
+        c.read_all_gbs = stats_from(j, "read_gbs_all_threads", where);
+    }
     c.threads = j.value("threads", 1);
     c.accumulators = j.value("fma_accumulators_per_thread", 0);
     c.simd_arch = j.value("simd_arch", std::string());
