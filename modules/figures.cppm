@@ -101,6 +101,15 @@ enum class source : std::uint8_t {
     derived,  ///< derive(): from a time and the quantities
 };
 
+template <>
+struct names_of<source> {
+    static constexpr std::string_view kind = "counter source";
+    static constexpr std::array<name_entry<source>, 3> table{{{source::quantity, "quantity", "quantity"},
+                                                              {source::measured, "measured", "measured"},
+                                                              {source::derived, "derived", "derived"}}};
+    static std::span<const name_entry<source>> entries() { return table; }
+};
+
 inline constexpr std::uint8_t in_core = 1, in_layer = 2, in_decode = 4;
 
 struct counter_spec {
