@@ -7,6 +7,7 @@
 // "threaded"), so a new registered variant joins every grid that selects by tag.
 module;
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstddef>
@@ -14,6 +15,7 @@ module;
 #include <limits>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -242,6 +244,22 @@ inline std::string sweep_case::run_group() const {
     return "decode:" + nlohmann::json(key).dump();
 }
 
+/// What a grid's cases are drawn as in a report: time, GFLOP/s and % of peak against N; time
+/// against H at fixed d_model (the free lunch); speed-up and efficiency against threads; the decode
+/// figures; or the medians table alone (every case is in it).
+enum class figure : std::uint8_t { vs_n, vs_heads, threads, decode, table };
+
+template <>
+struct names_of<figure> {
+    static constexpr std::string_view kind = "figure";
+    static constexpr std::array<name_entry<figure>, 5> table{{{figure::vs_n, "vs_n", "time against N"},
+                                                              {figure::vs_heads, "vs_heads", "time against H"},
+                                                              {figure::threads, "threads", "threads sweep"},
+                                                              {figure::decode, "decode", "decoding"},
+                                                              {figure::table, "table", "medians table"}}};
+    static std::span<const name_entry<figure>> entries() { return table; }
+};
+
 /// A cross product of case fields: one [[perf.grid]] of a sweep file, the harness's flags, or
 /// one of check's embedded grids. kv_heads 0 means G = H; d_head 0 means d_model / H; threads 0
 /// means every logical CPU; seq is N for core and layer (kv_seq N_kv, 0: N_kv = N), context is L
@@ -256,6 +274,23 @@ struct grid {
         context{0};
     std::vector<bool> causal{false}, bias{false};
     std::vector<double> magnitude{1.0};
+    std::vector<attn::figure> figures; ///< what the report draws of it; empty: drawn_as() derives it
+
+    /// The figures a report draws of this grid: those it names, or those its axes call for (decode
+    /// for a decode mode; against N, H or threads where the grid has two or more of them), or the
+    /// medians table when it varies none of those.
+    std::vector<attn::figure> drawn_as() const {
+        if (!figures.empty()) return figures;
+        std::vector<attn::figure> f;
+        const bool decode = std::find(modes.begin(), modes.end(), mode::decode) != modes.end();
+        const bool other = std::any_of(modes.begin(), modes.end(), [](attn::mode m) { return m != mode::decode; });
+        if (decode) f.push_back(figure::decode);
+        if (other && seq.size() >= 2) f.push_back(figure::vs_n);
+        if (other && heads.size() >= 2) f.push_back(figure::vs_heads);
+        if (threads.size() >= 2) f.push_back(figure::threads);
+        if (f.empty()) f.push_back(figure::table);
+        return f;
+    }
 };
 
 /// The modes a mode selector names: a mode, "both" (core and layer) or "all" (every mode); throws

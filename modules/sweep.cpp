@@ -22,9 +22,10 @@ namespace {
 using detail::toml_reader;
 using detail::type_name;
 
-const std::vector<std::string> grid_keys{"variants", "modes",  "precisions", "d_model", "heads",
-                                         "kv_heads", "d_head", "seq",        "kv_seq",  "batch",
-                                         "threads",  "causal", "bias",       "context", "magnitude"};
+const std::vector<std::string> grid_keys{"variants", "modes",  "precisions", "d_model",   "heads",
+                                         "kv_heads", "d_head", "seq",        "kv_seq",    "batch",
+                                         "threads",  "causal", "bias",       "context",   "magnitude",
+                                         "figures"};
 /// The storage types a grid may name (f64, the oracle's, is for attnbench check and the harness).
 const std::vector<dtype> sweep_precisions{dtype::f32, dtype::bf16, dtype::f16, dtype::int8};
 
@@ -93,6 +94,8 @@ void read_grid_keys(const toml_reader& r, const toml::table& t, located_grid& lg
             g.bias = r.booleans(v, key);
         else if (key == "magnitude")
             g.magnitude = r.positives(v, key, 1e6);
+        else if (key == "figures")
+            g.figures = kinds<figure>(r, v, key, "figure");
     }
 }
 

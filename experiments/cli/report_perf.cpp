@@ -23,6 +23,7 @@
 import attn.figures;
 import attn.peak;
 import attn.stats;
+import attn.variants;
 
 namespace attn::cli::reporting {
 
@@ -412,20 +413,24 @@ outcome stage_perf(run_context& c) {
     const bool tty = isatty(2);
     const auto start = std::chrono::steady_clock::now();
     if (done) std::fprintf(stderr, "perf: %zu of %zu cases already done (resumed)\n", done, total);
+    // not run: a variant that failed check, or one that does not serve the case (its device, family,
+    // precision or own limits: attn::refusal's line); both recorded as skipped, with the reason
+    auto skip_reason = [&](const sweep_case& k) -> std::string {
+        if (is_peer(k.variant)) return {};
+        if (failed.count(k.variant)) return "variant '" + k.variant + "' failed attnbench check; not timed";
+        return refusal(find_variant(k.variant), k.shape(), k.mode, k.precision, k.device);
+    };
     std::vector<sweep_case> skipped, timed;
     for (const auto& k : c.cases)
-        if (!fs::exists(cases / (k.id() + ".json"))) (failed.count(k.variant) ? skipped : timed).push_back(k);
+        if (!fs::exists(cases / (k.id() + ".json"))) (skip_reason(k).empty() ? timed : skipped).push_back(k);
     std::vector<std::vector<sweep_case>> runs;
     for (const auto& k : skipped) runs.push_back({k}); // recorded as skipped, not run
     for (auto& r : shape_groups(timed)) runs.push_back(std::move(r));
     for (const auto& run : runs) {
         std::vector<json> recs;
-        if (failed.count(run.front().variant)) {
+        if (const std::string why = skip_reason(run.front()); !why.empty()) {
             const auto& k = run.front();
-            recs.push_back({{"id", k.id()},
-                            {"case", k},
-                            {"status", "skipped"},
-                            {"error", "variant '" + k.variant + "' failed attnbench check; not timed"}});
+            recs.push_back({{"id", k.id()}, {"case", k}, {"status", "skipped"}, {"error", why}});
         } else {
             if (tty)
                 std::fprintf(stderr, "\r\033[K[%zu/%zu] running %s%s", done + 1, total, run.front().text().c_str(),

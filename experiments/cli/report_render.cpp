@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -17,6 +18,33 @@ import attn.figures;
 
 namespace attn::cli::reporting {
 
+namespace {
+
+/// The sweep's grids and the figures each is drawn as (attn::grid::drawn_as: those it names, or
+/// those its axes call for), from the run's own sweep.toml; where a folder has none readable
+/// (written by hand), every grid its cases name, drawn as whatever their axes allow.
+json grids_drawn(const fs::path& dir, const json& rows) {
+    json out = json::array();
+    try {
+        const auto spec = parse_sweep(read_text(dir / "sweep.toml"), (dir / "sweep.toml").string(), stage_names());
+        for (const auto& g : spec.grids) {
+            json fs = json::array();
+            for (const auto f : g.drawn_as()) fs.push_back(enum_name(f));
+            out.push_back({{"name", g.name}, {"figures", fs}, {"declared", !g.figures.empty()}});
+        }
+        return out;
+    } catch (const error&) {
+    }
+    std::set<std::string> names;
+    for (const auto& r : rows)
+        for (const auto& g : r.value("grids", json::array())) names.insert(g.get<std::string>());
+    for (const auto& n : names)
+        out.push_back({{"name", n}, {"figures", {"vs_n", "vs_heads", "threads", "decode"}}, {"declared", false}});
+    return out;
+}
+
+} // namespace
+
 void aggregate_perf(const fs::path& dir) {
     const fs::path cases = dir / "cases";
     if (!fs::exists(cases)) return;
@@ -25,11 +53,15 @@ void aggregate_perf(const fs::path& dir) {
         const auto name = e.path().filename().string();
         if (e.path().extension() == ".json" && name[0] != '.') recs.push_back(read_json(e.path()));
     }
-    // sorted by the case's fields in their one order (mode and variant first), not by finishing order
+    // sorted by the case's fields (mode and variant first; the family, which the shape derives, and
+    // the form last), not by finishing order
     const auto fields = case_fields();
     auto key = [&](const json& r) {
         std::vector<json> k{r["case"].value("mode", json(nullptr)), r["case"].value("variant", json(nullptr))};
-        for (const auto f : fields) k.push_back(r["case"].value(std::string(f), json(nullptr)));
+        for (const auto f : fields)
+            if (f != "family" && f != "form") k.push_back(r["case"].value(std::string(f), json(nullptr)));
+        k.push_back(r["case"].value("family", json(nullptr)));
+        k.push_back(r["case"].value("form", json(nullptr)));
         return k;
     };
     std::vector<std::size_t> order(recs.size());
@@ -83,7 +115,10 @@ void aggregate_perf(const fs::path& dir) {
                   {"round_spread", "(slowest - fastest) / median of the rounds' median times"}};
     for (const auto c : columns)
         units[std::string(spec(c).name)] = std::string(spec(c).unit) + ": " + std::string(spec(c).meaning);
-    json schema = {{"case_fields", json::array()}, {"shape_fields", json::array()}, {"units", units}};
+    json schema = {{"case_fields", json::array()},
+                   {"shape_fields", json::array()},
+                   {"units", units},
+                   {"grids", grids_drawn(dir, rows)}};
     for (const auto f : fields) {
         schema["case_fields"].push_back(std::string(f));
         if (f != "threads") schema["shape_fields"].push_back(std::string(f));

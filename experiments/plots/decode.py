@@ -75,8 +75,9 @@ class Decode:
     `rows`/`get`; every type's rows are `all_rows`/`getp`."""
 
     def __init__(self, perf, meta=None):
-        rows = [r for r in perf["cases"] if r["mode"] == "decode" and r["status"] == "ok" and r.get("time_ms")]
-        self.failed = [r for r in perf["cases"] if r["mode"] == "decode" and r["status"] != "ok"]
+        mine = plotting.rows_of(perf, "decode")  # the grids drawn as the decode figures
+        rows = [r for r in mine if r["mode"] == "decode" and r["status"] == "ok" and r.get("time_ms")]
+        self.failed = [r for r in mine if r["mode"] == "decode" and r["status"] != "ok"]
         self.rows = self.all_rows = []
         if not rows:
             return
