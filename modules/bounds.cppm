@@ -89,8 +89,9 @@ inline std::vector<double> context_bounds(const problem& p, const std::vector<do
 /// The layer's per-element bound from its context rows' bounds: the output projection W_o
 /// [d_model, H d_v] carries the context's error, sum_k |W_o,rk| (ctx error + lambda sqrt(H d_v) u V),
 /// plus its own lambda sqrt(H d_v) u |b_o,r| (b_o may be empty). Output [B n_q, d_model].
-inline std::vector<double> output_bounds(const problem& p, const std::vector<double>& wo, const std::vector<double>& bo_,
-                                         const std::vector<double>& ctx, const std::vector<double>& v_max) {
+inline std::vector<double> output_bounds(const problem& p, const std::vector<double>& wo,
+                                         const std::vector<double>& bo_, const std::vector<double>& ctx,
+                                         const std::vector<double>& v_max) {
     const std::size_t rq = p.batch * p.n_q, ow = p.o_width();
     const double out_proj = lambda * std::sqrt(double(ow));
     std::vector<double> bound(rq * p.d_model);

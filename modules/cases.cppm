@@ -118,9 +118,9 @@ struct sweep_case {
 /// The case's fields as its JSON names them, in their one order (what a sweep's grid crosses, the
 /// order perf.json is sorted by and perf.csv's columns), the provider first.
 inline const std::vector<std::string_view>& case_fields() {
-    static const std::vector<std::string_view> f{"mode",     "precision", "device", "family", "form",  "d_model",
-                                                 "heads",    "kv_heads",  "d_head", "n_q",    "n_kv",  "context",
-                                                 "batch",    "threads",   "causal", "bias",   "magnitude"};
+    static const std::vector<std::string_view> f{"mode",  "precision", "device", "family", "form",     "d_model",
+                                                 "heads", "kv_heads",  "d_head", "n_q",    "n_kv",     "context",
+                                                 "batch", "threads",   "causal", "bias",   "magnitude"};
     return f;
 }
 

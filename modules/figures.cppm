@@ -225,8 +225,8 @@ inline void put_ceilings(figures& f, const sweep_case& k, const peak::ceilings& 
     const int t = int(k.threads);
     const double half = !k.decode() && k.precision == dtype::f64 ? 0.5 : 1.0;
     f.put(counter::peak_gflops, half * fma_ceiling_at(c.fma_1t_gflops.median, c.fma_all_gflops.median, c.threads, t));
-    f.put(counter::peak_load_cpus, fma_ceiling_load_at(c.fma_1t_gflops.others_busy_cpus,
-                                                       c.fma_all_gflops.others_busy_cpus, c.threads, t));
+    f.put(counter::peak_load_cpus,
+          fma_ceiling_load_at(c.fma_1t_gflops.others_busy_cpus, c.fma_all_gflops.others_busy_cpus, c.threads, t));
     if (!k.decode()) return;
     f.put(counter::triad_ceiling_gbs, bandwidth_ceiling_at(c.triad_1t_gbs.median, c.triad_all_gbs.median, t));
     f.put(counter::read_ceiling_gbs, bandwidth_ceiling_at(c.read_1t_gbs.median, c.read_all_gbs.median, t));

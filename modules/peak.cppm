@@ -54,7 +54,7 @@ struct stream_point {
 struct ceilings {
     stats fma_1t_gflops, fma_all_gflops;
     stats triad_1t_gbs, triad_all_gbs;
-    stats read_1t_gbs, read_all_gbs; ///< empty (no samples) in files written before the read probe
+    stats read_1t_gbs, read_all_gbs;   ///< empty (no samples) in files written before the read probe
     int threads = 1;                   ///< threads of the all-thread figures (as OpenMP granted)
     int accumulators = 0;              ///< independent FMA chains per thread
     int simd_lanes = 0;                ///< f32 lanes per batch

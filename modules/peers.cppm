@@ -16,8 +16,8 @@ export namespace attn {
 struct peer_provider {
     std::string name;
     std::vector<attn::mode> modes; ///< the case modes it runs
-    bool mha_only = false;          ///< only G = H (nn.MultiheadAttention has no grouped heads)
-    std::string library, install;   ///< the Python module it needs; the command that installs it
+    bool mha_only = false;         ///< only G = H (nn.MultiheadAttention has no grouped heads)
+    std::string library, install;  ///< the Python module it needs; the command that installs it
     /// The precisions it runs in (its output judged against the reference under that precision's
     /// bound before it is timed); a case in another precision gets no peer case, and
     /// `not_served` says why, per precision, for the report.
@@ -57,7 +57,7 @@ inline const std::vector<peer_provider>& peer_providers() {
          {dtype::f32},
          {{dtype::bf16, "onnxruntime's CPU provider has no bfloat16 Attention kernel"},
           {dtype::f16, "onnxruntime's CPU float16 Attention kernel fails the suite's f16 judgement (3-5x the bound "
-                  "on queries and keys in [-4, 4])"},
+                       "on queries and keys in [-4, 4])"},
           {dtype::int8, "int8 is a cache type of ours; the Attention operator takes no quantized cache"}}},
     };
     return p;

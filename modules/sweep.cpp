@@ -22,10 +22,9 @@ namespace {
 using detail::toml_reader;
 using detail::type_name;
 
-const std::vector<std::string> grid_keys{"variants", "modes",  "precisions", "d_model",   "heads",
-                                         "kv_heads", "d_head", "seq",        "kv_seq",    "batch",
-                                         "threads",  "causal", "bias",       "context",   "magnitude",
-                                         "figures"};
+const std::vector<std::string> grid_keys{"variants", "modes",   "precisions", "d_model", "heads",   "kv_heads",
+                                         "d_head",   "seq",     "kv_seq",     "batch",   "threads", "causal",
+                                         "bias",     "context", "magnitude",  "figures"};
 /// The storage types a grid may name (f64, the oracle's, is for attnbench check and the harness).
 const std::vector<dtype> sweep_precisions{dtype::f32, dtype::bf16, dtype::f16, dtype::int8};
 

@@ -187,7 +187,8 @@ TEST_CASE("the precision preset: every variant in three storage types, the cache
     CHECK(count([](const auto& c) { return c.mode == attn::mode::layer; }) == 30);
     CHECK(count([](const auto& c) { return c.mode == attn::mode::decode; }) == 24);
     for (const attn::dtype p : {attn::dtype::f32, attn::dtype::bf16, attn::dtype::f16})
-        CHECK(count([&](const auto& c) { return c.mode != attn::mode::decode && c.precision == p; }) == (45 + 6 + 30) / 3);
+        CHECK(count([&](const auto& c) { return c.mode != attn::mode::decode && c.precision == p; }) ==
+              (45 + 6 + 30) / 3);
     CHECK(count([](const auto& c) { return c.precision == attn::dtype::int8; }) == 6);
     // MHA's cache is over 64 MiB in every type: 2 x 16 heads x 64 x 65536 tokens x 1 byte = 128 MiB
     CHECK(count([](const auto& c) { return c.mode == attn::mode::decode && c.context != 65536; }) == 0);

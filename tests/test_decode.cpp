@@ -257,7 +257,8 @@ TEMPLATE_TEST_CASE("a narrow cache: decode steps equal fp64 on the same cache", 
     opt.threads = 2;
     for (const auto& v : attn::registry()) {
         if (!v.kv.get<TestType>()) continue;
-        INFO(label(v, p, L, attn::decode_fill::steps, std::string(attn::enum_name(attn::kv_dtype_of<TestType>)).c_str()));
+        INFO(label(v, p, L, attn::decode_fill::steps,
+                   std::string(attn::enum_name(attn::kv_dtype_of<TestType>)).c_str()));
         const auto r = attn::check_decode_kv<TestType>(v, p, L, attn::decode_fill::steps, opt, 7);
         INFO("same cache: max_abs " << r.same.max_abs << ", err/bound " << r.same.ratio << "; unrounded: max_abs "
                                     << r.unrounded.max_abs);
@@ -477,5 +478,6 @@ TEST_CASE("a cache type a variant cannot read is one clear error", "[decode][kv]
     CHECK_THROWS_WITH(
         (attn::check_decode_kv<std::int8_t>(attn::find_variant("naive"), p, 3, attn::decode_fill::prefill, {}, 1)),
         "variant 'naive' cannot read a key/value cache of type int8 (it has no kv core)");
-    CHECK_THROWS_WITH(attn::to_kv_dtype(attn::dtype::f64), "'f64' is not a key/value cache type (f32, bf16, f16, int8)");
+    CHECK_THROWS_WITH(attn::to_kv_dtype(attn::dtype::f64),
+                      "'f64' is not a key/value cache type (f32, bf16, f16, int8)");
 }

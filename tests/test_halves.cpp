@@ -17,8 +17,8 @@ import attn.check;
 import attn.reference;
 import attn.kernels;
 
-using attn::problem;
 using attn::mode;
+using attn::problem;
 
 namespace {
 

@@ -106,7 +106,8 @@ TEST_CASE("a family added by one file: its reference against plain loops", "[fam
         std::vector<double> r(p.n_q * out, 0.0);
         for (std::size_t i = 0; i < p.n_q; ++i)
             for (std::size_t o = 0; o < out; ++o)
-                for (std::size_t c = 0; c < p.d_model; ++c) r[i * out + o] += x[i * p.d_model + c] * m[o * p.d_model + c];
+                for (std::size_t c = 0; c < p.d_model; ++c)
+                    r[i * out + o] += x[i * p.d_model + c] * m[o * p.d_model + c];
         return r;
     };
     const auto q = proj(w[wq], 6), k = proj(w[wk], 3), v = proj(w[wv], 6);

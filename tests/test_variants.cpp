@@ -14,8 +14,8 @@ import attn.check;
 import attn.identities;
 import attn.reference;
 
-using attn::problem;
 using attn::mode;
+using attn::problem;
 
 namespace {
 

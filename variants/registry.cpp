@@ -45,8 +45,8 @@ const variant& find_variant(std::string_view name) {
 }
 
 void require_precision(const variant& v, precision p) {
-    require(v.supports(p), "variant '" + v.name + "' does not run in " + std::string(enum_name(p)) +
-                               " on this CPU (" + machine().cpu_model + ")");
+    require(v.supports(p), "variant '" + v.name + "' does not run in " + std::string(enum_name(p)) + " on this CPU (" +
+                               machine().cpu_model + ")");
 }
 
 std::string refusal(const variant& v, const problem& p, mode m, dtype t, device d) {

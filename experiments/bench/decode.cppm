@@ -165,15 +165,16 @@ export void run_probe(benchmark::State& state, probe which, int threads) {
     const double bytes = (which == probe::triad ? 3.0 : 2.0) * double(array_bytes);
     double sum = 0;
     for (auto _ : state) {
-        const double gbs = (which == probe::triad ? arrays->measure(threads, 1) : arrays->measure_read(threads, 1)).median;
+        const double gbs =
+            (which == probe::triad ? arrays->measure(threads, 1) : arrays->measure_read(threads, 1)).median;
         state.SetIterationTime(bytes / (gbs * 1e9));
         sum += gbs;
     }
-    state.counters[std::string(attn::enum_name(which == probe::triad ? attn::counter::triad_gbs : attn::counter::read_gbs))] =
+    state.counters[std::string(
+        attn::enum_name(which == probe::triad ? attn::counter::triad_gbs : attn::counter::read_gbs))] =
         benchmark::Counter(sum, benchmark::Counter::kAvgIterations);
-    state.SetLabel(nlohmann::json{{"probe", which == probe::triad ? "triad" : "read"},
-                                  {"threads", threads},
-                                  {"array_bytes", array_bytes}}
+    state.SetLabel(nlohmann::json{
+        {"probe", which == probe::triad ? "triad" : "read"}, {"threads", threads}, {"array_bytes", array_bytes}}
                        .dump());
 }
 
@@ -202,7 +203,8 @@ export void pair_probes(std::vector<benchmark::BenchmarkReporter::Run>& runs,
     const std::string core = "/core";
     for (auto& r : runs) {
         const auto& name = r.run_name.function_name;
-        if (r.error_occurred || name.size() < core.size() || name.compare(name.size() - core.size(), core.size(), core) != 0)
+        if (r.error_occurred || name.size() < core.size() ||
+            name.compare(name.size() - core.size(), core.size(), core) != 0)
             continue;
         const auto j = label(r);
         if (!j.is_object()) continue;

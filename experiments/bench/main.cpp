@@ -323,8 +323,8 @@ int main(int argc, char** argv) {
             for (const auto which : {bench::probe::triad, bench::probe::read})
                 benchmark::RegisterBenchmark(bench::probe_name(which, t).c_str(),
                                              [t, which](benchmark::State& s) { bench::run_probe(s, which, t); })
-                ->UseManualTime()
-                ->Unit(benchmark::kMillisecond);
+                    ->UseManualTime()
+                    ->Unit(benchmark::kMillisecond);
 
         attn::run_info info;
         info.seed = seed;

@@ -96,7 +96,8 @@ bool judge(const sweep_case& k, const problem& p, mode m, const check::inputs& i
     const auto met =
         check::compare(check::tail_rows(out, p, width, rows), e.ref, e.bound, check::unit_roundoff<float>(), e.store);
     std::printf("%s: %s %s the fp64 reference: max abs error %.3g, %.3g x the %s bound\n", k.id().c_str(),
-                k.variant.c_str(), met.pass ? "matches" : "DIFFERS FROM", met.max_abs, met.ratio, std::string(enum_name(k.precision)).c_str());
+                k.variant.c_str(), met.pass ? "matches" : "DIFFERS FROM", met.max_abs, met.ratio,
+                std::string(enum_name(k.precision)).c_str());
     return met.pass;
 }
 
@@ -125,8 +126,8 @@ void peer_io(const peer_io_args& a) {
 
 void add_peer_io(CLI::App& app) {
     auto a = std::make_shared<peer_io_args>();
-    auto* cmd = app.add_subcommand(
-        "peer-io", "a peer's inputs for one case as .npy files, or --judge its output against fp64");
+    auto* cmd =
+        app.add_subcommand("peer-io", "a peer's inputs for one case as .npy files, or --judge its output against fp64");
     cmd->add_option("--case", a->case_json, "the case as JSON (attn.cases), or @FILE")->required();
     cmd->add_option("--dir", a->dir, "where the inputs go");
     cmd->add_flag("--id-only", a->id_only, "print the case (defaults filled) and its id as JSON, write nothing");

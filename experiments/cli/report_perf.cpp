@@ -133,8 +133,8 @@ void summarise(json& rec, const sweep_case& k, const std::vector<std::vector<jso
         const part_round run = collect(rounds[r], part::run, err), core = collect(rounds[r], part::core, err);
         const probe_medians probes = probes_of(rounds[r]);
         json row = json::object();
-        for (auto [pr, into, out, key] : {std::tuple{&run, &reps, &run_ms, "time_ms"},
-                                          std::tuple{&core, &core_reps, &core_ms, "core_time_ms"}}) {
+        for (auto [pr, into, out, key] :
+             {std::tuple{&run, &reps, &run_ms, "time_ms"}, std::tuple{&core, &core_reps, &core_ms, "core_time_ms"}}) {
             if (pr->reps.empty()) continue;
             for (auto x : pr->reps) {
                 x["round"] = r;
@@ -292,7 +292,8 @@ harness_run run_harness(const run_context& c, const std::vector<sweep_case>& ks,
         std::string why = !h.error.empty() ? h.error : last_line(log);
         h.log_tail = tail(log, 20);
         if (h.r.signal == SIGKILL)
-            why = "killed by SIGKILL (the kernel's out-of-memory killer, or kill -9)" + (why.empty() ? "" : " (" + why + ")");
+            why = "killed by SIGKILL (the kernel's out-of-memory killer, or kill -9)" +
+                  (why.empty() ? "" : " (" + why + ")");
         else if (h.r.signal)
             why = "killed by signal " + std::to_string(h.r.signal) + (why.empty() ? "" : " (" + why + ")");
         else if (why.empty())
@@ -316,9 +317,8 @@ std::vector<json> run_group(const run_context& c, const std::vector<sweep_case>&
         if (fresh) runs.emplace_back();
         runs[it->second].push_back(k);
     }
-    std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) {
-        return !is_peer(a.front().variant) && is_peer(b.front().variant);
-    });
+    std::sort(runs.begin(), runs.end(),
+              [](const auto& a, const auto& b) { return !is_peer(a.front().variant) && is_peer(b.front().variant); });
     const bool peers = std::any_of(ks.begin(), ks.end(), [](const auto& k) { return is_peer(k.variant); });
     const int rounds = peers ? c.spec.peer_rounds : 1;
     std::map<std::string, std::vector<std::vector<json>>> benchmarks; // per case, per round

@@ -42,10 +42,16 @@ struct names_of<kv_dtype> {
 /// The cache type a decode case's storage type names; throws for f64 (no cache is stored in it).
 inline kv_dtype to_kv_dtype(dtype t) {
     require(t != dtype::f64, "'f64' is not a key/value cache type (" + enum_known<kv_dtype>() + ")");
-    return t == dtype::bf16 ? kv_dtype::bf16 : t == dtype::f16 ? kv_dtype::f16 : t == dtype::int8 ? kv_dtype::int8 : kv_dtype::f32;
+    return t == dtype::bf16   ? kv_dtype::bf16
+           : t == dtype::f16  ? kv_dtype::f16
+           : t == dtype::int8 ? kv_dtype::int8
+                              : kv_dtype::f32;
 }
 inline constexpr dtype dtype_of(kv_dtype t) {
-    return t == kv_dtype::bf16 ? dtype::bf16 : t == kv_dtype::f16 ? dtype::f16 : t == kv_dtype::int8 ? dtype::int8 : dtype::f32;
+    return t == kv_dtype::bf16   ? dtype::bf16
+           : t == kv_dtype::f16  ? dtype::f16
+           : t == kv_dtype::int8 ? dtype::int8
+                                 : dtype::f32;
 }
 
 /// Bytes of one stored element.

@@ -114,7 +114,8 @@ enum class device : std::uint8_t { cpu, cuda };
 template <>
 struct names_of<device> {
     static constexpr std::string_view kind = "device";
-    static constexpr std::array<name_entry<device>, 2> table{{{device::cpu, "cpu", "CPU"}, {device::cuda, "cuda", "CUDA"}}};
+    static constexpr std::array<name_entry<device>, 2> table{
+        {{device::cpu, "cpu", "CPU"}, {device::cuda, "cuda", "CUDA"}}};
     static std::span<const name_entry<device>> entries() { return table; }
 };
 
@@ -157,12 +158,13 @@ enum class family : std::uint8_t { single_head, mha, gqa, mqa, wide, mla };
 inline constexpr bool derived_family(family f) { return f <= family::wide; }
 
 namespace detail {
-inline constexpr std::array<name_entry<family>, 6> builtin_families{{{family::single_head, "single-head", "single-head"},
-                                                                     {family::mha, "mha", "MHA"},
-                                                                     {family::gqa, "gqa", "GQA"},
-                                                                     {family::mqa, "mqa", "MQA"},
-                                                                     {family::wide, "wide", "wide"},
-                                                                     {family::mla, "mla", "MLA"}}};
+inline constexpr std::array<name_entry<family>, 6> builtin_families{
+    {{family::single_head, "single-head", "single-head"},
+     {family::mha, "mha", "MHA"},
+     {family::gqa, "gqa", "GQA"},
+     {family::mqa, "mqa", "MQA"},
+     {family::wide, "wide", "wide"},
+     {family::mla, "mla", "MLA"}}};
 struct family_table {
     std::vector<name_entry<family>> rows{builtin_families.begin(), builtin_families.end()};
     std::deque<std::string> text; ///< the registered families' names and labels (stable addresses)

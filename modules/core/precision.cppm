@@ -43,10 +43,16 @@ inline constexpr precision all_precisions[] = {precision::f64, precision::f32, p
 /// The compute precision a case's storage type names; throws for int8 (a cache type only).
 inline precision to_precision(dtype t) {
     require(t != dtype::int8, "precision 'int8' is a key/value cache type: it applies to mode 'decode' only");
-    return t == dtype::f64 ? precision::f64 : t == dtype::bf16 ? precision::bf16 : t == dtype::f16 ? precision::f16 : precision::f32;
+    return t == dtype::f64    ? precision::f64
+           : t == dtype::bf16 ? precision::bf16
+           : t == dtype::f16  ? precision::f16
+                              : precision::f32;
 }
 inline constexpr dtype dtype_of(precision p) {
-    return p == precision::f64 ? dtype::f64 : p == precision::bf16 ? dtype::bf16 : p == precision::f16 ? dtype::f16 : dtype::f32;
+    return p == precision::f64    ? dtype::f64
+           : p == precision::bf16 ? dtype::bf16
+           : p == precision::f16  ? dtype::f16
+                                  : dtype::f32;
 }
 
 /// Bytes one stored element takes.

@@ -70,7 +70,7 @@ struct problem {
     std::size_t d_v = 0;      ///< value (and context) width per head; 0 means the query/key width
     bool causal = false;      ///< bottom-right aligned: query i sees keys j <= i + n_kv - n_q
     bool bias = false;
-    std::optional<double> scale;               ///< default 1/sqrt(qk_dim())
+    std::optional<double> scale;              ///< default 1/sqrt(qk_dim())
     std::optional<attn::family> named_family; ///< a named family; unset: derived from the shape (family_of)
 
     std::size_t qk_dim() const { return d_head ? d_head : d_model / heads; }
@@ -81,9 +81,7 @@ struct problem {
     std::size_t v_width() const { return kv_heads * v_dim(); }  ///< all value heads
     std::size_t o_width() const { return heads * v_dim(); }     ///< the concatenated context of every head
     std::size_t kv_head_of(std::size_t h) const { return h * kv_heads / heads; }
-    attn::family family() const {
-        return named_family ? *named_family : family_of(d_model, heads, kv_heads, qk_dim());
-    }
+    attn::family family() const { return named_family ? *named_family : family_of(d_model, heads, kv_heads, qk_dim()); }
 
     /// How many keys query row i sees (bottom-right causal alignment); 0 is possible when n_q > n_kv.
     std::size_t visible(std::size_t i) const {

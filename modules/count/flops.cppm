@@ -136,8 +136,8 @@ struct crossover {
 /// For MHA without bias under matmul-only this is N* = 2 d_model (non-causal).
 inline double crossover_closed_form(const problem& p, convention c) {
     const double d = double(p.d_model), H = double(p.heads), dqk = double(p.qk_dim()), dv = double(p.v_dim());
-    const double qw = double(p.q_width()), kw = double(p.k_width()), vw = double(p.v_width()),
-                 ow = double(p.o_width()), b = p.bias ? 1.0 : 0.0;
+    const double qw = double(p.q_width()), kw = double(p.k_width()), vw = double(p.v_width()), ow = double(p.o_width()),
+                 b = p.bias ? 1.0 : 0.0;
     double a2, a1, C;
     if (c == convention::full) {
         a2 = 2 * (dqk + dv) + 5;
@@ -182,4 +182,3 @@ inline crossover attention_crossover(const problem& p, convention c) {
 }
 
 } // namespace attn
-

@@ -154,8 +154,7 @@ kv_check check_decode_core(const variant& var, const problem& step, const run_op
     check::inputs same_in = in;
     same_in.k = detail::cached(cache, false);
     same_in.v = detail::cached(cache, true);
-    const auto same = check::expect(step, mode::core, same_in),
-               plain = check::expect(step, mode::core, in);
+    const auto same = check::expect(step, mode::core, same_in), plain = check::expect(step, mode::core, in);
     const double u = check::unit_roundoff<float>();
     return {check::compare(out, same.ref, same.bound, u), check::compare(out, plain.ref, plain.bound, u)};
 }

@@ -64,8 +64,8 @@ heads_view<const T> decode_step(const variant& var, const problem& layer, const 
     const cache_layout want = f.cache(one);
     require(cache.batch() == layer.batch && cache.heads() == want.heads && cache.d_k() == want.d_k &&
                 cache.d_v() == want.d_v && cache.values_in_keys() == want.v_in_k,
-            "kv cache [batch " + std::to_string(cache.batch()) + ", heads " + std::to_string(cache.heads()) +
-                ", d_k " + std::to_string(cache.d_k()) + ", d_v " + std::to_string(cache.d_v()) + "] does not fit " +
+            "kv cache [batch " + std::to_string(cache.batch()) + ", heads " + std::to_string(cache.heads()) + ", d_k " +
+                std::to_string(cache.d_k()) + ", d_v " + std::to_string(cache.d_v()) + "] does not fit " +
                 layer.describe());
     const layer_call<T> call{k, one, w, opt, ws};
     const core_operands<T> in = f.stages<T>().project(call, x_new, x_new, cache.size());
@@ -129,8 +129,8 @@ class decode_fixture : public decode_timer {
     decode_fixture(const variant& var, const problem& layer, std::size_t context, const run_options& opt,
                    std::uint64_t seed)
         : var_(var), layer_(layer), step_(attention_problem(decode_problem(layer, context))), context_(context),
-          opt_(opt), w_(random_weights<T>(layer, seed)), cache_(layer, context + 1), x_(random_values<T>(layer.batch * layer.d_model, seed * 31 + 7)),
-          y_(layer.batch * layer.d_model) {
+          opt_(opt), w_(random_weights<T>(layer, seed)), cache_(layer, context + 1),
+          x_(random_values<T>(layer.batch * layer.d_model, seed * 31 + 7)), y_(layer.batch * layer.d_model) {
         require_kv_core<T, S>(var);
         const std::size_t width = std::max(cache_.d_k(), cache_.d_v());
         const std::size_t rows = std::max<std::size_t>(1, (std::size_t(1) << 16) / width);

@@ -59,14 +59,10 @@ struct qkv_family {
     static std::vector<tensor_spec> tensors(const problem& p) {
         const std::size_t d = p.d_model;
         const double in = 1.0 / std::sqrt(double(d)), out = 1.0 / std::sqrt(double(p.o_width()));
-        return {{"q_proj_weight", p.q_width(), d, -in, in},
-                {"k_proj_weight", p.k_width(), d, -in, in},
-                {"v_proj_weight", p.v_width(), d, -in, in},
-                {"out_proj.weight", d, p.o_width(), -out, out},
-                {"q_proj_bias", p.q_width(), 0, -in, in, p.bias},
-                {"k_proj_bias", p.k_width(), 0, -in, in, p.bias},
-                {"v_proj_bias", p.v_width(), 0, -in, in, p.bias},
-                {"out_proj.bias", d, 0, -out, out, p.bias}};
+        return {{"q_proj_weight", p.q_width(), d, -in, in},       {"k_proj_weight", p.k_width(), d, -in, in},
+                {"v_proj_weight", p.v_width(), d, -in, in},       {"out_proj.weight", d, p.o_width(), -out, out},
+                {"q_proj_bias", p.q_width(), 0, -in, in, p.bias}, {"k_proj_bias", p.k_width(), 0, -in, in, p.bias},
+                {"v_proj_bias", p.v_width(), 0, -in, in, p.bias}, {"out_proj.bias", d, 0, -out, out, p.bias}};
     }
 
     /// The layer's reference and bound (the tolerance policy of attn.check:expect, carried through
@@ -155,8 +151,8 @@ struct qkv_family {
         weights<double> w;
         w.t.resize(qkv::count);
         if (exists(f + "in_proj_weight.npy")) {
-            require(h == g, f + "in_proj_weight.npy: a packed projection means MHA, but kv_heads=" +
-                                std::to_string(g) + " != heads=" + std::to_string(h) + " (use q/k/v_proj_weight.npy)");
+            require(h == g, f + "in_proj_weight.npy: a packed projection means MHA, but kv_heads=" + std::to_string(g) +
+                                " != heads=" + std::to_string(h) + " (use q/k/v_proj_weight.npy)");
             p.d_head = d / h;
             require(d % h == 0, "d_model=" + std::to_string(d) + " is not divisible by heads=" + std::to_string(h));
             auto packed = npy::load_shaped(f + "in_proj_weight.npy", {3 * d, d}, "[3*d_model, d_model]");

@@ -70,7 +70,8 @@ std::string to_json(const ceilings& c, int indent) {
         x["fmas_per_batch"] = p.fmas;
         x["flop_per_byte"] = p.flop_per_byte;
         x["gbs"] = stats_json(p.gbs);
-        x["roof_gbs"] = roofline_gbs(c.triad_all_gbs.median, c.fma_all_gflops.median, p.flop_per_byte);
+        x["roof_gbs"] = roofline_gbs(c.read_all_gbs.samples.empty() ? c.triad_all_gbs.median : c.read_all_gbs.median,
+                                     c.fma_all_gflops.median, p.flop_per_byte);
         probe.push_back(x);
     }
     j["stream_fma"] = probe;
@@ -85,7 +86,7 @@ std::string to_json(const ceilings& c, int indent) {
                  "almost nothing, as a decode step over its cache"},
         {"stream_fma", "GB/s read (10^9 byte/s) on all threads by a loop that feeds every batch read from the triad's "
                        "arrays b and c to fmas_per_batch FMAs (flop_per_byte = fmas_per_batch / 2); roof_gbs = "
-                       "min(triad, FMA / flop_per_byte) from the medians"}};
+                       "min(read, FMA / flop_per_byte) from the medians"}};
     return j.dump(indent > 0 ? indent : -1);
 }
 

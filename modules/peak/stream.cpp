@@ -91,7 +91,8 @@ stats read_each_share(triad_arrays& arr, int threads, int repetitions, Kernel k,
         }
         const double sec = std::max(seconds_since(t0), 1e-9);
         escape(sink.data());
-        for (float v : sink) require(std::isfinite(v), std::string("peak: the ") + what + " produced a non-finite value");
+        for (float v : sink)
+            require(std::isfinite(v), std::string("peak: the ") + what + " produced a non-finite value");
         return 2.0 * double(n) * sizeof(float) / sec * 1e-9;
     });
 }
