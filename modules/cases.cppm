@@ -37,7 +37,10 @@ struct sweep_case {
     attn::family family = attn::family::mha; ///< derived from the shape for the families of the one computation
     attn::form form = attn::form::none;      ///< a family's form, where it has more than one
     std::size_t d_model = 0, heads = 0, kv_heads = 0;
-    std::size_t d_head = 0; ///< d_model / heads unless given (the wide counterfactual: d_head = d_model)
+    std::size_t d_head = 0; ///< d_model / heads unless given (the wide counterfactual: d_head = d_model; MLA:
+                            ///< nope + rope, DeepSeek's qk_head_dim)
+    std::size_t d_v = 0;    ///< the value head when it differs from d_head (MLA's v_head_dim), else 0
+    std::size_t kv_lora_rank = 0, q_lora_rank = 0, qk_rope_head_dim = 0; ///< MLA's latent widths (attn.core:latent)
     std::size_t n_q = 0, n_kv = 0, context = 0, batch = 1, threads = 1;
     bool causal = false;
     bool bias = false;              ///< projections with biases (layer and decode)
@@ -58,6 +61,10 @@ struct sweep_case {
         std::string s = std::string(enum_name(mode)) + "-" + variant + "-d" + std::to_string(d_model) + "-h" +
                         std::to_string(heads) + "-g" + std::to_string(kv_heads);
         if (explicit_d_head()) s += "-dh" + std::to_string(d_head);
+        if (d_v) s += "-dv" + std::to_string(d_v);
+        if (kv_lora_rank)
+            s += "-c" + std::to_string(kv_lora_rank) + "-cq" + std::to_string(q_lora_rank) + "-r" +
+                 std::to_string(qk_rope_head_dim);
         s += decode() ? "-ctx" + std::to_string(context) : "-n" + std::to_string(n_q);
         if (n_kv != n_q && !decode()) s += "-nkv" + std::to_string(n_kv);
         s += "-b" + std::to_string(batch) + "-t" + std::to_string(threads);
@@ -84,6 +91,10 @@ struct sweep_case {
                         " H=" + std::to_string(heads);
         if (kv_heads != heads) s += " G=" + std::to_string(kv_heads);
         if (explicit_d_head()) s += " d_head=" + std::to_string(d_head);
+        if (d_v) s += " d_v=" + std::to_string(d_v);
+        if (kv_lora_rank)
+            s += " d_c=" + std::to_string(kv_lora_rank) + " d_c'=" + std::to_string(q_lora_rank) +
+                 " d_R=" + std::to_string(qk_rope_head_dim);
         s += decode() ? " L=" + std::to_string(context) : " N=" + std::to_string(n_q);
         if (n_kv != n_q && !decode()) s += " N_kv=" + std::to_string(n_kv);
         s += " B=" + std::to_string(batch) + " t=" + std::to_string(threads);
@@ -98,8 +109,9 @@ struct sweep_case {
     }
 
     /// The decode cases that share a harness run (their repetitions interleaved, a triad beside
-    /// them) have the same key: every field but kv_heads, and so but the family it derives, and
-    /// the grids. Other cases run alone: their id.
+    /// them) have the same key: every field but the family's (kv_heads, the family, form, head
+    /// widths and latents: MHA, GQA, MQA and MLA's two forms at one d_model and H decode side by
+    /// side) and the grids. Other cases run alone: their id.
     std::string run_group() const;
 
     /// The problem this case runs (decode: one query row over context + 1 keys, causal).
@@ -111,6 +123,9 @@ struct sweep_case {
         p.causal = causal || decode();
         p.bias = bias;
         if (!derived_family(family)) p.named_family = family;
+        p.d_v = d_v;
+        p.form = form;
+        p.latent = {q_lora_rank, kv_lora_rank, qk_rope_head_dim};
         return p;
     }
 };
@@ -118,9 +133,11 @@ struct sweep_case {
 /// The case's fields as its JSON names them, in their one order (what a sweep's grid crosses, the
 /// order perf.json is sorted by and perf.csv's columns), the provider first.
 inline const std::vector<std::string_view>& case_fields() {
-    static const std::vector<std::string_view> f{"mode",  "precision", "device", "family", "form",     "d_model",
-                                                 "heads", "kv_heads",  "d_head", "n_q",    "n_kv",     "context",
-                                                 "batch", "threads",   "causal", "bias",   "magnitude"};
+    static const std::vector<std::string_view> f{"mode",         "precision",   "device",           "family", "form",
+                                                 "d_model",      "heads",       "kv_heads",         "d_head", "d_v",
+                                                 "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "n_q",    "n_kv",
+                                                 "context",      "batch",       "threads",          "causal", "bias",
+                                                 "magnitude"};
     return f;
 }
 
@@ -137,6 +154,10 @@ void to_json(Json& j, const sweep_case& c) {
              {"heads", c.heads},
              {"kv_heads", c.kv_heads},
              {"d_head", c.d_head},
+             {"d_v", c.d_v},
+             {"kv_lora_rank", c.kv_lora_rank},
+             {"q_lora_rank", c.q_lora_rank},
+             {"qk_rope_head_dim", c.qk_rope_head_dim},
              {"n_q", c.n_q},
              {"n_kv", c.n_kv},
              {"context", c.context},
@@ -207,6 +228,12 @@ void from_json(const Json& j, sweep_case& c) {
     get("magnitude", c.magnitude, false);
     get("grids", c.grids, false);
     get("d_head", c.d_head, false);
+    get("d_v", c.d_v, false);
+    get("kv_lora_rank", c.kv_lora_rank, false);
+    get("q_lora_rank", c.q_lora_rank, false);
+    get("qk_rope_head_dim", c.qk_rope_head_dim, false);
+    require(!named || *named != family::mla || c.d_head,
+            "the case's family mla needs d_head (qk_nope_head_dim + qk_rope_head_dim)");
     require(std::isfinite(c.magnitude) && c.magnitude > 0 && c.magnitude <= 1e6,
             "the case's magnitude " + std::to_string(c.magnitude) + " is not in (0, 1e6]");
     require(c.heads > 0 && (c.d_head || c.d_model % c.heads == 0), "the case's heads " + std::to_string(c.heads) +
@@ -220,6 +247,7 @@ void from_json(const Json& j, sweep_case& c) {
                                               ", heads " + std::to_string(c.heads) + ", kv_heads " +
                                               std::to_string(c.kv_heads) + ", d_head " + std::to_string(c.d_head) +
                                               ": " + std::string(enum_name(shaped)) + ")");
+    if (c.d_v == c.d_head) c.d_v = 0; // one spelling: 0 when the value head is the query/key head
     if (c.decode()) {
         require(c.context < std::numeric_limits<std::size_t>::max(),
                 "the case's context " + std::to_string(c.context) + " is too large");
@@ -239,7 +267,9 @@ inline std::string sweep_case::run_group() const {
     if (!decode()) return id();
     sweep_case key = *this;
     key.kv_heads = 0;
-    if (derived_family(key.family)) key.family = attn::family::mha;
+    key.family = attn::family::mha;
+    key.form = attn::form::none;
+    key.d_head = key.d_v = key.kv_lora_rank = key.q_lora_rank = key.qk_rope_head_dim = 0;
     key.grids.clear();
     return "decode:" + nlohmann::json(key).dump();
 }
@@ -275,6 +305,11 @@ struct grid {
     std::vector<bool> causal{false}, bias{false};
     std::vector<double> magnitude{1.0};
     std::vector<attn::figure> figures; ///< what the report draws of it; empty: drawn_as() derives it
+    /// A named family's axes: the family (empty: derived from the shape), its forms, value head
+    /// (0: d_head) and latent widths (MLA; 0 where the family has none).
+    std::vector<attn::family> families;
+    std::vector<attn::form> forms{attn::form::none};
+    std::vector<std::size_t> d_v{0}, kv_lora_rank{0}, q_lora_rank{0}, qk_rope_head_dim{0};
 
     /// The figures a report draws of this grid: those it names, or those its axes call for (decode
     /// for a decode mode; against N, H or threads where the grid has two or more of them), or the
@@ -354,8 +389,10 @@ inline std::size_t case_bound(const std::vector<grid>& grids) {
             per_mode = per_mode > top - lengths ? top : per_mode + lengths;
         }
         std::size_t n = mul(std::max<std::size_t>(names.size(), 1), per_mode); // no variants: the shapes alone
-        for (std::size_t k : {g.precisions.size(), g.d_model.size(), g.heads.size(), g.kv_heads.size(), g.d_head.size(),
-                              g.batch.size(), g.threads.size(), g.bias.size(), g.magnitude.size()})
+        for (std::size_t k :
+             {g.precisions.size(), g.d_model.size(), g.heads.size(), g.kv_heads.size(), g.d_head.size(), g.batch.size(),
+              g.threads.size(), g.bias.size(), g.magnitude.size(), std::max<std::size_t>(g.families.size(), 1),
+              g.forms.size(), g.d_v.size(), g.kv_lora_rank.size(), g.q_lora_rank.size(), g.qk_rope_head_dim.size()})
             n = mul(n, k);
         total = total > top - n ? top : total + n;
     }
@@ -363,8 +400,9 @@ inline std::size_t case_bound(const std::vector<grid>& grids) {
 }
 
 /// Every case of the grids, grid by grid, without duplicates (a case asked for by two grids is
-/// run once and lists both). Within a grid: variant, mode, precision, d_model, heads, kv_heads,
-/// d_head, N or L, N_kv, batch, threads, causal, bias, magnitude, the last fastest. Variants that
+/// run once and lists both). Within a grid: variant, mode, precision, family, form, d_model,
+/// heads, kv_heads, d_head, d_v, the latent widths, N or L, N_kv, batch, threads, causal, bias,
+/// magnitude, the last fastest. Variants that
 /// are not threaded run at 1 thread whatever a grid asks; combinations the problem refuses
 /// (heads not dividing d_model, ...) throw, or, given `skipped`, are left out with the first
 /// refusal's reason stored there.
@@ -389,14 +427,23 @@ inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_th
             for (const auto m : g.modes) {
                 const bool decode = m == mode::decode;
                 // the axes, outermost first: a JSON key of the case and its values
-                json precisions = json::array();
+                json precisions = json::array(), families = json::array(), forms = json::array();
                 for (const auto t : g.precisions) precisions.push_back(enum_name(t));
+                for (const auto f : g.families) families.push_back(enum_name(f));
+                if (g.families.empty()) families.push_back(nullptr); // derived from the shape
+                for (const auto f : g.forms) forms.push_back(enum_name(f));
                 const std::vector<std::pair<const char*, json>> axes{
                     {"precision", precisions},
+                    {"family", families},
+                    {"form", forms},
                     {"d_model", g.d_model},
                     {"heads", g.heads},
                     {"kv_heads", g.kv_heads},
                     {"d_head", g.d_head},
+                    {"d_v", g.d_v},
+                    {"kv_lora_rank", g.kv_lora_rank},
+                    {"q_lora_rank", g.q_lora_rank},
+                    {"qk_rope_head_dim", g.qk_rope_head_dim},
                     {decode ? "context" : "n_q", decode ? g.context : g.seq},
                     {"n_kv", decode ? json::array({0}) : json(g.kv_seq)},
                     {"batch", g.batch},
@@ -409,6 +456,7 @@ inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_th
                 for (bool more = true; more;) {
                     json j{{"variant", v}, {"mode", enum_name(m)}};
                     for (std::size_t i = 0; i < axes.size(); ++i) j[axes[i].first] = axes[i].second[at[i]];
+                    if (j["family"].is_null()) j.erase("family");
                     if (decode)
                         j.erase("n_kv");
                     else if (j["n_kv"] == 0)

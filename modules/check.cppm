@@ -135,9 +135,12 @@ void add_unrounded(metrics& r, const std::vector<T>& out, const std::vector<doub
 
 /// One variant on one problem at precision T, against the fp64 reference: for bf16 and f16 on
 /// the inputs rounded to T, with the error against the unrounded inputs' reference beside it.
+/// `p` is a layer problem: core mode checks its family's core problem (attn.families'
+/// attention_problem; the layer problem itself for the q/k/v family).
 template <class T>
-metrics check_case(const variant& var, const problem& p, mode m, const run_options& opt, std::uint64_t seed,
+metrics check_case(const variant& var, const problem& layer, mode m, const run_options& opt, std::uint64_t seed,
                    double magnitude = 1.0) {
+    const problem p = m == mode::core ? attention_problem(layer) : layer;
     const inputs in = make_inputs(p, m, seed, magnitude);
     if constexpr (!is_half<T>) {
         return check_prepared<T>(var, p, m, in, expect(p, m, in), opt);

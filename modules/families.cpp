@@ -1,5 +1,5 @@
 // attn.families' registry: the built-in families (the q/k/v family serves single-head, MHA, GQA,
-// MQA and wide), then whatever a program registers.
+// MQA and wide; MLA has its own), then whatever a program registers.
 module;
 #include <cstdint>
 #include <string>
@@ -11,7 +11,7 @@ namespace attn {
 namespace {
 
 std::vector<family_ops>& storage() {
-    static std::vector<family_ops> all{make_qkv_family()};
+    static std::vector<family_ops> all{make_qkv_family(), make_mla_family()};
     return all;
 }
 

@@ -13,6 +13,7 @@ export import attn.core;
 export import attn.bounds;
 export import :ops;
 export import :qkv;
+export import :mla;
 import attn.reference;
 
 export namespace attn {
@@ -37,20 +38,33 @@ inline std::vector<tensor_spec> weight_specs(const problem& p) { return family_o
 
 /// Every tensor of p's weight set drawn uniformly in its spec's interval, tensor i from its own
 /// stream (seed * 8 + i + 1), each value drawn in double and rounded once to T (float and double
-/// runs from one seed see the same numbers, as random_values does).
+/// runs from one seed see the same numbers, as random_values does); then the family's derived
+/// tensors.
 template <class T>
 weights<T> random_weights(const problem& p, std::uint64_t seed) {
     const auto specs = weight_specs(p);
     weights<T> w;
     w.t.resize(specs.size());
     for (std::size_t i = 0; i < specs.size(); ++i) {
-        if (!specs[i].present) continue;
+        if (!specs[i].present || specs[i].derived) continue;
         rng r(seed * 8 + i + 1);
         auto& v = w.t[i];
         v.resize(specs[i].elements());
         for (auto& x : v) x = T(float(r.uniform(specs[i].lo, specs[i].hi)));
     }
+    if (const auto& derive = family_ops_of(p).stages<T>().derive) derive(p, w);
     return w;
+}
+
+/// The parameters a weight set holds: the elements of its tensors that are not derived (the
+/// measured count, held to attn.count's closed form).
+template <class T>
+std::size_t parameter_elements(const problem& p, const weights<T>& w) {
+    const auto specs = weight_specs(p);
+    std::size_t n = 0;
+    for (std::size_t i = 0; i < specs.size() && i < w.t.size(); ++i)
+        if (!specs[i].derived) n += w.t[i].size();
+    return n;
 }
 
 /// The layer with a variant's kernels at T: the family's input stage, the core on the family's

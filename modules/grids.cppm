@@ -26,15 +26,37 @@ inline grid shape_grid(std::string name, std::size_t d_model, std::size_t heads,
     return g;
 }
 
+/// g as MLA's, both forms: d_c kv_rank, d_c' q_rank, rope d_h^R, d_head nope + rope, values d_v.
+inline grid latent(grid g, std::size_t kv_rank, std::size_t q_rank, std::size_t rope, std::size_t d_head,
+                   std::size_t d_v) {
+    g.families = {family::mla};
+    g.forms = {form::naive, form::absorb};
+    g.kv_heads = {0};
+    g.kv_lora_rank = {kv_rank};
+    g.q_lora_rank = {q_rank};
+    g.qk_rope_head_dim = {rope};
+    g.d_head = {d_head};
+    g.d_v = {d_v};
+    return g;
+}
+
 /// The embedded default grid: every family, odd sizes (N = 1, 7, 129; d_head = 1, 3, 16, 17, 64,
 /// 80), causal and not, cross-attention both ways, batch > 1, biases, and scores of about +-1e4.
 inline std::vector<grid> default_grids() {
-    std::vector<grid> g{shape_grid("d_head 17", 17, 1, 1, 7),   shape_grid("N 129", 64, 4, 4, 129),
-                        shape_grid("d_head 1", 4, 4, 4, 7),     shape_grid("MQA d_head 3", 48, 16, 1, 7),
-                        shape_grid("GQA bias", 512, 8, 2, 129), shape_grid("d_head 80 batch 2", 320, 4, 2, 33),
-                        shape_grid("wide", 32, 4, 4, 7),        shape_grid("N 1", 64, 8, 8, 1),
-                        shape_grid("cross", 64, 4, 4, 7),       shape_grid("more queries than keys", 48, 4, 2, 129),
-                        shape_grid("inputs 100", 4, 4, 4, 7),   shape_grid("inputs 12", 64, 4, 1, 33)};
+    std::vector<grid> g{shape_grid("d_head 17", 17, 1, 1, 7),
+                        shape_grid("N 129", 64, 4, 4, 129),
+                        shape_grid("d_head 1", 4, 4, 4, 7),
+                        shape_grid("MQA d_head 3", 48, 16, 1, 7),
+                        shape_grid("GQA bias", 512, 8, 2, 129),
+                        shape_grid("d_head 80 batch 2", 320, 4, 2, 33),
+                        shape_grid("wide", 32, 4, 4, 7),
+                        shape_grid("N 1", 64, 8, 8, 1),
+                        shape_grid("cross", 64, 4, 4, 7),
+                        shape_grid("more queries than keys", 48, 4, 2, 129),
+                        shape_grid("inputs 100", 4, 4, 4, 7),
+                        shape_grid("inputs 12", 64, 4, 1, 33),
+                        latent(shape_grid("MLA", 32, 4, 0, 9), 16, 0, 4, 12, 6),
+                        latent(shape_grid("MLA query latent batch 2", 48, 2, 0, 33), 24, 8, 8, 24, 16)};
     g[4].bias = {true};
     g[5].batch = {2};
     g[6].d_head = {32};  // the wide-head counterfactual: each head as wide as the model
@@ -44,6 +66,7 @@ inline std::vector<grid> default_grids() {
     g[9].batch = {3};
     g[10].magnitude = {100.0}; // d_head 1, inputs of 100: scores up to +-1e4
     g[11].magnitude = {12.0};  // d_head 16: scores of a few thousand
+    g[13].batch = {2};
     return g;
 }
 
@@ -53,7 +76,8 @@ struct grid_case {
     double magnitude = 1.0;
 };
 
-/// default_grids() expanded: 24 problems, each grid's shape without and with the causal mask.
+/// default_grids() expanded: 32 problems, each grid's shape without and with the causal mask (MLA's
+/// in both forms).
 inline std::vector<grid_case> default_grid() {
     std::vector<grid_case> out;
     for (const auto& c : expand(default_grids(), 1)) out.push_back({c.shape(), c.magnitude});
@@ -95,7 +119,9 @@ inline std::vector<grid> decode_grids() {
                         decode_shape("inputs 12", 64, 4, 1, {33}),
                         decode_shape("16 heads per kv head", 256, 16, 1, {700}, 2), // heads in the lanes
                         decode_shape("8 heads per kv head", 512, 8, 1, {300}),
-                        decode_shape("32 heads per kv head", 640, 32, 1, {77})}; // two groups of lanes
+                        decode_shape("32 heads per kv head", 640, 32, 1, {77}), // two groups of lanes
+                        check::latent(decode_shape("MLA", 64, 4, 0, {0, 300}), 32, 0, 4, 20, 16),
+                        check::latent(decode_shape("MLA query latent batch 2", 48, 8, 0, {33}, 2), 64, 16, 8, 24, 8)};
     g[3].bias = {true};
     g[5].d_head = {32}; // the wide-head counterfactual
     g[8].magnitude = {12.0};
@@ -110,7 +136,8 @@ struct decode_case {
     double magnitude = 1.0;
 };
 
-/// decode_grids() expanded: 13 decode steps; the layer is the case's shape with one query.
+/// decode_grids() expanded: 19 decode steps (MLA's in both forms); the layer is the case's shape
+/// with one query.
 inline std::vector<decode_case> decode_grid() {
     std::vector<decode_case> out;
     for (const auto& c : expand(decode_grids(), 1)) {
@@ -155,10 +182,26 @@ inline std::vector<grid> flop_check_grids() {
             g.bias = {false, true};
             grids.push_back(std::move(g));
         }
+    for (const auto& n : lengths)
+        for (std::size_t q_rank : {0, 3}) {
+            grid g;
+            g.name = "MLA, d_c' " + std::to_string(q_rank) + ", N_q " + std::to_string(n[0]) + " N_kv " +
+                     std::to_string(n[1]);
+            g.variants = {};
+            g.modes = {mode::layer};
+            g.threads = {1};
+            g.d_model = {6};
+            g.heads = {2};
+            g.seq = {n[0]};
+            g.kv_seq = {n[1]};
+            g.batch = {1, 2};
+            g.causal = {false, true};
+            grids.push_back(check::latent(std::move(g), 5, q_rank, 2, 5, 3)); // nope 3, rope 2, d_v 3
+        }
     return grids;
 }
 
-/// flop_check_grids() expanded: 160 problems.
+/// flop_check_grids() expanded: 224 problems (64 of them MLA's).
 inline std::vector<problem> flop_check_grid() {
     std::vector<problem> out;
     for (const auto& c : expand(flop_check_grids(), 1)) out.push_back(c.shape());

@@ -22,9 +22,10 @@ namespace {
 using detail::toml_reader;
 using detail::type_name;
 
-const std::vector<std::string> grid_keys{"variants", "modes",   "precisions", "d_model", "heads",   "kv_heads",
-                                         "d_head",   "seq",     "kv_seq",     "batch",   "threads", "causal",
-                                         "bias",     "context", "magnitude",  "figures"};
+const std::vector<std::string> grid_keys{
+    "variants", "modes", "precisions", "d_model",      "heads",       "kv_heads",        "d_head",    "seq",
+    "kv_seq",   "batch", "threads",    "causal",       "bias",        "context",         "magnitude", "figures",
+    "families", "forms", "d_v",        "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim"};
 /// The storage types a grid may name (f64, the oracle's, is for attnbench check and the harness).
 const std::vector<dtype> sweep_precisions{dtype::f32, dtype::bf16, dtype::f16, dtype::int8};
 
@@ -95,7 +96,21 @@ void read_grid_keys(const toml_reader& r, const toml::table& t, located_grid& lg
             g.magnitude = r.positives(v, key, 1e6);
         else if (key == "figures")
             g.figures = kinds<figure>(r, v, key, "figure");
+        else if (key == "families") // the named families; the others are told apart by their shape
+            g.families = kinds<family>(r, v, key, "family", {family::mla});
+        else if (key == "forms")
+            g.forms = kinds<form>(r, v, key, "form", {form::naive, form::absorb});
+        else if (key == "d_v")
+            g.d_v = r.sizes(v, key, 0);
+        else if (key == "kv_lora_rank")
+            g.kv_lora_rank = r.sizes(v, key, 1);
+        else if (key == "q_lora_rank")
+            g.q_lora_rank = r.sizes(v, key, 0);
+        else if (key == "qk_rope_head_dim")
+            g.qk_rope_head_dim = r.sizes(v, key, 2);
     }
+    // MLA without forms named runs both
+    if (!g.families.empty() && !lg.line.count("forms")) g.forms = {form::naive, form::absorb};
 }
 
 /// heads divides d_model (unless d_head is given), kv_heads divides heads: checked for every
@@ -126,6 +141,31 @@ void check_combinations(const toml_reader& r, const located_grid& lg, const std:
     if (decode && std::any_of(g.magnitude.begin(), g.magnitude.end(), [](double m) { return m != 1.0; }))
         r.fail(line("magnitude"), "magnitude",
                "applies to modes 'core' and 'layer' only (a decode step's inputs are drawn in [-1, 1])" + where);
+    // MLA's keys need the family, and the family needs them
+    const bool latent = std::find(g.families.begin(), g.families.end(), family::mla) != g.families.end();
+    for (const char* k : {"forms", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim"})
+        if (!latent && line(k)) r.fail(line(k), k, "is MLA's: give families = [\"mla\"]" + where);
+    if (latent) {
+        for (const char* k : {"kv_lora_rank", "qk_rope_head_dim", "d_head"})
+            if (!line(k)) r.fail(line("families"), "families", std::string("mla needs ") + k + where);
+        for (auto rope : g.qk_rope_head_dim)
+            if (rope % 2)
+                r.fail(line("qk_rope_head_dim"), "qk_rope_head_dim",
+                       "value " + std::to_string(rope) + " is odd: the rotary part is rotated in pairs" + where);
+        for (auto dh : g.d_head)
+            for (auto rope : g.qk_rope_head_dim)
+                if (dh <= rope)
+                    r.fail(line("d_head"), "d_head",
+                           "value " + std::to_string(dh) + " must exceed qk_rope_head_dim " + std::to_string(rope) +
+                               " (d_head = qk_nope_head_dim + qk_rope_head_dim)" + where);
+        for (auto kv : g.kv_heads)
+            if (kv)
+                r.fail(line("kv_heads"), "kv_heads",
+                       "MLA has keys and values per query head: kv_heads must be 0 (got " + std::to_string(kv) + ")" +
+                           where);
+        for (auto b : g.bias)
+            if (b) r.fail(line("bias"), "bias", "MLA's projections have no biases" + where);
+    }
     if (!other_modes && line("kv_seq") && !(g.kv_seq.size() == 1 && g.kv_seq[0] == 0))
         r.fail(line("kv_seq"), "kv_seq",
                "applies to modes 'core' and 'layer' only (decode's keys are its context)" + where);

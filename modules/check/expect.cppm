@@ -98,35 +98,15 @@ inline expectation expect(const problem& p, mode m, const inputs& in, precision 
     return e;
 }
 
-/// A decode check over a cache of given values (the q/k/v family's layer): the fp64 layer output
-/// for x_q [B, n_q, d_model] whose keys and values are k [B, n_kv, G*d_qk] and v [B, n_kv, G*d_v]
-/// as they are, not projected -- a cache's contents, rounded or dequantized: exact inputs here.
-/// The queries are projected in fp64 and their projection error charged as in layer mode; the
-/// keys and values carry none.
+/// A decode check over a cache of given values: the fp64 layer output for x_q [B, n_q, d_model]
+/// whose core reads the keys k and values v as the cache holds them (the core's layout, [B, n_kv,
+/// G*d_qk] and [B, n_kv, G*d_v]) -- a cache's contents, rounded or dequantized: exact inputs here.
+/// The family computes it (family_ops::expect_over_cache): the queries are projected in fp64 and
+/// their error charged as in layer mode; the keys and values carry none.
 inline expectation expect_over_cache(const problem& p, const weights<float>& wf, const std::vector<float>& x_q,
                                      const std::vector<float>& k_in, const std::vector<float>& v_in) {
-    const std::size_t rq = p.batch * p.n_q;
-    const auto w = wf.cast<double>();
-    const auto x = detail::widen(x_q), k = detail::widen(k_in), v = detail::widen(v_in);
-    auto bias = [](const std::vector<double>& b) { return b.empty() ? nullptr : b.data(); };
-    std::vector<double> q(rq * p.q_width()), qm(q.size()), ctx(rq * p.o_width());
-    reference::linear<double>({x.data(), w[qkv::wq].data(), bias(w[qkv::bq]), q.data(), rq, p.d_model, p.q_width()});
-    const auto xa = detail::absolute(x), wqa = detail::absolute(w[qkv::wq]), bqa = detail::absolute(w[qkv::bq]);
-    reference::linear<double>({xa.data(), wqa.data(), bias(bqa), qm.data(), rq, p.d_model, p.q_width()});
-    reference::core<double>(p, {interleaved_heads<const double>(q.data(), p.batch, p.n_q, p.heads, p.qk_dim()),
-                                interleaved_heads<const double>(k.data(), p.batch, p.n_kv, p.kv_heads, p.qk_dim()),
-                                interleaved_heads<const double>(v.data(), p.batch, p.n_kv, p.kv_heads, p.v_dim()),
-                                interleaved_heads<double>(ctx.data(), p.batch, p.n_q, p.heads, p.v_dim())});
-    expectation e;
-    e.ref.resize(rq * p.d_model);
-    reference::linear<double>(
-        {ctx.data(), w[qkv::wo].data(), bias(w[qkv::bo]), e.ref.data(), rq, p.o_width(), p.d_model});
-    const std::vector<double> none_k(k.size(), 0.0), none_v(v.size(), 0.0);
-    std::vector<double> v_max;
-    const auto row = detail::context_bounds(p, detail::absolute(q), detail::absolute(k), detail::absolute(v), &qm,
-                                            &none_k, &none_v, p.d_model, v_max);
-    e.bound = detail::output_bounds(p, w[qkv::wo], w[qkv::bo], row, v_max);
-    return e;
+    return family_ops_of(p).expect_over_cache(p, wf.cast<double>(), detail::widen(x_q), detail::widen(k_in),
+                                              detail::widen(v_in));
 }
 
 /// A reduced-precision flash kernel's one further rounding (PyTorch's CPU flash attention in bf16

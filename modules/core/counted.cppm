@@ -14,14 +14,16 @@ import :problem;
 
 export namespace attn {
 
-/// The kinds of scalar operation the reference performs. A subtraction is counted as an add.
-enum class op : int { add, mul, div, exp, cmp, count_ };
+/// The kinds of scalar operation the reference performs. A subtraction is counted as an add; sqrt
+/// is MLA's RMSNorm's (the rotary embedding's cosines and sines are tables of positions, not
+/// counted, like the softmax scale).
+enum class op : int { add, mul, div, exp, cmp, sqrt, count_ };
 
 inline constexpr std::size_t n_stages = static_cast<std::size_t>(stage::count_);
 inline constexpr std::size_t n_ops = static_cast<std::size_t>(op::count_);
 
 inline constexpr std::string_view op_name(op o) {
-    constexpr std::string_view names[] = {"add", "mul", "div", "exp", "cmp"};
+    constexpr std::string_view names[] = {"add", "mul", "div", "exp", "cmp", "sqrt"};
     return names[static_cast<int>(o)];
 }
 
@@ -87,6 +89,10 @@ struct counted {
     friend counted exp(counted a) {
         detail::tick(op::exp);
         return std::exp(a.v);
+    }
+    friend counted sqrt(counted a) {
+        detail::tick(op::sqrt);
+        return std::sqrt(a.v);
     }
 };
 

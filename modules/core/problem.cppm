@@ -21,7 +21,9 @@ export import :names;
 
 export namespace attn {
 
-/// The stages of one attention layer, in the order the reference computes them.
+/// The stages of one attention layer, in the order the reference computes them: the q/k/v
+/// family's projections, the attention core, the output projection, then the stages only MLA's
+/// layer has (its down- and up-projections, norms, rotary embedding and absorbed maps).
 enum class stage : int {
     proj_q,
     proj_k,
@@ -35,15 +37,39 @@ enum class stage : int {
     softmax_div,
     pv,
     proj_o,
+    q_down,   ///< MLA: x W_q^a (the query latent)
+    q_norm,   ///< MLA: RMSNorm of the query latent
+    kv_down,  ///< MLA: x W_kv^a (the key/value latent and the shared rope key)
+    kv_norm,  ///< MLA: RMSNorm of the key/value latent
+    rope,     ///< MLA: the rotary embedding of the rope parts of queries and keys
+    kv_up,    ///< MLA naive: the latent decompressed into per-head keys and values (W_kv^b)
+    absorb_q, ///< MLA absorbed: each head's query mapped into the latent (W^UK folded in)
+    absorb_o, ///< MLA absorbed: each head's latent context mapped to its values (W^UV)
     count_
 };
 
 inline constexpr std::string_view stage_name(stage s) {
-    constexpr std::string_view names[] = {"proj_q",      "proj_k",      "proj_v",      "qk",
-                                          "scale",       "mask",        "softmax_max", "softmax_exp",
-                                          "softmax_sum", "softmax_div", "pv",          "proj_o"};
+    constexpr std::string_view names[] = {"proj_q",  "proj_k",      "proj_v",      "qk",          "scale",
+                                          "mask",    "softmax_max", "softmax_exp", "softmax_sum", "softmax_div",
+                                          "pv",      "proj_o",      "q_down",      "q_norm",      "kv_down",
+                                          "kv_norm", "rope",        "kv_up",       "absorb_q",    "absorb_o"};
     return names[static_cast<int>(s)];
 }
+
+/// The stages of the attention core (QK^T to P V); every other stage is per token (a projection).
+inline constexpr bool is_attention_stage(stage s) { return s >= stage::qk && s <= stage::pv; }
+
+/// MLA's widths beyond the problem's own (DeepSeek-V2 section 2.1): the query latent d_c'
+/// (q_lora_rank; 0: queries straight from x through W_q), the key/value latent d_c
+/// (kv_lora_rank) and the rotary part of each query/key head d_h^R (qk_rope_head_dim). The
+/// problem's d_head is the whole query/key head, qk_nope_head_dim + qk_rope_head_dim, and its
+/// d_v the value head (v_head_dim). All zero for the other families.
+struct latent_widths {
+    std::size_t q_rank = 0;  ///< q_lora_rank d_c'
+    std::size_t kv_rank = 0; ///< kv_lora_rank d_c
+    std::size_t rope = 0;    ///< qk_rope_head_dim d_h^R
+    bool operator==(const latent_widths&) const = default;
+};
 
 /// The family a shape of the one computation belongs to: wide when each of several heads is as
 /// wide as the model, else single-head, MHA (G = H), MQA (G = 1) or GQA.
@@ -72,6 +98,8 @@ struct problem {
     bool bias = false;
     std::optional<double> scale;              ///< default 1/sqrt(qk_dim())
     std::optional<attn::family> named_family; ///< a named family; unset: derived from the shape (family_of)
+    attn::form form = attn::form::none;       ///< MLA: naive or absorb; none for the other families
+    latent_widths latent;                     ///< MLA's latent and rope widths
 
     std::size_t qk_dim() const { return d_head ? d_head : d_model / heads; }
     std::size_t v_dim() const { return d_v ? d_v : qk_dim(); }
@@ -82,6 +110,9 @@ struct problem {
     std::size_t o_width() const { return heads * v_dim(); }     ///< the concatenated context of every head
     std::size_t kv_head_of(std::size_t h) const { return h * kv_heads / heads; }
     attn::family family() const { return named_family ? *named_family : family_of(d_model, heads, kv_heads, qk_dim()); }
+    bool latent_family() const { return named_family == attn::family::mla; }
+    /// MLA: the query/key head's part without the rotary embedding (qk_nope_head_dim).
+    std::size_t nope_dim() const { return qk_dim() - latent.rope; }
 
     /// How many keys query row i sees (bottom-right causal alignment); 0 is possible when n_q > n_kv.
     std::size_t visible(std::size_t i) const {
@@ -110,6 +141,9 @@ struct problem {
                         " d_model=" + std::to_string(d_model) + " H=" + std::to_string(heads) +
                         " G=" + std::to_string(kv_heads) + " d_head=" + std::to_string(qk_dim());
         if (v_dim() != qk_dim()) s += " d_v=" + std::to_string(v_dim());
+        if (latent_family())
+            s += " C=" + std::to_string(latent.kv_rank) + " Cq=" + std::to_string(latent.q_rank) +
+                 " Dr=" + std::to_string(latent.rope) + " " + std::string(enum_name(form));
         if (causal) s += " causal";
         if (bias) s += " bias";
         return s;
@@ -150,6 +184,33 @@ struct problem {
                     std::to_string(int(std::log2(double(std::max(attention, projection))))) + " FLOPs, over 2^63");
         require(!scale || std::isfinite(*scale),
                 "softmax scale must be finite (got " + std::to_string(scale.value_or(0.0)) + ")");
+        if (latent_family()) {
+            const auto n = [](std::size_t x) { return std::to_string(x); };
+            require(form == attn::form::naive || form == attn::form::absorb,
+                    "MLA needs a form, naive or absorb (got " + std::string(enum_name(form)) + ")");
+            require(latent.kv_rank > 0, "MLA's kv_lora_rank must be >= 1 (got 0)");
+            require(latent.rope > 0 && latent.rope % 2 == 0,
+                    "MLA's qk_rope_head_dim must be even and >= 2 (got " + n(latent.rope) + ")");
+            require(qk_dim() > latent.rope, "MLA's query/key head d_head=" + n(qk_dim()) +
+                                                " must exceed qk_rope_head_dim=" + n(latent.rope) +
+                                                " (qk_nope_head_dim = d_head - qk_rope_head_dim >= 1)");
+            require(kv_heads == heads, "MLA decompresses a key and value per query head: kv_heads=" + n(kv_heads) +
+                                           " must equal heads=" + n(heads));
+            require(!bias, "MLA's projections have no biases (DeepSeek's reference code has none)");
+            const long double latent_work =
+                8.0L * batch * heads * n_q * n_kv * (latent.kv_rank + latent.rope) +
+                8.0L * batch * (n_q + n_kv) * heads * std::max(latent.kv_rank, latent.q_rank) * (qk_dim() + v_dim()) +
+                8.0L * batch * (n_q + n_kv) * d_model * (latent.q_rank + latent.kv_rank + latent.rope);
+            require(latent_work < limit, "problem too large to count in 64 bits: " + describe() + " (about 2^" +
+                                             std::to_string(int(std::log2(double(latent_work)))) +
+                                             " FLOPs, over 2^63)");
+        } else {
+            require(form == attn::form::none, "form " + std::string(enum_name(form)) + " is MLA's; family " +
+                                                  std::string(enum_name(family())) + " has one form");
+            require(latent == latent_widths{},
+                    "latent widths (kv_lora_rank, q_lora_rank, qk_rope_head_dim) are MLA's; family " +
+                        std::string(enum_name(family())) + " has none");
+        }
     }
 };
 

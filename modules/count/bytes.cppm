@@ -15,15 +15,23 @@ import :flops;
 
 export namespace attn {
 
-/// Key/value cache per token per layer: one key and one value vector per key/value head.
-inline std::uint64_t kv_cache_elements_per_token(const problem& p) { return std::uint64_t(p.k_width() + p.v_width()); }
+/// Key/value cache per token per layer: one key and one value vector per key/value head; MLA's
+/// absorbed form caches one row, [kv_norm(c) | k_pe], d_c + d_h^R elements (its values are the
+/// row's leading d_c), its naive form the decompressed keys and values of every head.
+inline bool cache_values_in_keys(const problem& p) { return p.latent_family() && p.form == form::absorb; }
+inline std::uint64_t kv_cache_elements_per_token(const problem& p) {
+    if (cache_values_in_keys(p)) return std::uint64_t(p.latent.kv_rank + p.latent.rope);
+    return std::uint64_t(p.k_width() + p.v_width());
+}
 inline std::uint64_t kv_cache_bytes_per_token(const problem& p, std::uint64_t bytes_per_element) {
     return kv_cache_elements_per_token(p) * bytes_per_element;
 }
 /// The same in a cache of type t (attn.core:kv): G ((d_qk + d_v) e_t + 2 s_t) bytes, e_t the
 /// element's bytes (4 f32, 2 bf16 and f16, 1 int8) and s_t what each row stores beside it (int8:
 /// its 4-byte scale). MHA d_model 1024, H 16: 8192 bytes per token in f32, 2176 in int8.
+/// MLA absorbed: (d_c + d_h^R) e_t + s_t, one row (and one int8 scale) per token.
 inline std::uint64_t kv_cache_bytes_per_token(const problem& p, kv_dtype t) {
+    if (cache_values_in_keys(p)) return kv_cache_elements_per_token(p) * kv_element_bytes(t) + kv_row_extra_bytes(t);
     return std::uint64_t(p.kv_heads) * ((p.qk_dim() + p.v_dim()) * kv_element_bytes(t) + 2 * kv_row_extra_bytes(t));
 }
 
@@ -80,23 +88,41 @@ inline decode_costs decode_cost(const problem& layer, std::size_t context, kv_dt
 }
 
 /// Bytes a kernel must at least move: every input read once and every output written once
-/// (core: Q, K, V in, O out; layer: x_q and x_kv in, the four weight matrices, y out).
+/// (core: Q, K, V in, O out, of the core's problem; layer: x_q and x_kv in, the weight set's
+/// matrices and norms, y out).
 inline std::uint64_t min_bytes(const problem& p, bool layer, std::uint64_t bytes_per_element) {
     const std::uint64_t B = p.batch;
-    const std::uint64_t q = B * p.n_q * p.q_width(), k = B * p.n_kv * p.k_width(), v = B * p.n_kv * p.v_width(),
-                        o = B * p.n_q * p.o_width();
-    if (!layer) return bytes_per_element * (q + k + v + o);
+    if (!layer) {
+        const problem a = core_problem(p);
+        const std::uint64_t q = B * a.n_q * a.q_width(), k = B * a.n_kv * a.k_width(), v = B * a.n_kv * a.v_width(),
+                            o = B * a.n_q * a.o_width();
+        return bytes_per_element * (q + k + v + o);
+    }
+    const param_counts w = analytic_params(p);
     const std::uint64_t io = B * (p.n_q + p.n_kv) * p.d_model + B * p.n_q * p.d_model;
-    return bytes_per_element * (io + (p.q_width() + p.k_width() + p.v_width() + p.o_width()) * p.d_model);
+    return bytes_per_element * (io + w.weights() + w.norms());
 }
 
-/// Bytes a layer run holds beside the kernel's scratch: the minimum traffic plus the projected
-/// Q, K, V and the concatenated heads (the layer workspace); the core holds its inputs only.
+/// The layer workspace's elements: the projected Q, K, V and the concatenated heads; MLA's
+/// buffers (attn.families:mla): its latents, the queries, the core's operands and the context.
+inline std::uint64_t layer_workspace_elements(const problem& p) {
+    const std::uint64_t B = p.batch, rq = B * p.n_q, rkv = B * p.n_kv;
+    if (!p.latent_family()) return rq * (p.q_width() + p.o_width()) + rkv * (p.k_width() + p.v_width());
+    const problem a = core_problem(p);
+    const std::uint64_t H = p.heads, C = p.latent.kv_rank, Dr = p.latent.rope;
+    const std::uint64_t head_q = H * p.qk_dim(), values = H * p.v_dim();
+    std::uint64_t n = rq * (p.latent.q_rank + head_q) + rkv * (C + Dr) + rq * (a.q_width() + a.o_width());
+    if (p.form == form::absorb)
+        n += rkv * (C + Dr) + rq * (C + values) + rq * values; // the core's key rows, a head's staging, W^UV's output
+    else
+        n += rkv * (H * (p.nope_dim() + p.v_dim()) + a.k_width()); // decompressed k_nope|v, the keys
+    return n;
+}
+
+/// Bytes a layer run holds beside the kernel's scratch: the minimum traffic plus the layer
+/// workspace; the core holds its inputs only.
 inline std::uint64_t resident_bytes(const problem& p, bool layer, std::uint64_t bytes_per_element) {
-    const std::uint64_t B = p.batch;
-    const std::uint64_t ws =
-        layer ? B * (p.n_q * (p.q_width() + p.o_width()) + p.n_kv * (p.k_width() + p.v_width())) : 0;
-    return min_bytes(p, layer, bytes_per_element) + bytes_per_element * ws;
+    return min_bytes(p, layer, bytes_per_element) + (layer ? bytes_per_element * layer_workspace_elements(p) : 0);
 }
 
 /// The compute ceiling at `threads` threads from the two measured (1 thread, all `all` threads):
@@ -155,10 +181,13 @@ inline std::size_t decode_context_exceeding(const problem& layer, std::uint64_t 
 }
 
 /// How many times fewer cache bytes a decode step of `layer` reads than MHA's of the same
-/// d_model and heads (G = H): H / G.
+/// d_model and heads (G = H): H / G; MLA's against MHA with its query/key and value heads.
 inline double decode_cache_ratio_to_mha(const problem& layer) {
     problem mha_layer = layer;
     mha_layer.kv_heads = layer.heads;
+    mha_layer.named_family.reset();
+    mha_layer.form = form::none;
+    mha_layer.latent = {};
     return double(decode_cost(mha_layer, 0, 1).kv_read_bytes) / double(decode_cost(layer, 0, 1).kv_read_bytes);
 }
 
@@ -166,7 +195,8 @@ inline double decode_cache_ratio_to_mha(const problem& layer) {
 /// FLOPs for each of the H query heads, and the key and value of the G key/value heads are
 /// G (d_qk + d_v) elements: I = 2 H (d_qk + d_v) / (G (d_qk + d_v) e) = 2H / (G e), H/(2G) in fp32.
 inline double decode_intensity(const problem& p, std::uint64_t bytes_per_element) {
-    return 2.0 * double(p.heads) * double(p.qk_dim() + p.v_dim()) /
+    const problem a = core_problem(p); // MLA absorbed: 2 H (d_c + d_h^R + d_c) over d_c + d_h^R elements
+    return 2.0 * double(a.heads) * double(a.qk_dim() + a.v_dim()) /
            double(kv_cache_elements_per_token(p) * bytes_per_element);
 }
 /// The same over a cache of type t: 2 H (d_qk + d_v) FLOPs per token over kv_cache_bytes_per_token --
@@ -174,7 +204,8 @@ inline double decode_intensity(const problem& p, std::uint64_t bytes_per_element
 /// FMA peak it gives the type's roofline, min(triad, peak / I): a narrower cache carries more
 /// arithmetic per byte, so its arithmetic roof is lower.
 inline double decode_intensity(const problem& p, kv_dtype t) {
-    return 2.0 * double(p.heads) * double(p.qk_dim() + p.v_dim()) / double(kv_cache_bytes_per_token(p, t));
+    const problem a = core_problem(p);
+    return 2.0 * double(a.heads) * double(a.qk_dim() + a.v_dim()) / double(kv_cache_bytes_per_token(p, t));
 }
 
 } // namespace attn

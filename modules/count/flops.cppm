@@ -16,10 +16,9 @@ import attn.core;
 
 export namespace attn {
 
-/// The projection stages (Q, K, V, output) as opposed to the attention stages (QK^T .. P V).
-inline constexpr bool is_projection(stage s) {
-    return s == stage::proj_q || s == stage::proj_k || s == stage::proj_v || s == stage::proj_o;
-}
+/// The per-token stages (the projections, and MLA's norms, rotary embedding and absorbed maps) as
+/// opposed to the attention stages (QK^T .. P V).
+inline constexpr bool is_projection(stage s) { return !is_attention_stage(s); }
 
 /// All three conventions for one problem.
 struct flop_counts {
@@ -50,26 +49,22 @@ struct flop_counts {
     std::uint64_t attention_matmul() const { return matmul_flops() - projection_matmul(); }
 };
 
-/// The analytic count: closed-form per stage, causal rows discounted exactly through
-/// problem::visible. P = visible pairs, Z = rows seeing any key, per (batch, head).
-inline flop_counts analytic_flops(const problem& p) {
-    p.validate();
-    flop_counts c;
+namespace detail {
+
+/// y = x W^T + b: each output is 1 multiply, in-1 multiply-adds, and one add for the bias.
+inline void count_linear(flop_counts& c, stage s, std::uint64_t rows, std::uint64_t in, std::uint64_t out,
+                         std::uint64_t bias) {
+    c.full.at(s, op::mul) += rows * out * in;
+    c.full.at(s, op::add) += rows * out * (in - 1 + bias);
+    c.macs[std::size_t(s)] += rows * out * in;
+}
+
+/// The attention core's stages on its problem a: P visible pairs, Z rows seeing any key, per
+/// (batch, head).
+inline void count_attention(flop_counts& c, const problem& a) {
     auto& f = c.full;
-    const std::uint64_t B = p.batch, d = p.d_model, dqk = p.qk_dim(), dv = p.v_dim();
-    const std::uint64_t qw = p.q_width(), kw = p.k_width(), vw = p.v_width(), ow = p.o_width();
-    const std::uint64_t rq = B * p.n_q, rkv = B * p.n_kv, bias = p.bias ? 1 : 0;
-    // y = x W^T + b: each output is 1 multiply, in-1 multiply-adds, and one add for the bias.
-    auto linear = [&](stage s, std::uint64_t rows, std::uint64_t in, std::uint64_t out) {
-        f.at(s, op::mul) = rows * out * in;
-        f.at(s, op::add) = rows * out * (in - 1 + bias);
-        c.macs[std::size_t(s)] = rows * out * in;
-    };
-    linear(stage::proj_q, rq, d, qw);
-    linear(stage::proj_k, rkv, d, kw);
-    linear(stage::proj_v, rkv, d, vw);
-    linear(stage::proj_o, rq, ow, d);
-    const std::uint64_t heads = B * p.heads, P = p.visible_pairs(), Z = p.rows_with_keys();
+    const std::uint64_t dqk = a.qk_dim(), dv = a.v_dim();
+    const std::uint64_t heads = std::uint64_t(a.batch) * a.heads, P = a.visible_pairs(), Z = a.rows_with_keys();
     f.at(stage::qk, op::mul) = heads * P * dqk;
     f.at(stage::qk, op::add) = heads * P * (dqk - 1);
     c.macs[std::size_t(stage::qk)] = heads * P * dqk;
@@ -82,21 +77,100 @@ inline flop_counts analytic_flops(const problem& p) {
     f.at(stage::pv, op::mul) = heads * P * dv;
     f.at(stage::pv, op::add) = heads * (P - Z) * dv;
     c.macs[std::size_t(stage::pv)] = heads * P * dv;
+}
+
+/// RMSNorm of `rows` rows of n (attn.families:mla's order): n squares and n-1 adds, the mean (a
+/// divide), + eps, a sqrt and its reciprocal, then x * (1/r) * w: 3n mul, n add, 2 div, 1 sqrt.
+inline void count_rmsnorm(flop_counts& c, stage s, std::uint64_t rows, std::uint64_t n) {
+    c.full.at(s, op::mul) += rows * 3 * n;
+    c.full.at(s, op::add) += rows * n;
+    c.full.at(s, op::div) += rows * 2;
+    c.full.at(s, op::sqrt) += rows;
+}
+
+/// MLA (attn.core:latent; attn.families:mla computes it in this order).
+inline flop_counts analytic_latent(const problem& p) {
+    flop_counts c;
+    const std::uint64_t B = p.batch, d = p.d_model, H = p.heads, C = p.latent.kv_rank, Cq = p.latent.q_rank,
+                        Dr = p.latent.rope, Dn = p.nope_dim(), Dv = p.v_dim();
+    const std::uint64_t rq = B * p.n_q, rkv = B * p.n_kv;
+    if (Cq) {
+        count_linear(c, stage::q_down, rq, d, Cq, 0);
+        count_rmsnorm(c, stage::q_norm, rq, Cq);
+        count_linear(c, stage::proj_q, rq, Cq, H * (Dn + Dr), 0);
+    } else {
+        count_linear(c, stage::proj_q, rq, d, H * (Dn + Dr), 0);
+    }
+    count_linear(c, stage::kv_down, rkv, d, C + Dr, 0);
+    count_rmsnorm(c, stage::kv_norm, rkv, C);
+    // each rotated pair (a, b) -> (a cos - b sin, a sin + b cos): 4 mul, 2 add; every query head's
+    // rope part and the one shared key's
+    const std::uint64_t pairs = (rq * H + rkv) * (Dr / 2);
+    c.full.at(stage::rope, op::mul) = 4 * pairs;
+    c.full.at(stage::rope, op::add) = 2 * pairs;
+    if (p.form == form::absorb) {
+        count_linear(c, stage::absorb_q, rq * H, Dn, C, 0); // q_nope_h W^UK_h per head and row
+        count_linear(c, stage::absorb_o, rq * H, C, Dv, 0); // ctx_h W^UV_h^T per head and row
+    } else {
+        count_linear(c, stage::kv_up, rkv, C, H * (Dn + Dv), 0);
+    }
+    count_attention(c, core_problem(p));
+    count_linear(c, stage::proj_o, rq, H * Dv, d, 0);
     return c;
 }
 
-/// Parameters by tensor, in closed form from the problem's sizes.
+} // namespace detail
+
+/// The analytic count: closed-form per stage, causal rows discounted exactly through
+/// problem::visible. P = visible pairs, Z = rows seeing any key, per (batch, head). MLA's layer
+/// has stages of its own (detail::analytic_latent).
+inline flop_counts analytic_flops(const problem& p) {
+    p.validate();
+    if (p.latent_family()) return detail::analytic_latent(p);
+    flop_counts c;
+    const std::uint64_t B = p.batch, d = p.d_model;
+    const std::uint64_t qw = p.q_width(), kw = p.k_width(), vw = p.v_width(), ow = p.o_width();
+    const std::uint64_t rq = B * p.n_q, rkv = B * p.n_kv, bias = p.bias ? 1 : 0;
+    detail::count_linear(c, stage::proj_q, rq, d, qw, bias);
+    detail::count_linear(c, stage::proj_k, rkv, d, kw, bias);
+    detail::count_linear(c, stage::proj_v, rkv, d, vw, bias);
+    detail::count_linear(c, stage::proj_o, rq, ow, d, bias);
+    detail::count_attention(c, p);
+    return c;
+}
+
+/// Parameters by tensor, in closed form from the problem's sizes: the q/k/v family's four
+/// matrices and biases, MLA's down- and up-projections (wq when it has no query latent) and its
+/// two RMSNorm weight vectors, listed apart.
 struct param_counts {
     std::uint64_t wq = 0, wk = 0, wv = 0, wo = 0, bq = 0, bk = 0, bv = 0, bo = 0;
-    std::uint64_t weights() const { return wq + wk + wv + wo; }
+    std::uint64_t wq_a = 0, wq_b = 0, wkv_a = 0, wkv_b = 0, q_norm = 0, kv_norm = 0; ///< MLA
+    std::uint64_t weights() const { return wq + wk + wv + wo + wq_a + wq_b + wkv_a + wkv_b; }
     std::uint64_t biases() const { return bq + bk + bv + bo; }
-    std::uint64_t total() const { return weights() + biases(); }
+    std::uint64_t norms() const { return q_norm + kv_norm; }
+    std::uint64_t total() const { return weights() + biases() + norms(); }
 };
 
 inline param_counts analytic_params(const problem& p) {
     p.validate();
     const std::uint64_t d = p.d_model, qw = p.q_width(), kw = p.k_width(), vw = p.v_width(), ow = p.o_width();
     param_counts c;
+    if (p.latent_family()) {
+        const std::uint64_t H = p.heads, C = p.latent.kv_rank, Cq = p.latent.q_rank, Dr = p.latent.rope,
+                            Dn = p.nope_dim(), Dv = p.v_dim();
+        if (Cq) {
+            c.wq_a = Cq * d;
+            c.q_norm = Cq;
+            c.wq_b = H * (Dn + Dr) * Cq;
+        } else {
+            c.wq = H * (Dn + Dr) * d;
+        }
+        c.wkv_a = (C + Dr) * d;
+        c.kv_norm = C;
+        c.wkv_b = H * (Dn + Dv) * C;
+        c.wo = d * H * Dv;
+        return c;
+    }
     c.wq = qw * d;
     c.wk = kw * d;
     c.wv = vw * d;
@@ -135,6 +209,18 @@ struct crossover {
 /// Causal P = N(N+1)/2, Z = N: N* = 2 (C/H + a1) / a2 - 1.
 /// For MHA without bias under matmul-only this is N* = 2 d_model (non-causal).
 inline double crossover_closed_form(const problem& p, convention c) {
+    if (p.latent_family()) { // per-token stages from the count of one token, the pair terms of the core's problem
+        problem one = p;
+        one.batch = one.n_q = one.n_kv = 1;
+        one.causal = false;
+        const flop_counts f = analytic_flops(one);
+        const problem a = core_problem(p);
+        const double H = double(a.heads), dqk = double(a.qk_dim()), dv = double(a.v_dim());
+        const bool full = c == convention::full;
+        const double a2 = 2 * (dqk + dv) + (full ? 5 : 0), a1 = full ? dv + 2 : 0;
+        const double C = double(full ? f.projection_full() : f.projection_matmul());
+        return p.causal ? 2 * (C / H + a1) / a2 - 1 : (C / H + a1) / a2;
+    }
     const double d = double(p.d_model), H = double(p.heads), dqk = double(p.qk_dim()), dv = double(p.v_dim());
     const double qw = double(p.q_width()), kw = double(p.k_width()), vw = double(p.v_width()), ow = double(p.o_width()),
                  b = p.bias ? 1.0 : 0.0;

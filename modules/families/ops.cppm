@@ -27,7 +27,12 @@ struct tensor_spec {
     std::size_t rows = 0, cols = 0; ///< [rows, cols] (PyTorch's [out, in]); cols 0: a vector of rows
     double lo = -1, hi = 1;         ///< drawn uniformly in [lo, hi)
     bool present = true;
+    /// Computed from the others by the family (family_stages::derive) when the weights are drawn
+    /// or loaded: held beside them, never drawn, saved or counted as a parameter (MLA's W^UK
+    /// transposed).
+    bool derived = false;
     std::size_t elements() const { return present ? rows * std::max<std::size_t>(cols, 1) : 0; }
+    std::size_t parameters() const { return derived ? 0 : elements(); }
 };
 
 /// The buffers a layer's stages write (the projections, the context), reused across calls: a
@@ -78,6 +83,8 @@ struct family_stages {
     std::function<core_operands<T>(const layer_call<T>&, const T* x_q, const T* x_kv, std::size_t kv_pos0)> project;
     /// ctx [B, n_q, H_core d_v_core] -> y [B, n_q, d_model].
     std::function<void(const layer_call<T>&, const T* ctx, T* y)> output;
+    /// Fills the derived tensors of a weight set from its parameters (empty: the family has none).
+    std::function<void(const problem&, weights<T>&)> derive;
 };
 
 /// How a family caches keys and values per token: `heads` rows of d_k key elements and d_v value
@@ -87,6 +94,15 @@ struct cache_layout {
     std::size_t heads = 1, d_k = 0, d_v = 0;
     bool v_in_k = false;
 };
+
+/// A family's stages with derived tensors define F::derive<T>(problem, weights<T>&).
+template <class F, class T>
+concept has_derive = requires(const problem& p, weights<T>& w) { F::template derive<T>(p, w); };
+
+template <class F, class T>
+void derive_of(const problem& p, weights<T>& w) {
+    F::template derive<T>(p, w);
+}
 
 /// Everything a family owns. Registered once (attn.families' registry); looked up by the problem's
 /// family.
@@ -110,6 +126,13 @@ struct family_ops {
     std::function<check::expectation(const problem&, const weights<double>&, const std::vector<double>& x_q,
                                      const std::vector<double>& x_kv, precision prec)>
         expect;
+    /// The same for a decode check over a cache: the layer's output for x_q whose core reads the
+    /// keys k and values v exactly as a cache holds them (rounded or dequantized: exact inputs), in
+    /// the core's layout [B, n_kv, G d_qk] and [B, n_kv, G d_v]; the queries' errors charged as in
+    /// layer mode, the keys and values carry none. fp32 arithmetic.
+    std::function<check::expectation(const problem&, const weights<double>&, const std::vector<double>& x_q,
+                                     const std::vector<double>& k, const std::vector<double>& v)>
+        expect_over_cache;
     /// Writes / reads a state-dict folder (one .npy per tensor, named by the family's convention);
     /// read fills in what the files say of the problem (e.g. d_model) and refuses a wrong shape.
     std::function<void(const std::string& dir, const problem&, const weights<double>&)> save;
@@ -137,6 +160,7 @@ struct family_ops {
                 return F::template project<T>(c, xq, xkv, pos);
             };
             s.output = [](const layer_call<T>& c, const T* ctx, T* y) { F::template output<T>(c, ctx, y); };
+            if constexpr (has_derive<F, T>) s.derive = derive_of<F, T>;
         };
         one(f64, std::type_identity<double>{});
         one(f32, std::type_identity<float>{});

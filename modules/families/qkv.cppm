@@ -141,6 +141,35 @@ struct qkv_family {
         return e;
     }
 
+    /// The layer over a cache's keys and values (family_ops::expect_over_cache): W_q's projection
+    /// of x_q and its error as in layer mode, the keys and values exact.
+    static check::expectation expect_over_cache(const problem& p, const weights<double>& w,
+                                                const std::vector<double>& x, const std::vector<double>& k,
+                                                const std::vector<double>& v) {
+        namespace d = check::detail;
+        const std::size_t rq = p.batch * p.n_q;
+        auto bias = [](const std::vector<double>& b) { return b.empty() ? nullptr : b.data(); };
+        std::vector<double> q(rq * p.q_width()), qm(q.size()), ctx(rq * p.o_width());
+        reference::linear<double>(
+            {x.data(), w[qkv::wq].data(), bias(w[qkv::bq]), q.data(), rq, p.d_model, p.q_width()});
+        const auto xa = d::absolute(x), wqa = d::absolute(w[qkv::wq]), bqa = d::absolute(w[qkv::bq]);
+        reference::linear<double>({xa.data(), wqa.data(), bias(bqa), qm.data(), rq, p.d_model, p.q_width()});
+        reference::core<double>(p, {interleaved_heads<const double>(q.data(), p.batch, p.n_q, p.heads, p.qk_dim()),
+                                    interleaved_heads<const double>(k.data(), p.batch, p.n_kv, p.kv_heads, p.qk_dim()),
+                                    interleaved_heads<const double>(v.data(), p.batch, p.n_kv, p.kv_heads, p.v_dim()),
+                                    interleaved_heads<double>(ctx.data(), p.batch, p.n_q, p.heads, p.v_dim())});
+        check::expectation e;
+        e.ref.resize(rq * p.d_model);
+        reference::linear<double>(
+            {ctx.data(), w[qkv::wo].data(), bias(w[qkv::bo]), e.ref.data(), rq, p.o_width(), p.d_model});
+        const std::vector<double> none_k(k.size(), 0.0), none_v(v.size(), 0.0);
+        std::vector<double> v_max;
+        const auto row = d::context_bounds(p, d::absolute(q), d::absolute(k), d::absolute(v), &qm, &none_k, &none_v,
+                                           p.d_model, v_max);
+        e.bound = d::output_bounds(p, w[qkv::wo], w[qkv::bo], row, v_max);
+        return e;
+    }
+
     /// nn.MultiheadAttention's state dict. Fills p.d_head and p.bias from what the files hold;
     /// p.d_model, p.heads, p.kv_heads must be set.
     static weights<double> load(const std::string& dir, problem& p) {
@@ -225,6 +254,7 @@ inline family_ops make_qkv_family() {
     f.cache = [](const problem& p) { return cache_layout{p.kv_heads, p.qk_dim(), p.v_dim(), false}; };
     f.set_stages<qkv_family>();
     f.expect = qkv_family::expect;
+    f.expect_over_cache = qkv_family::expect_over_cache;
     f.save = qkv_family::save;
     f.load = qkv_family::load;
     return f;
