@@ -166,7 +166,7 @@ def plot_bandwidth_vs_context(dec, d):
             ax.plot(*zip(*read_along), ls="none", marker="x", color="black", ms=6, label="read measured alongside")
         if triad_along:
             ax.plot(*zip(*triad_along), ls="none", marker="+", color="gray", ms=6,
-                    label="triad measured alongside (reference)")
+                    label="triad measured alongside" + (" (reference)" if dec.read else ""))
         ax.axhline(dec.memory, color="black", lw=1.5, ls="--",
                    label=f"{dec.memory_name} (attnbench peak) {dec.memory:.1f} GB/s")
         if dec.read:
@@ -188,9 +188,10 @@ def plot_bandwidth_vs_context(dec, d):
     axes[0][0].set_ylim(0, 1.08 * max(ax.dataLim.y1 for ax in axes[0]))  # shared: every panel's data in view
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, bbox_to_anchor=(0.5, -0.16))
+    probes = ("×: the read probe measured in the same harness run as that batch and L, +: the triad" if dec.read
+              else "+: the triad measured in the same harness run as that batch and L")
     fig.suptitle(f"Rate at which the attention core reads the key/value cache vs the measured {dec.memory_name}\n"
-                 "(above it: the data still fits the last-level cache; ×: the read probe measured in the same "
-                 "harness run as that batch and L, +: the triad)\n" + dec.sub, fontsize=9, y=1.08)
+                 f"(above it: the data still fits the last-level cache; {probes})\n" + dec.sub, fontsize=9, y=1.08)
     save(fig, d, "decode_bandwidth_vs_context")
 
 

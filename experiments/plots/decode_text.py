@@ -282,10 +282,14 @@ def section(dec, peak, figure_lines):
     bw = bandwidth_paragraph(dec, peak)
     if bw:
         md.append(bw + "\n")
-    md.append(f"Every decode case. Each % of a memory ceiling is of the {dec.memory_name} (the read-only stream "
-              "`attnbench peak` measures, which a step that reads its cache and writes almost nothing can at most "
-              "reach; the triad, whose 12 counted bytes per element include a write, is given for reference), and % "
-              "roof of min(that ceiling measured alongside, FMA peak / I):\n")
+    if dec.read:
+        md.append("Every decode case. Each % of a memory ceiling is of the read ceiling (the read-only stream "
+                  "`attnbench peak` measures, which a step that reads its cache and writes almost nothing can at most "
+                  "reach; the triad, whose 12 counted bytes per element include a write, is given for reference), and "
+                  "% roof of min(that ceiling measured alongside, FMA peak / I):\n")
+    else:  # a folder written before the read probe existed
+        md.append("Every decode case. Each % of a memory ceiling is of the triad (this run measured no read-only "
+                  "stream), and % roof of min(the triad measured alongside, FMA peak / I):\n")
     md.append(case_table(dec) + "\n")
     marks = {int(r.get("share_mark") or 0) for r in dec.rows}
     for k in sorted(marks & set(MARK_NOTES)):

@@ -115,15 +115,21 @@ def figures_by_grid(perf, drawn, skipped_n, skipped_h):
     if not grids:
         return ""
     lines = []
+    axis = {"vs_n": ("n_q", "N"), "vs_heads": ("heads", "H"), "threads": ("threads", "thread count")}
     for g in grids:
-        ran = any(g["name"] in r.get("grids", []) for r in perf["cases"])
+        cases = [r for r in perf["cases"] if g["name"] in r.get("grids", [])]
+        ran = bool(cases)
         parts = []
         for f in g["figures"]:
             why = {"vs_n": skipped_n, "vs_heads": skipped_h}.get(f, {}).get(g["name"])
+            values = {r.get(axis[f][0]) for r in cases} if f in axis else set()
             if f == "table":
                 parts.append("the medians table alone (it varies no axis a figure draws)")
             elif why:
                 parts.append(f"not drawn as {FIGURE_WORDS[f]}: {why}")
+            elif ran and f in axis and len(values) < 2:
+                parts.append(f"not drawn as {FIGURE_WORDS[f]}: its cases ran at one {axis[f][1]}"
+                             + (" (its variants are not threaded)" if f == "threads" else ""))
             elif not ran or not drawn.get(f):
                 parts.append(f"not drawn as {FIGURE_WORDS[f]}: none of its cases ran ok")
             else:
