@@ -56,6 +56,7 @@ enum class counter : std::uint8_t {
     cache_ratio_to_mha,
     llc_mib,
     llc_context,
+    dram_from_mib,
     // decode, the attention core over the cache (ID/core)
     flop_attention,
     core_us,
@@ -148,6 +149,7 @@ inline constexpr std::array<counter_spec, n_counters> counter_table{{
     {counter::cache_ratio_to_mha, "cache_ratio_to_mha", "x", "how many times fewer cache bytes than MHA's at the same d_model and heads", in_decode, part::run, source::quantity},
     {counter::llc_mib, "llc_mib", "MiB", "the last-level cache", in_decode, part::run, source::quantity},
     {counter::llc_context, "llc_context", "tokens", "the context L past which this batch's cache outgrows the last-level cache", in_decode, part::run, source::quantity},
+    {counter::dram_from_mib, "dram_from_mib", "MiB", "the footprint from which a read-only stream ran at DRAM speed on the case's threads (attnbench peak's scan; twice the last-level cache where the ceilings have none): a smaller cache is read partly from the caches", in_decode, part::run, source::quantity},
     {counter::flop_attention, "flop_attention", "FLOP", "QK^T and PV FLOPs of the core over the cache", in_decode, part::core, source::quantity},
     {counter::core_us, "core_us", "us", "the attention core's time per call", in_decode, part::core, source::derived},
     {counter::kv_gbs, "kv_gbs", "GB/s", "cache bytes the core reads per second (kv_read_bytes / core time)", in_decode, part::core, source::derived},
@@ -159,7 +161,7 @@ inline constexpr std::array<counter_spec, n_counters> counter_table{{
     {counter::roof_gbs, "roof_gbs", "GB/s", "the roofline as a bandwidth, min(read_ceiling_gbs, peak_gflops / intensity) (the triad where peak.json has no read probe)", in_decode, part::core, source::derived},
     {counter::pct_roof, "pct_roof", "%", "kv_gbs as a share of roof_gbs", in_decode, part::core, source::derived},
     {counter::arith_roof_gbs, "arith_roof_gbs", "GB/s", "peak_gflops / intensity: the bytes per second the FMAs could consume", in_decode, part::core, source::derived},
-    {counter::share_mark, "share_mark", "0/1/2", "why a share of a memory ceiling is above 100: 1 the cache is smaller than twice the last-level cache (resident in it, in part or whole: ‡), 2 it is not (a measurement to distrust: †); 0 none above 100", in_decode, part::core, source::derived},
+    {counter::share_mark, "share_mark", "0/1/2", "why a share of a memory ceiling is above 100: 1 the cache is smaller than dram_from_mib (read from the caches in part or whole: ‡), 2 it is not (a measurement to distrust: †); 0 none above 100", in_decode, part::core, source::derived},
     {counter::triad_alongside_gbs, "triad_alongside_gbs", "GB/s", "reference: the triad measured in the same harness run, interleaved with the cases (median)", in_decode, part::core, source::measured},
     {counter::pct_triad_alongside, "pct_triad_alongside", "%", "reference: kv_gbs as a share of triad_alongside_gbs", in_decode, part::core, source::derived},
     {counter::read_alongside_gbs, "read_alongside_gbs", "GB/s", "the read probe measured in the same harness run, interleaved with the cases (median)", in_decode, part::core, source::measured},
@@ -230,6 +232,8 @@ inline void put_ceilings(figures& f, const sweep_case& k, const peak::ceilings& 
     if (!k.decode()) return;
     f.put(counter::triad_ceiling_gbs, bandwidth_ceiling_at(c.triad_1t_gbs.median, c.triad_all_gbs.median, t));
     f.put(counter::read_ceiling_gbs, bandwidth_ceiling_at(c.read_1t_gbs.median, c.read_all_gbs.median, t));
+    const std::size_t dram = peak::dram_footprint(c, t <= 1 ? 1 : c.threads);
+    f.put(counter::dram_from_mib, dram ? double(dram) / 1048576.0 : 2.0 * f.at(counter::llc_mib));
 }
 
 /// What one call of case k does, from attn.count, and the ceilings it is held to: the same
@@ -271,11 +275,11 @@ inline figures quantities(const sweep_case& k, const peak::ceilings& c) {
 }
 
 /// The share rule of a memory ceiling: above 100, the case is marked 1 (its cache is smaller than
-/// twice the last-level cache: resident in it, in part or whole) or 2 (it is not: a measurement to
-/// distrust); 0 otherwise.
-inline double share_mark(double pct, double cache_bytes, double llc_bytes) {
+/// the footprint from which a read-only stream runs at DRAM speed: read from the caches in part
+/// or whole) or 2 (it is not: a measurement to distrust); 0 otherwise.
+inline double share_mark(double pct, double cache_bytes, double dram_from_bytes) {
     if (!(pct > 100.0)) return 0.0;
-    return cache_bytes < 2.0 * llc_bytes ? 1.0 : 2.0;
+    return cache_bytes < dram_from_bytes ? 1.0 : 2.0;
 }
 
 /// The figures of one benchmark of case k from its time per call (seconds): `p` the part that
@@ -315,8 +319,8 @@ inline void derive(figures& f, const sweep_case& k, part p, double seconds, doub
     f.put(counter::roof_gbs, roof);
     f.put(counter::pct_roof, share(kv, roof));
     f.put(counter::arith_roof_gbs, arithmetic_roof_gbs(peak, I));
-    const double cache = f.at(counter::kv_read_bytes), llc = f.at(counter::llc_mib) * 1048576.0;
-    double mark = share_mark(share(kv, roof), cache, llc);
+    const double cache = f.at(counter::kv_read_bytes), dram = f.at(counter::dram_from_mib) * 1048576.0;
+    double mark = share_mark(share(kv, roof), cache, dram);
     if (triad_alongside > 0) {
         f.put(counter::triad_alongside_gbs, triad_alongside);
         f.put(counter::pct_triad_alongside, share(kv, triad_alongside));
@@ -327,7 +331,7 @@ inline void derive(figures& f, const sweep_case& k, part p, double seconds, doub
         f.put(counter::pct_read_alongside, share(kv, read_alongside));
         f.put(counter::roof_alongside_gbs, roof_along);
         f.put(counter::pct_roof_alongside, share(kv, roof_along));
-        mark = std::max(mark, share_mark(share(kv, roof_along), cache, llc));
+        mark = std::max(mark, share_mark(share(kv, roof_along), cache, dram));
     }
     f.put(counter::share_mark, mark);
 }

@@ -46,6 +46,17 @@ struct stream_point {
     stats gbs; ///< bytes read per second, 10^9
 };
 
+/// The read probe over a smaller footprint (the first bytes / 2 of b and of c): where a stream of
+/// that many bytes still runs faster than DRAM allows, a decode cache of that size is read partly
+/// from the caches. A virtual machine's topology may hide how much last-level cache its threads
+/// reach (this session's 2 vCPUs report one 32 MiB L3, yet a 64 MiB stream on both runs at 2.4x
+/// the DRAM rate), so this is measured, not read from sysfs.
+struct footprint_point {
+    std::size_t bytes = 0; ///< b's and c's bytes read per pass together
+    int threads = 1;
+    stats gbs;
+};
+
 /// The machine's ceilings. FMA in GFLOP/s (an FMA counts as 2 FLOPs); triad in GB/s
 /// (10^9 bytes/s) counting 12 bytes per element -- read b and c, write a -- as STREAM does;
 /// the write-allocate read of a that the caches also perform is not counted. Read in GB/s of
@@ -67,7 +78,16 @@ struct ceilings {
     /// lane) on 1 and all threads, where the CPU has AVX512_BF16; no samples where it has not.
     /// Informative: every variant computes bf16 on fp32 FMAs, so % of peak uses the FMA figures.
     stats bf16_dot_1t_gflops, bf16_dot_all_gflops;
+    /// The read probe over 1, 2 and 4 x the reported last-level cache (below the main arrays'
+    /// footprint), on 1 and all threads; empty in files that predate it.
+    std::vector<footprint_point> read_footprints;
 };
+
+/// A read-only stream runs at DRAM speed from this many bytes on (`threads` as the ceilings'
+/// figures: 1, or all): the smallest scanned footprint whose read rate, and every larger one's,
+/// is within 15 % of the main read figure at those threads (whose own footprint, 2 x
+/// triad_array_bytes, ends the scan). 0 when the ceilings have no scan.
+std::size_t dram_footprint(const ceilings& c, int threads);
 
 /// fp32 FMA throughput on `threads` threads, in GFLOP/s.
 stats fma_gflops(int threads, const options& opt = {});

@@ -112,8 +112,39 @@ TEST_CASE("derive: a core case's rates and shares, and a decode core's, by hand"
     CHECK(g.at(attn::counter::roof_gbs) == Approx(20.0));
     CHECK(g.at(attn::counter::pct_roof_alongside) == Approx(40.0));
     CHECK(g.at(attn::counter::share_mark) == 0.0);
-    // above 100 %: marked by where the cache lives (16 MiB against a 32 MiB LLC: resident) or not
-    CHECK(attn::share_mark(120, 16.0 * 1048576, 32.0 * 1048576) == 1.0);
-    CHECK(attn::share_mark(120, 64.0 * 1048576, 32.0 * 1048576) == 2.0);
-    CHECK(attn::share_mark(99, 64.0 * 1048576, 32.0 * 1048576) == 0.0);
+    // above 100 %: marked by where the cache lives (below the footprint from which a read-only
+    // stream runs at DRAM speed: read from the caches) or not
+    CHECK(attn::share_mark(120, 16.0 * 1048576, 64.0 * 1048576) == 1.0);
+    CHECK(attn::share_mark(120, 64.0 * 1048576, 64.0 * 1048576) == 2.0);
+    CHECK(attn::share_mark(99, 64.0 * 1048576, 64.0 * 1048576) == 0.0);
+}
+
+TEST_CASE("the footprint from which a read-only stream runs at DRAM speed", "[figures][peak]") {
+    // the scan of this session's 2-vCPU VM (GB/s medians): 2 threads 94 (32 MiB), 79 (64 MiB),
+    // 33.1 (128 MiB) against 33.0 over the main 256 MiB; 1 thread 52, 28.9, 29.8 against 30.4
+    attn::peak::ceilings c;
+    c.threads = 2;
+    c.triad_array_bytes = std::size_t(128) << 20;
+    c.read_1t_gbs.median = 30.4;
+    c.read_all_gbs.median = 33.0;
+    c.read_1t_gbs.samples = c.read_all_gbs.samples = {1.0};
+    const std::size_t MiB = std::size_t(1) << 20;
+    auto point = [](std::size_t bytes, int t, double gbs) {
+        attn::peak::footprint_point f;
+        f.bytes = bytes;
+        f.threads = t;
+        f.gbs.median = gbs;
+        return f;
+    };
+    CHECK(attn::peak::dram_footprint(c, 2) == 0); // no scan
+    c.read_footprints = {point(32 * MiB, 1, 52), point(32 * MiB, 2, 94),    point(64 * MiB, 1, 28.9),
+                         point(64 * MiB, 2, 79), point(128 * MiB, 1, 29.8), point(128 * MiB, 2, 33.1)};
+    // by hand: 2 threads, from the largest down: 128 MiB within 15 % of 33.0 (33.1), 64 MiB not (79)
+    CHECK(attn::peak::dram_footprint(c, 2) == 128 * MiB);
+    // 1 thread: 128 and 64 MiB within 15 % of 30.4, 32 MiB not (52)
+    CHECK(attn::peak::dram_footprint(c, 1) == 64 * MiB);
+    // a stream at DRAM speed at every scanned size: from the smallest
+    c.read_footprints[1].gbs.median = 34;
+    c.read_footprints[3].gbs.median = 33;
+    CHECK(attn::peak::dram_footprint(c, 2) == 32 * MiB);
 }

@@ -211,7 +211,8 @@ std::vector<float> mutant_layer(const problem& p, const attn::check::inputs& in,
     problem a = attn::core_problem(p);
     a.scale = scale;
     std::vector<float> ctx(a.batch * a.n_q * a.o_width());
-    k.core(a, {ops.q, ops.k, ops.v, attn::interleaved_heads<float>(ctx.data(), a.batch, a.n_q, a.heads, a.v_dim())}, {});
+    k.core(a, {ops.q, ops.k, ops.v, attn::interleaved_heads<float>(ctx.data(), a.batch, a.n_q, a.heads, a.v_dim())},
+           {});
     std::vector<float> y(p.batch * p.n_q * p.d_model);
     attn::mla_family::output<float>(call, ctx.data(), y.data());
     return y;
@@ -248,8 +249,7 @@ TEST_CASE("MLA: bad widths are refused in one line", "[mla]") {
     CHECK(message(attn::mla(32, 2, 0, 16, 8, 3, 6, form::naive, 4)) ==
           "MLA's qk_rope_head_dim must be even and >= 2 (got 3)");
     CHECK(message(attn::mla(32, 2, 0, 0, 8, 4, 6, form::naive, 4)) == "MLA's kv_lora_rank must be >= 1 (got 0)");
-    CHECK(message(attn::mla(32, 2, 0, 16, 8, 4, 6, form::none, 4)) ==
-          "MLA needs a form, naive or absorb (got none)");
+    CHECK(message(attn::mla(32, 2, 0, 16, 8, 4, 6, form::none, 4)) == "MLA needs a form, naive or absorb (got none)");
     CHECK(message(attn::mla(32, 2, 0, 16, 0, 4, 6, form::naive, 4)) ==
           "MLA's query/key head d_head=4 must exceed qk_rope_head_dim=4 (qk_nope_head_dim = d_head - "
           "qk_rope_head_dim >= 1)");

@@ -10,9 +10,9 @@ import attn.core;
 namespace attn::cli {
 
 struct family_flags {
-    std::string family;      ///< "" or "mla"
+    std::string family; ///< "" or "mla"
     std::string form = "naive";
-    std::string config;      ///< deepseek-v2, deepseek-v3, deepseek-v2-lite
+    std::string config; ///< deepseek-v2, deepseek-v3, deepseek-v2-lite
     std::size_t kv_rank = 0, q_rank = 0, nope = 0, rope = 0, v_head = 0;
     bool q_rank_given = false;
 };

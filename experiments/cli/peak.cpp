@@ -45,6 +45,8 @@ std::string render_ceilings(const peak::ceilings& c, int repetitions) {
     }
     row("read (sum of b, c)", 1, c.read_1t_gbs, "GB/s");
     row("read (sum of b, c)", c.threads, c.read_all_gbs, "GB/s");
+    for (const auto& f : c.read_footprints)
+        row(("read over " + format_bytes(f.bytes)).c_str(), f.threads, f.gbs, "GB/s");
     row("triad a=b+s*c", 1, c.triad_1t_gbs, "GB/s");
     row("triad a=b+s*c", c.threads, c.triad_all_gbs, "GB/s");
     for (const auto& p : c.stream)
@@ -59,6 +61,13 @@ std::string render_ceilings(const peak::ceilings& c, int repetitions) {
          "GB/s = 10^9 byte/s\n";
     s += "read: arrays b and c of the triad summed, each thread its share, four independent sums: bytes read; the "
          "memory ceiling of a decode step (it reads its cache and writes almost nothing)\n";
+    if (!c.read_footprints.empty())
+        s += "read over F: the same over the first F/2 of b and of c; a read-only stream runs at DRAM speed (within "
+             "15% of the read rows) from " +
+             format_bytes(peak::dram_footprint(c, 1)) + " on 1 thread and " +
+             format_bytes(peak::dram_footprint(c, c.threads)) + " on " + std::to_string(c.threads) +
+             ": a decode cache below that is read partly from the caches (the last-level cache sysfs reports: " +
+             format_bytes(machine().l3_bytes) + ")\n";
     if (c.fma_1t_gflops.median > 0)
         s += "scaling 1 -> " + std::to_string(c.threads) + " threads: FMA " +
              format_number(c.fma_all_gflops.median / c.fma_1t_gflops.median, 2) + "x, read " +

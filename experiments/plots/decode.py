@@ -106,6 +106,9 @@ class Decode:
         self.memory = self.read or self.triad
         self.memory_name = "read ceiling" if self.read else "triad"
         self.llc_mib = first.get("llc_mib") or 0
+        # from this many MiB on a read-only stream ran at DRAM speed (attnbench peak's scan); twice
+        # the last-level cache in a run from before the scan
+        self.dram_mib = first.get("dram_from_mib") or 2 * self.llc_mib
         cpu = (meta or {}).get("cpu_model", "")
         self.sub = (f"d_model {self.d_model}, H {self.h}, d_head {self.dh}, {self.dtype} cache, variant '{self.variant}', "
                     f"{self.threads} threads; median of {self.reps} repetitions" + (f"; {cpu}" if cpu else ""))

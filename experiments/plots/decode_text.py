@@ -27,12 +27,13 @@ def first(r, *keys):
 # smaller than twice the last-level cache, so it is read from there in part or whole; † it is not,
 # so the measurement is to distrust.
 MARKS = {1: " ‡", 2: " †"}
-MARK_NOTES = {1: "‡ resident in the last-level cache: the case's cache is smaller than twice it, so it is read from "
-                 "there in part or whole and a share of a DRAM ceiling can exceed 100 % without saying anything about "
-                 "DRAM.",
-              2: "† a measurement to distrust: the cache is at least twice the last-level cache, so it streams from "
-                 "DRAM, and no kernel reads DRAM faster than the read probe does; a share above 100 % says the probe "
-                 "or the case was measured at a noisy moment."}
+MARK_NOTES = {1: "‡ read from the caches: the case's cache is smaller than the footprint from which a read-only "
+                 "stream ran at DRAM speed on its threads (`attnbench peak`'s scan, dram_from_mib), so it is read from "
+                 "the caches in part or whole and a share of a DRAM ceiling can exceed 100 % without saying anything "
+                 "about DRAM.",
+              2: "† a measurement to distrust: the cache is at least the footprint from which a read-only stream ran "
+                 "at DRAM speed, so it streams from DRAM, and no kernel reads DRAM faster than the read probe does; a "
+                 "share above 100 % says the probe or the case was measured at a noisy moment."}
 
 
 def mark(r):
@@ -162,7 +163,7 @@ def bandwidth_paragraph(dec, peak):
     their intensity."""
     parts, capped = [], []
     for g in dec.gs:
-        rs = [r for r in dec.rows if r["kv_heads"] == g and r["cache_mib"] >= 2 * dec.llc_mib]
+        rs = [r for r in dec.rows if r["kv_heads"] == g and r["cache_mib"] >= dec.dram_mib]
         if not rs:
             continue
         col = lambda *ks: [first(r, *ks) for r in rs if first(r, *ks) is not None]  # noqa: E731
@@ -182,7 +183,10 @@ def bandwidth_paragraph(dec, peak):
                           f"rate at {fmt(rs[0]['arith_roof_gbs'], 1)} GB/s)")
     if not parts:
         return ""
-    s = (f"Bandwidth for caches at least twice the {fmt(dec.llc_mib, 0)} MiB last-level cache (KV bytes over the "
+    where = (f"the {fmt(dec.dram_mib, 0)} MiB from which a read-only stream ran at DRAM speed on these threads "
+             f"(`attnbench peak`'s scan; the last-level cache sysfs reports is {fmt(dec.llc_mib, 0)} MiB)"
+             if dec.dram_mib != 2 * dec.llc_mib else f"twice the {fmt(dec.llc_mib, 0)} MiB last-level cache")
+    s = (f"Bandwidth for caches of at least {where} (KV bytes over the "
          "attention core's time, every batch and L): " + "; ".join(parts) +
          f". The roofline is min({dec.memory_name}, FMA peak / I) with I = H/(2G) FLOPs per cache byte and the "
          f"measured {fmt(dec.rows[0]['peak_gflops'], 0)} GFLOP/s FMA peak.")

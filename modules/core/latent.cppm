@@ -26,8 +26,8 @@ export namespace attn {
 /// An MLA layer problem: d_model, H heads, the query latent (0: W_q straight from x), the
 /// key/value latent, the query/key head's non-rotary and rotary parts and the value head; N
 /// tokens of self-attention.
-inline problem mla(std::size_t d_model, std::size_t heads, std::size_t q_rank, std::size_t kv_rank,
-                   std::size_t nope, std::size_t rope, std::size_t v_head, attn::form f, std::size_t n) {
+inline problem mla(std::size_t d_model, std::size_t heads, std::size_t q_rank, std::size_t kv_rank, std::size_t nope,
+                   std::size_t rope, std::size_t v_head, attn::form f, std::size_t n) {
     problem p;
     p.n_q = p.n_kv = n;
     p.d_model = d_model;
@@ -74,8 +74,7 @@ inline std::span<const latent_config> latent_configs() {
     static constexpr std::array<latent_config, 3> all{
         {{"deepseek-v2", "DeepSeek-V2", 5120, 128, 1536, 512, 128, 64, 128, "arXiv 2405.04434 section 3.1.2"},
          {"deepseek-v3", "DeepSeek-V3", 7168, 128, 1536, 512, 128, 64, 128, "arXiv 2412.19437 section 4.2"},
-         {"deepseek-v2-lite", "DeepSeek-V2-Lite", 2048, 16, 0, 512, 128, 64, 128,
-          "arXiv 2405.04434 appendix B"}}};
+         {"deepseek-v2-lite", "DeepSeek-V2-Lite", 2048, 16, 0, 512, 128, 64, 128, "arXiv 2405.04434 appendix B"}}};
     return all;
 }
 

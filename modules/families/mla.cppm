@@ -168,8 +168,7 @@ struct mla_family {
                     std::copy_n(kv + r * (C + Dr) + C, Dr, k + (r * H + h) * Dq + Dn);
                 }
             const heads_view<const T> v{kvb + Dn, B, H, p.n_kv, Dv, p.n_kv * H * (Dn + Dv), Dn + Dv, H * (Dn + Dv)};
-            return {interleaved_heads<const T>(q, B, p.n_q, H, Dq), interleaved_heads<const T>(k, B, p.n_kv, H, Dq),
-                    v};
+            return {interleaved_heads<const T>(q, B, p.n_q, H, Dq), interleaved_heads<const T>(k, B, p.n_kv, H, Dq), v};
         }
         // absorbed queries [rq, H, C + Dr]: q_nope_h W^UK_h per head, then the rotated q_pe_h
         T* qa = c.ws.at(s_qa, rq * H * (C + Dr));
@@ -183,8 +182,8 @@ struct mla_family {
             detail::copy_block<T>(q + h * Dq + Dn, H * Dq, qa + h * (C + Dr) + C, H * (C + Dr), rq, Dr);
         }
         const heads_view<const T> v{kv, B, 1, p.n_kv, C, p.n_kv * (C + Dr), C + Dr, C + Dr};
-        return {interleaved_heads<const T>(qa, B, p.n_q, H, C + Dr), interleaved_heads<const T>(kv, B, p.n_kv, 1, C + Dr),
-                v};
+        return {interleaved_heads<const T>(qa, B, p.n_q, H, C + Dr),
+                interleaved_heads<const T>(kv, B, p.n_kv, 1, C + Dr), v};
     }
 
     /// The context [B n_q, H d_v] (naive) or [B n_q, H d_c] (absorbed) -> y [B n_q, d].
@@ -228,20 +227,19 @@ struct mla_family {
     /// U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for each matrix, the norms' weights in [0.5, 1.5) (ones
     /// in a fresh model; drawn so that a kernel that skips them fails).
     static std::vector<tensor_spec> tensors(const problem& p) {
-        const std::size_t d = p.d_model, H = p.heads, C = p.latent.kv_rank, Cq = p.latent.q_rank,
-                          Dr = p.latent.rope, Dn = p.nope_dim(), Dv = p.v_dim();
+        const std::size_t d = p.d_model, H = p.heads, C = p.latent.kv_rank, Cq = p.latent.q_rank, Dr = p.latent.rope,
+                          Dn = p.nope_dim(), Dv = p.v_dim();
         auto fan = [](std::size_t in) { return 1.0 / std::sqrt(double(std::max<std::size_t>(in, 1))); };
         const bool lat = Cq > 0;
-        std::vector<tensor_spec> t{
-            {"wq.weight", H * (Dn + Dr), d, -fan(d), fan(d), !lat},
-            {"wq_a.weight", Cq, d, -fan(d), fan(d), lat},
-            {"q_norm.weight", Cq, 0, 0.5, 1.5, lat},
-            {"wq_b.weight", H * (Dn + Dr), Cq, -fan(Cq), fan(Cq), lat},
-            {"wkv_a.weight", C + Dr, d, -fan(d), fan(d)},
-            {"kv_norm.weight", C, 0, 0.5, 1.5},
-            {"wkv_b.weight", H * (Dn + Dv), C, -fan(C), fan(C)},
-            {"wo.weight", d, H * Dv, -fan(H * Dv), fan(H * Dv)},
-            {"W^UK transposed (derived from wkv_b)", H * C, Dn, 0, 0}};
+        std::vector<tensor_spec> t{{"wq.weight", H * (Dn + Dr), d, -fan(d), fan(d), !lat},
+                                   {"wq_a.weight", Cq, d, -fan(d), fan(d), lat},
+                                   {"q_norm.weight", Cq, 0, 0.5, 1.5, lat},
+                                   {"wq_b.weight", H * (Dn + Dr), Cq, -fan(Cq), fan(Cq), lat},
+                                   {"wkv_a.weight", C + Dr, d, -fan(d), fan(d)},
+                                   {"kv_norm.weight", C, 0, 0.5, 1.5},
+                                   {"wkv_b.weight", H * (Dn + Dv), C, -fan(C), fan(C)},
+                                   {"wo.weight", d, H * Dv, -fan(H * Dv), fan(H * Dv)},
+                                   {"W^UK transposed (derived from wkv_b)", H * C, Dn, 0, 0}};
         t.back().derived = true;
         return t;
     }
@@ -259,7 +257,8 @@ struct mla_family {
         const double us = half ? unit_roundoff(prec) : 0.0, u32 = 0x1.0p-24;
         // the reference: the naive form from x, or over a cache the form whose rows it holds
         const form ref_form = k_given ? p.form : form::naive;
-        const std::vector<form> forms = k_given ? std::vector<form>{p.form} : std::vector<form>{form::naive, form::absorb};
+        const std::vector<form> forms =
+            k_given ? std::vector<form>{p.form} : std::vector<form>{form::naive, form::absorb};
         check::expectation e;
         e.bound.assign(p.batch * p.n_q * p.d_model, 0.0);
         if (half) e.store.assign(e.bound.size(), 0.0);
@@ -376,8 +375,7 @@ struct mla_family {
         for (std::size_t h = 0; h < H; ++h) // the rope part of every head
             cd::rope_tracked(
                 q, h * Dq + Dn, Dr / 2,
-                [&](std::size_t r, std::size_t i) { return rope_angle(first_q + (long long)(r % p.n_q), i, Dr); },
-                us);
+                [&](std::size_t r, std::size_t i) { return rope_angle(first_q + (long long)(r % p.n_q), i, Dr); }, us);
         const problem a = core_problem(p);
         cd::tracked qc(rq, a.q_width(), half), kc, vc;
         if (!absorb) {
@@ -428,18 +426,20 @@ struct mla_family {
         const auto attend = [](const problem& pr, const std::vector<double>& qv, const std::vector<double>& kv,
                                const std::vector<double>& vv, std::vector<double>& out) {
             out.assign(pr.batch * pr.n_q * pr.o_width(), 0.0);
-            reference::core<double>(pr, {interleaved_heads<const double>(qv.data(), pr.batch, pr.n_q, pr.heads, pr.qk_dim()),
-                                         interleaved_heads<const double>(kv.data(), pr.batch, pr.n_kv, pr.kv_heads, pr.qk_dim()),
-                                         interleaved_heads<const double>(vv.data(), pr.batch, pr.n_kv, pr.kv_heads, pr.v_dim()),
-                                         interleaved_heads<double>(out.data(), pr.batch, pr.n_q, pr.heads, pr.v_dim())});
+            reference::core<double>(
+                pr, {interleaved_heads<const double>(qv.data(), pr.batch, pr.n_q, pr.heads, pr.qk_dim()),
+                     interleaved_heads<const double>(kv.data(), pr.batch, pr.n_kv, pr.kv_heads, pr.qk_dim()),
+                     interleaved_heads<const double>(vv.data(), pr.batch, pr.n_kv, pr.kv_heads, pr.v_dim()),
+                     interleaved_heads<double>(out.data(), pr.batch, pr.n_q, pr.heads, pr.v_dim())});
         };
         cd::tracked ctx = cd::core_tracked(a, qc, kc, vc, us, attend);
         if (absorb) { // each head's latent context through W^UV_h
             cd::tracked values(rq, H * Dv, half);
             for (std::size_t h = 0; h < H; ++h)
-                place(values,
-                      cd::linear_tracked(columns(ctx, h * C, C), w[lw::wkv_b].data() + (h * (Dn + Dv) + Dn) * C, Dv, us),
-                      h * Dv);
+                place(
+                    values,
+                    cd::linear_tracked(columns(ctx, h * C, C), w[lw::wkv_b].data() + (h * (Dn + Dv) + Dn) * C, Dv, us),
+                    h * Dv);
             ctx = std::move(values);
         }
         return cd::linear_tracked(ctx, w[lw::wo].data(), d, us);

@@ -5,6 +5,10 @@
 //  - Lanes: a batch holds RB heads x C dims (RB = R rounded up to a power of two, at most lanes;
 //    RB * C = lanes), so a score costs d_head/C FMAs whether R is 1 (dot products), 4 (GQA) or
 //    16 (MQA): no lane is idle and the step stays bandwidth-bound (decode_item).
+//  - P V: with R < lanes (C > 1) a pass holds a few heads' output batches in registers
+//    (decode_pv); with the heads in the lanes (C = 1: MQA, MLA's absorbed form) one accumulator is
+//    one output dim of every head, so any value width (MLA's d_c = 512) runs as a loop over blocks
+//    of 16 dims in registers (decode_pv_heads), one broadcast FMA per cached value element.
 //  - Overlap: the rows decode_prefetch keys ahead are prefetched into L2 (not L1: the current and
 //    next K and V tiles together exceed it), across chunk boundaries; items go to threads in
 //    contiguous runs (guided schedule), so a thread's next item continues the keys it streams.
@@ -280,7 +284,10 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             (l * corr + group_sum<C>(sum)).store_aligned(mp + lanes);
             alignas(64) float cr[lanes];
             corr.store_aligned(cr);
-            decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, blk == 0 ? v_next : next_rows{});
+            if constexpr (C == 1) // heads in the lanes: this block's outputs dim-major
+                decode_pv_heads(part + blk * RB * dp, sh.dv, cr, sb, v, vs, n, blk == 0 ? v_next : next_rows{});
+            else
+                decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, blk == 0 ? v_next : next_rows{});
         }
     }
     float* m_out = part + sh.rows * dp;
@@ -319,11 +326,13 @@ void decode_combine(const problem& p, const kv_core_io<S>& io, std::size_t b, st
     float* o = io.out.row(b, g * R + r, 0);
     std::fill(o, o + d, 0.0f);
     float l = 0.0f;
+    // heads in the lanes (C = 1): a block's outputs are dim-major, [dp][lanes]
+    const std::size_t first = sh.c == 1 ? r / lanes * lanes * dp + r % lanes : r * dp, step = sh.c == 1 ? lanes : 1;
     for (std::size_t c = 0; c < chunks; ++c) {
         const float f = std::exp(m_of(c) - mx);
         l += l_of(c) * f;
-        const float* a = parts + c * stride + r * dp;
-        for (std::size_t t = 0; t < d; ++t) o[t] += a[t] * f;
+        const float* a = parts + c * stride + first;
+        for (std::size_t t = 0; t < d; ++t) o[t] += a[t * step] * f;
     }
     const float inv = 1.0f / l; // l >= 1: the maximum's own term
     for (std::size_t t = 0; t < d; ++t) o[t] *= inv;

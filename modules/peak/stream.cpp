@@ -72,10 +72,12 @@ float read_chains(const float* x, std::size_t n) {
     return xsimd::hadd((acc[0] + acc[1]) + (acc[2] + acc[3]));
 }
 
-/// Each thread runs `k` over its static share of b, then of c; GB/s of bytes read.
+/// Each thread runs `k` over its static share of b[0, n), then of c[0, n) (n <= arr.n; 0: all of
+/// them); GB/s of bytes read.
 template <class Kernel>
-stats read_each_share(triad_arrays& arr, int threads, int repetitions, Kernel k, const char* what) {
-    const std::size_t n = arr.n / batch::size * batch::size;
+stats read_each_share(triad_arrays& arr, int threads, int repetitions, Kernel k, const char* what,
+                      std::size_t elements = 0) {
+    const std::size_t n = (elements ? std::min(elements, arr.n) : arr.n) / batch::size * batch::size;
     const float *b = arr.b.get(), *c = arr.c.get();
     return repeated(repetitions, [&] {
         std::vector<float> sink(std::size_t(std::max(threads, 1)), 0.0f);
@@ -99,8 +101,8 @@ stats read_each_share(triad_arrays& arr, int threads, int repetitions, Kernel k,
 
 } // namespace
 
-stats read_impl(triad_arrays& arr, int threads, int repetitions) {
-    return read_each_share(arr, threads, repetitions, read_chains, "read probe");
+stats read_impl(triad_arrays& arr, int threads, int repetitions, std::size_t elements) {
+    return read_each_share(arr, threads, repetitions, read_chains, "read probe", elements);
 }
 
 stats read_gbs(int threads, const options& opt) {
