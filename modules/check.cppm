@@ -2,8 +2,8 @@
 // policy, used by `attnbench check` and the tests alike:
 //  - :inputs  the inputs of a check (drawn from a seed, rounded to a storage format, tails);
 //  - :expect  the fp64 reference output and each element's bound (the policy's derivation);
-//  - :bounds  the bound's building blocks (context and output bounds);
-//  - :grid    the problems `attnbench check` runs;
+//  - attn.bounds, the bound's building blocks (context and output bounds), which the families
+//    use for their layers' bounds; the grids `attnbench check` runs are attn.cases';
 // and here: running a variant, comparing its output with the expectation, the verdict.
 module;
 #include <algorithm>
@@ -17,9 +17,9 @@ module;
 export module attn.check;
 export import :inputs;
 export import :expect;
-export import :bounds;
-export import :grid;
+export import attn.bounds;
 import attn.core;
+import attn.families;
 import attn.reference;
 
 export namespace attn::check {
@@ -83,7 +83,6 @@ metrics compare(const std::vector<T>& out, const std::vector<double>& ref, const
 /// Runs `var` on `in` at precision T and returns its output.
 template <class T>
 std::vector<T> run(const variant& var, const problem& p, mode m, const inputs& in, const run_options& opt) {
-    const std::size_t d = p.head_dim();
     auto cast = [](const std::vector<float>& v) {
         std::vector<T> t(v.size());
         for (std::size_t i = 0; i < v.size(); ++i) t[i] = T(v[i]);
@@ -91,20 +90,20 @@ std::vector<T> run(const variant& var, const problem& p, mode m, const inputs& i
     };
     if (m == mode::core) {
         const auto q = cast(in.q), k = cast(in.k), v = cast(in.v);
-        std::vector<T> out(p.batch * p.n_q * p.q_width(), T(-777)); // garbage a kernel must overwrite
+        std::vector<T> out(p.batch * p.n_q * p.o_width(), T(-777)); // garbage a kernel must overwrite
         var.get<T>().core(p,
-                          {interleaved_heads<const T>(q.data(), p.batch, p.n_q, p.heads, d),
-                           interleaved_heads<const T>(k.data(), p.batch, p.n_kv, p.kv_heads, d),
-                           interleaved_heads<const T>(v.data(), p.batch, p.n_kv, p.kv_heads, d),
-                           interleaved_heads<T>(out.data(), p.batch, p.n_q, p.heads, d)},
+                          {interleaved_heads<const T>(q.data(), p.batch, p.n_q, p.heads, p.qk_dim()),
+                           interleaved_heads<const T>(k.data(), p.batch, p.n_kv, p.kv_heads, p.qk_dim()),
+                           interleaved_heads<const T>(v.data(), p.batch, p.n_kv, p.kv_heads, p.v_dim()),
+                           interleaved_heads<T>(out.data(), p.batch, p.n_q, p.heads, p.v_dim())},
                           opt);
         return out;
     }
-    const weights<T> w{cast(in.w.wq), cast(in.w.wk), cast(in.w.wv), cast(in.w.wo),
-                       cast(in.w.bq), cast(in.w.bk), cast(in.w.bv), cast(in.w.bo)};
+    weights<T> w;
+    for (const auto& t : in.w.t) w.t.push_back(cast(t));
     const auto xq = cast(in.x_q), xkv = cast(in.x_kv);
     std::vector<T> y(p.batch * p.n_q * p.d_model, T(-777));
-    layer_workspace<T> ws;
+    layer_buffers<T> ws;
     run_layer<T>(var, p, w, xq.data(), xkv.data(), y.data(), opt, ws);
     return y;
 }
@@ -136,9 +135,12 @@ void add_unrounded(metrics& r, const std::vector<T>& out, const std::vector<doub
 
 /// One variant on one problem at precision T, against the fp64 reference: for bf16 and f16 on
 /// the inputs rounded to T, with the error against the unrounded inputs' reference beside it.
+/// `p` is a layer problem: core mode checks its family's core problem (attn.families'
+/// attention_problem; the layer problem itself for the q/k/v family).
 template <class T>
-metrics check_case(const variant& var, const problem& p, mode m, const run_options& opt, std::uint64_t seed,
+metrics check_case(const variant& var, const problem& layer, mode m, const run_options& opt, std::uint64_t seed,
                    double magnitude = 1.0) {
+    const problem p = m == mode::core ? attention_problem(layer) : layer;
     const inputs in = make_inputs(p, m, seed, magnitude);
     if constexpr (!is_half<T>) {
         return check_prepared<T>(var, p, m, in, expect(p, m, in), opt);

@@ -13,6 +13,7 @@ import attn.core;
 import attn.count;
 import attn.results;
 import attn.sources;
+import attn.families;
 
 namespace attn::claims {
 using detail::s000, detail::s001, detail::s003, detail::s004;
@@ -77,7 +78,7 @@ std::vector<claim> ledger() {
     }
     {
         const problem p = mha(d, 8, N);
-        const std::uint64_t before = p.batch * p.n_q * p.d_model, after = p.batch * p.heads * p.n_q * p.head_dim();
+        const std::uint64_t before = p.batch * p.n_q * p.d_model, after = p.batch * p.heads * p.n_q * p.qk_dim();
         add(s001,
             "Each head's output is N x d_model/h; reshaping (batch, N, d_model) to (batch, h, N, d_model/h) "
             "loses nothing.",
@@ -242,7 +243,7 @@ std::vector<claim> ledger() {
 
     // ---- seed 004 ----
     add(s004, "With d_model = 512 and h = 8, each head has d_k = 64.", "attnbench params",
-        "d_head = " + std::to_string(mha(d, 8, 1).head_dim()), {exact("d_k", 64, double(mha(d, 8, 1).head_dim()))});
+        "d_head = " + std::to_string(mha(d, 8, 1).qk_dim()), {exact("d_k", 64, double(mha(d, 8, 1).qk_dim()))});
     {
         const auto p = analytic_params(mha(d, 8, 1));
         add(s004, "Each head's projection is 512 x 64 and reads the whole 512-wide input.", "attnbench params",

@@ -14,6 +14,7 @@
 export module attn.decode;
 export import attn.core;
 export import attn.count; // decode_problem, decode_cost
+export import attn.families;
 export import :cache;
 export import :step;
 export import :check;

@@ -9,6 +9,7 @@ module;
 module attn.identities;
 import attn.reference;
 import attn.check;
+import attn.families;
 
 namespace attn {
 namespace {
@@ -34,7 +35,7 @@ std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.en
 std::vector<double> layer(const problem& p, const weights<double>& w, const std::vector<double>& xq,
                           const std::vector<double>& xkv) {
     std::vector<double> y(p.batch * p.n_q * p.d_model);
-    reference::layer<double>(p, w, xq.data(), xkv.data(), y.data());
+    reference_layer<double>(p, w, xq.data(), xkv.data(), y.data());
     return y;
 }
 
@@ -43,10 +44,10 @@ identity_result batched_vs_loop(std::uint64_t seed) {
     problem p = mha(24, 3, 5);
     p.batch = 2;
     p.n_kv = 6;
-    const std::size_t B = p.batch, H = p.heads, Nq = p.n_q, Nk = p.n_kv, d = p.head_dim();
-    const auto in = check::make_inputs(p, check::mode::core, seed);
+    const std::size_t B = p.batch, H = p.heads, Nq = p.n_q, Nk = p.n_kv, d = p.qk_dim();
+    const auto in = check::make_inputs(p, mode::core, seed);
     const auto q = widen(in.q), k = widen(in.k), v = widen(in.v);
-    const auto e = check::expect(p, check::mode::core, in); // e.ref: reference::core, one head at a time
+    const auto e = check::expect(p, mode::core, in); // e.ref: reference::core, one head at a time
     // [B, N, H*d] -> reshape [B, N, H, d] -> transpose to [B, H, N, d]
     auto heads = [&](const std::vector<double>& t, std::size_t n) {
         xt::xtensor<double, 4> x = xt::adapt(t, std::vector<std::size_t>{B, n, H, d});
@@ -76,11 +77,11 @@ identity_result batched_vs_loop(std::uint64_t seed) {
 identity_result mha_vs_single_heads(std::uint64_t seed) {
     problem p = mha(16, 4, 5);
     p.bias = true;
-    auto in = check::make_inputs(p, check::mode::layer, seed);
+    auto in = check::make_inputs(p, mode::layer, seed);
     in.x_kv = in.x_q; // self-attention
     const auto w = in.w.cast<double>();
     const auto x = widen(in.x_q);
-    const std::size_t d = p.head_dim(), dm = p.d_model;
+    const std::size_t d = p.qk_dim(), dm = p.d_model;
     std::vector<double> ctx(p.n_q * p.q_width());
     for (std::size_t h = 0; h < p.heads; ++h) {
         problem s = single_head(dm, p.n_q);
@@ -93,8 +94,8 @@ identity_result mha_vs_single_heads(std::uint64_t seed) {
             return std::vector<double>(b.begin() + long(h * d), b.begin() + long((h + 1) * d));
         };
         std::vector<double> q(p.n_q * d), k(p.n_q * d), v(p.n_q * d), o(p.n_q * d);
-        const auto wq = rows(w.wq), wk = rows(w.wk), wv = rows(w.wv), bq = brows(w.bq), bk = brows(w.bk),
-                   bv = brows(w.bv);
+        const auto wq = rows(w[qkv::wq]), wk = rows(w[qkv::wk]), wv = rows(w[qkv::wv]), bq = brows(w[qkv::bq]),
+                   bk = brows(w[qkv::bk]), bv = brows(w[qkv::bv]);
         reference::linear<double>({x.data(), wq.data(), bq.data(), q.data(), p.n_q, dm, d});
         reference::linear<double>({x.data(), wk.data(), bk.data(), k.data(), p.n_q, dm, d});
         reference::linear<double>({x.data(), wv.data(), bv.data(), v.data(), p.n_q, dm, d});
@@ -107,8 +108,8 @@ identity_result mha_vs_single_heads(std::uint64_t seed) {
                       ctx.begin() + long(i * p.q_width() + h * d));
     }
     std::vector<double> y(p.n_q * dm);
-    reference::linear<double>({ctx.data(), w.wo.data(), w.bo.data(), y.data(), p.n_q, p.q_width(), dm});
-    return make("MHA = H single heads, concatenated, then W_o", p, check::expect(p, check::mode::layer, in), y);
+    reference::linear<double>({ctx.data(), w[qkv::wo].data(), w[qkv::bo].data(), y.data(), p.n_q, p.o_width(), dm});
+    return make("MHA = H single heads, concatenated, then W_o", p, check::expect(p, mode::layer, in), y);
 }
 
 // GQA(G) vs MHA with every head of a group given its group's key/value rows.
@@ -117,29 +118,29 @@ identity_result gqa_vs_shared_mha(std::size_t G, std::uint64_t seed) {
     p.n_kv = 7;
     p.causal = true;
     p.bias = true;
-    const auto in = check::make_inputs(p, check::mode::layer, seed);
+    const auto in = check::make_inputs(p, mode::layer, seed);
     const auto w = in.w.cast<double>();
     const auto xq = widen(in.x_q), xkv = widen(in.x_kv);
     problem m = p;
     m.kv_heads = p.heads;
     weights<double> wm = w;
-    const std::size_t d = p.head_dim(), dm = p.d_model;
-    wm.wk.assign(m.kv_width() * dm, 0);
-    wm.wv.assign(m.kv_width() * dm, 0);
-    wm.bk.assign(m.kv_width(), 0);
-    wm.bv.assign(m.kv_width(), 0);
+    const std::size_t d = p.qk_dim(), dm = p.d_model;
+    wm[qkv::wk].assign(m.k_width() * dm, 0);
+    wm[qkv::wv].assign(m.v_width() * dm, 0);
+    wm[qkv::bk].assign(m.k_width(), 0);
+    wm[qkv::bv].assign(m.v_width(), 0);
     for (std::size_t h = 0; h < p.heads; ++h) {
         const std::size_t g = p.kv_head_of(h);
-        std::copy_n(w.wk.begin() + long(g * d * dm), d * dm, wm.wk.begin() + long(h * d * dm));
-        std::copy_n(w.wv.begin() + long(g * d * dm), d * dm, wm.wv.begin() + long(h * d * dm));
-        std::copy_n(w.bk.begin() + long(g * d), d, wm.bk.begin() + long(h * d));
-        std::copy_n(w.bv.begin() + long(g * d), d, wm.bv.begin() + long(h * d));
+        std::copy_n(w[qkv::wk].begin() + long(g * d * dm), d * dm, wm[qkv::wk].begin() + long(h * d * dm));
+        std::copy_n(w[qkv::wv].begin() + long(g * d * dm), d * dm, wm[qkv::wv].begin() + long(h * d * dm));
+        std::copy_n(w[qkv::bk].begin() + long(g * d), d, wm[qkv::bk].begin() + long(h * d));
+        std::copy_n(w[qkv::bv].begin() + long(g * d), d, wm[qkv::bv].begin() + long(h * d));
     }
     const auto b = layer(m, wm, xq, xkv);
     const std::string label = G == p.heads ? "GQA(G=H) = MHA"
                               : G == 1     ? "GQA(G=1) = MQA = MHA with one shared K/V"
                                            : "GQA(G) = MHA with K/V shared per group";
-    return make(label, p, check::expect(p, check::mode::layer, in), b);
+    return make(label, p, check::expect(p, mode::layer, in), b);
 }
 
 } // namespace

@@ -228,8 +228,6 @@ array load(const std::string& path) {
     return a;
 }
 
-namespace {
-
 std::vector<double> load_shaped(const std::string& path, const std::vector<std::size_t>& expected,
                                 const std::string& meaning) {
     array a = load(path);
@@ -237,77 +235,6 @@ std::vector<double> load_shaped(const std::string& path, const std::vector<std::
             path + ": shape " + shape_string(a.shape) + ", expected " + shape_string(expected) + " = " + meaning);
     require_finite(a.values, path); // weights are refused like inputs: NaN or Inf would poison every output
     return std::move(a.values);
-}
-
-bool exists(const std::string& path) { return std::filesystem::exists(path); }
-
-} // namespace
-
-weights<double> load_state_dict(const std::string& dir, problem& p) {
-    require(std::filesystem::is_directory(dir), dir + ": not a directory");
-    const std::string f = dir + "/";
-    const std::size_t d = p.d_model, h = p.heads, g = p.kv_heads;
-    weights<double> w;
-    if (exists(f + "in_proj_weight.npy")) {
-        require(h == g, f + "in_proj_weight.npy: a packed projection means MHA, but kv_heads=" + std::to_string(g) +
-                            " != heads=" + std::to_string(h) + " (use q/k/v_proj_weight.npy)");
-        p.d_head = d / h;
-        require(d % h == 0, "d_model=" + std::to_string(d) + " is not divisible by heads=" + std::to_string(h));
-        auto packed = load_shaped(f + "in_proj_weight.npy", {3 * d, d}, "[3*d_model, d_model]");
-        w.wq.assign(packed.begin(), packed.begin() + d * d);
-        w.wk.assign(packed.begin() + d * d, packed.begin() + 2 * d * d);
-        w.wv.assign(packed.begin() + 2 * d * d, packed.end());
-    } else {
-        const std::string qf = f + "q_proj_weight.npy";
-        require(exists(qf), dir + ": neither in_proj_weight.npy nor q_proj_weight.npy is there");
-        array q = load(qf);
-        require(q.shape.size() == 2 && q.shape[1] == d && q.shape[0] % h == 0 && q.shape[0] > 0,
-                qf + ": shape " + shape_string(q.shape) + ", expected (H*d_head, " + std::to_string(d) +
-                    ") with H=" + std::to_string(h));
-        p.d_head = q.shape[0] / h;
-        require_finite(q.values, qf);
-        w.wq = std::move(q.values);
-        const std::string kv_meaning = "[G*d_head, d_model] with G=" + std::to_string(g);
-        w.wk = load_shaped(f + "k_proj_weight.npy", {g * p.d_head, d}, kv_meaning);
-        w.wv = load_shaped(f + "v_proj_weight.npy", {g * p.d_head, d}, kv_meaning);
-    }
-    const std::size_t qw = p.q_width(), kw = p.kv_width();
-    w.wo = load_shaped(f + "out_proj.weight.npy", {d, qw}, "[d_model, H*d_head]");
-    const bool in_bias = exists(f + "in_proj_bias.npy"), out_bias = exists(f + "out_proj.bias.npy");
-    require(in_bias == out_bias, dir + ": in_proj_bias.npy and out_proj.bias.npy must both be present or both absent");
-    p.bias = in_bias;
-    if (p.bias) {
-        auto b = load_shaped(f + "in_proj_bias.npy", {qw + 2 * kw}, "[H*d_head + 2*G*d_head]");
-        w.bq.assign(b.begin(), b.begin() + qw);
-        w.bk.assign(b.begin() + qw, b.begin() + qw + kw);
-        w.bv.assign(b.begin() + qw + kw, b.end());
-        w.bo = load_shaped(f + "out_proj.bias.npy", {d}, "[d_model]");
-    }
-    return w;
-}
-
-void save_state_dict(const std::string& dir, const problem& p, const weights<double>& w) {
-    std::filesystem::create_directories(dir);
-    const std::string f = dir + "/";
-    save(f + "q_proj_weight.npy", {p.q_width(), p.d_model}, w.wq.data());
-    save(f + "k_proj_weight.npy", {p.kv_width(), p.d_model}, w.wk.data());
-    save(f + "v_proj_weight.npy", {p.kv_width(), p.d_model}, w.wv.data());
-    save(f + "out_proj.weight.npy", {p.d_model, p.q_width()}, w.wo.data());
-    if (p.bias) {
-        std::vector<double> b(w.bq);
-        b.insert(b.end(), w.bk.begin(), w.bk.end());
-        b.insert(b.end(), w.bv.begin(), w.bv.end());
-        save(f + "in_proj_bias.npy", {b.size()}, b.data());
-        save(f + "out_proj.bias.npy", {p.d_model}, w.bo.data());
-    } else {
-        // a folder written before with biases must not keep them: load_state_dict would use them
-        for (const char* name : {"in_proj_bias.npy", "out_proj.bias.npy"}) {
-            check_output_file(f + name); // a regular file or nothing: never remove anything else
-            std::error_code ec;
-            std::filesystem::remove(f + name, ec);
-            require(!ec, f + name + ": cannot remove the old bias (" + ec.message() + ")");
-        }
-    }
 }
 
 void save(const std::string& path, const std::vector<std::size_t>& shape, const float* data) {

@@ -27,15 +27,10 @@ array load(const std::string& path);
 void save(const std::string& path, const std::vector<std::size_t>& shape, const float* data);
 void save(const std::string& path, const std::vector<std::size_t>& shape, const double* data);
 
-/// Layer weights read from a directory of .npy files named as PyTorch's
-/// nn.MultiheadAttention state_dict: in_proj_weight [3*d_model, d_model] (MHA) or
-/// q_proj_weight [H*d_head, d_model], k_proj_weight and v_proj_weight [G*d_head, d_model];
-/// in_proj_bias [H*d_head + 2*G*d_head]; out_proj.weight [d_model, H*d_head]; out_proj.bias [d_model].
-/// Fills p.d_head and p.bias from what the files hold; p.d_model, p.heads, p.kv_heads must be set.
-weights<double> load_state_dict(const std::string& dir, problem& p);
-
-/// Writes weights under the same names (separate q/k/v projections, so every family fits).
-void save_state_dict(const std::string& dir, const problem& p, const weights<double>& w);
+/// The array at `path` as doubles, refused in one line naming the file unless its shape is
+/// `expected` (`meaning` says what that shape is, e.g. "[d_model, H*d_head]") and every value is finite.
+std::vector<double> load_shaped(const std::string& path, const std::vector<std::size_t>& expected,
+                                const std::string& meaning);
 
 /// "(2, 3, 4)"
 std::string shape_string(const std::vector<std::size_t>& shape);

@@ -5,10 +5,12 @@ module;
 #include <cmath>
 #include <cstddef>
 #include <string>
+#include <vector>
 #include <omp.h>
 module attn.peak;
 import :probe;
 import attn.kernels;
+import attn.results;
 
 namespace attn::peak {
 
@@ -44,10 +46,34 @@ ceilings measure(const options& opt) {
     triad_arrays arr(c.triad_elements);
     c.triad_1t_gbs = triad_impl(arr, 1, opt.repetitions);
     c.triad_all_gbs = triad_impl(arr, granted, opt.repetitions);
+    c.read_1t_gbs = read_impl(arr, 1, opt.repetitions);
+    c.read_all_gbs = read_impl(arr, granted, opt.repetitions);
+    const std::size_t l3 = machine().l3_bytes ? machine().l3_bytes : std::size_t(32) << 20;
+    for (std::size_t k : {1, 2, 4})
+        if (k * l3 < 2 * c.triad_array_bytes)
+            for (int t : {1, granted})
+                c.read_footprints.push_back(
+                    {k * l3, t, read_impl(arr, t, opt.repetitions, k * l3 / 2 / sizeof(float))});
     for (int f : stream_fmas) // the accumulators, the multiplier and the batch read must fit in registers
         if (f + 2 <= kernels::isa::vector_registers)
             c.stream.push_back({f, f / 2.0, stream_impl(arr, granted, f, opt.repetitions)});
     return c;
+}
+
+std::size_t dram_footprint(const ceilings& c, int threads) {
+    const bool one = threads <= 1;
+    const stats& dram = one ? c.read_1t_gbs : c.read_all_gbs;
+    if (c.read_footprints.empty() || dram.samples.empty()) return 0;
+    std::size_t from = 2 * c.triad_array_bytes;
+    std::vector<footprint_point> scan;
+    for (const auto& f : c.read_footprints)
+        if ((f.threads <= 1) == one) scan.push_back(f);
+    std::sort(scan.begin(), scan.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+    for (const auto& f : scan) { // from the largest down, while the stream stays at DRAM speed
+        if (f.gbs.median > 1.15 * dram.median) break;
+        from = f.bytes;
+    }
+    return from;
 }
 
 } // namespace attn::peak

@@ -1,7 +1,8 @@
 // attn.peak -- this machine's measured ceilings, the roofline every "% of peak" refers to:
 // fp32 FMA throughput (the batch and FMA instruction attn.kernels:isa picks, enough independent
-// accumulators to hide the FMA latency on every FMA port) and STREAM-style triad bandwidth over
-// arrays far larger than the last-level cache, each on one thread and on all threads; and, on
+// accumulators to hide the FMA latency on every FMA port), STREAM-style triad bandwidth and a
+// read-only stream's bandwidth over arrays far larger than the last-level cache, each on one
+// thread and on all threads; and, on
 // all threads, a streaming probe that does a fixed number of FMAs per byte read from DRAM, which
 // shows where between the two ceilings this machine's roofline min(triad, FMA / intensity) is
 // reached.
@@ -45,12 +46,26 @@ struct stream_point {
     stats gbs; ///< bytes read per second, 10^9
 };
 
+/// The read probe over a smaller footprint (the first bytes / 2 of b and of c): where a stream of
+/// that many bytes still runs faster than DRAM allows, a decode cache of that size is read partly
+/// from the caches. A virtual machine's topology may hide how much last-level cache its threads
+/// reach (this session's 2 vCPUs report one 32 MiB L3, yet a 64 MiB stream on both runs at 2.4x
+/// the DRAM rate), so this is measured, not read from sysfs.
+struct footprint_point {
+    std::size_t bytes = 0; ///< b's and c's bytes read per pass together
+    int threads = 1;
+    stats gbs;
+};
+
 /// The machine's ceilings. FMA in GFLOP/s (an FMA counts as 2 FLOPs); triad in GB/s
 /// (10^9 bytes/s) counting 12 bytes per element -- read b and c, write a -- as STREAM does;
-/// the write-allocate read of a that the caches also perform is not counted.
+/// the write-allocate read of a that the caches also perform is not counted. Read in GB/s of
+/// bytes read by a loop that only reads (each thread sums its share of b and then of c): the
+/// memory ceiling of a kernel that reads and writes almost nothing, as a decode step over its cache.
 struct ceilings {
     stats fma_1t_gflops, fma_all_gflops;
     stats triad_1t_gbs, triad_all_gbs;
+    stats read_1t_gbs, read_all_gbs;   ///< empty (no samples) in files written before the read probe
     int threads = 1;                   ///< threads of the all-thread figures (as OpenMP granted)
     int accumulators = 0;              ///< independent FMA chains per thread
     int simd_lanes = 0;                ///< f32 lanes per batch
@@ -63,7 +78,16 @@ struct ceilings {
     /// lane) on 1 and all threads, where the CPU has AVX512_BF16; no samples where it has not.
     /// Informative: every variant computes bf16 on fp32 FMAs, so % of peak uses the FMA figures.
     stats bf16_dot_1t_gflops, bf16_dot_all_gflops;
+    /// The read probe over 1, 2 and 4 x the reported last-level cache (below the main arrays'
+    /// footprint), on 1 and all threads; empty in files that predate it.
+    std::vector<footprint_point> read_footprints;
 };
+
+/// A read-only stream runs at DRAM speed from this many bytes on (`threads` as the ceilings'
+/// figures: 1, or all): the smallest scanned footprint whose read rate, and every larger one's,
+/// is within 15 % of the main read figure at those threads (whose own footprint, 2 x
+/// triad_array_bytes, ends the scan). 0 when the ceilings have no scan.
+std::size_t dram_footprint(const ceilings& c, int threads);
 
 /// fp32 FMA throughput on `threads` threads, in GFLOP/s.
 stats fma_gflops(int threads, const options& opt = {});
@@ -71,8 +95,12 @@ stats fma_gflops(int threads, const options& opt = {});
 /// Triad a[i] = b[i] + s*c[i] bandwidth on `threads` threads, in GB/s (12 bytes per element).
 stats triad_gbs(int threads, const options& opt = {});
 
-/// The triad on arrays allocated and first-touched once (3 x triad_array_bytes(opt)), for a
-/// triad measured again and again, e.g. beside each case of a sweep, as triad_gbs would measure it.
+/// Read-only bandwidth on `threads` threads, in GB/s of bytes read.
+stats read_gbs(int threads, const options& opt = {});
+
+/// The triad and the read probe on arrays allocated and first-touched once (3 x
+/// triad_array_bytes(opt)), for ceilings measured again and again, e.g. beside each decode case
+/// of a sweep, as triad_gbs and read_gbs would measure them.
 class triad_probe {
   public:
     explicit triad_probe(const options& opt = {});
@@ -81,6 +109,8 @@ class triad_probe {
     triad_probe& operator=(const triad_probe&) = delete;
     /// The triad on `threads` threads (0: all), `repetitions` timed passes after one untimed one.
     stats measure(int threads, int repetitions);
+    /// The read probe on the same arrays (b and c), likewise.
+    stats measure_read(int threads, int repetitions);
 
   private:
     struct arrays;

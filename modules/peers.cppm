@@ -15,49 +15,50 @@ export namespace attn {
 
 struct peer_provider {
     std::string name;
-    std::vector<std::string> modes; ///< the case modes it runs
-    bool mha_only = false;          ///< only G = H (nn.MultiheadAttention has no grouped heads)
-    std::string library, install;   ///< the Python module it needs; the command that installs it
+    std::vector<attn::mode> modes; ///< the case modes it runs
+    bool mha_only = false;         ///< only G = H (nn.MultiheadAttention has no grouped heads)
+    std::string library, install;  ///< the Python module it needs; the command that installs it
     /// The precisions it runs in (its output judged against the reference under that precision's
     /// bound before it is timed); a case in another precision gets no peer case, and
     /// `not_served` says why, per precision, for the report.
-    std::vector<std::string> precisions{"f32"};
-    std::map<std::string, std::string> not_served;
+    std::vector<dtype> precisions{dtype::f32};
+    std::map<dtype, std::string> not_served;
 
     /// Why it does not run `precision` (a precision it does run has no entry).
-    std::string why_not(const std::string& precision) const {
+    std::string why_not(dtype precision) const {
         const auto it = not_served.find(precision);
-        return it != not_served.end() ? it->second : name + " runs " + precision + " in no runner of ours";
+        return it != not_served.end() ? it->second
+                                      : name + " runs " + std::string(enum_name(precision)) + " in no runner of ours";
     }
 };
 
 inline const std::vector<peer_provider>& peer_providers() {
     static const std::vector<peer_provider> p{
         {"torch-sdpa",
-         {"core", "decode"},
+         {mode::core, mode::decode},
          false,
          "torch",
          "bash scripts/peers.sh",
-         {"f32", "bf16", "f16"},
-         {{"int8", "int8 is a cache type of ours; torch's SDPA takes no quantized cache"}}},
+         {dtype::f32, dtype::bf16, dtype::f16},
+         {{dtype::int8, "int8 is a cache type of ours; torch's SDPA takes no quantized cache"}}},
         {"torch-mha",
-         {"layer"},
+         {mode::layer},
          true,
          "torch",
          "bash scripts/peers.sh",
-         {"f32"},
-         {{"bf16", "its runner builds an fp32 nn.MultiheadAttention only"},
-          {"f16", "its runner builds an fp32 nn.MultiheadAttention only"}}},
+         {dtype::f32},
+         {{dtype::bf16, "its runner builds an fp32 nn.MultiheadAttention only"},
+          {dtype::f16, "its runner builds an fp32 nn.MultiheadAttention only"}}},
         {"ort-attention",
-         {"core", "decode"},
+         {mode::core, mode::decode},
          false,
          "onnxruntime",
          "bash scripts/peers.sh --ort",
-         {"f32"},
-         {{"bf16", "onnxruntime's CPU provider has no bfloat16 Attention kernel"},
-          {"f16", "onnxruntime's CPU float16 Attention kernel fails the suite's f16 judgement (3-5x the bound "
-                  "on queries and keys in [-4, 4])"},
-          {"int8", "int8 is a cache type of ours; the Attention operator takes no quantized cache"}}},
+         {dtype::f32},
+         {{dtype::bf16, "onnxruntime's CPU provider has no bfloat16 Attention kernel"},
+          {dtype::f16, "onnxruntime's CPU float16 Attention kernel fails the suite's f16 judgement (3-5x the bound "
+                       "on queries and keys in [-4, 4])"},
+          {dtype::int8, "int8 is a cache type of ours; the Attention operator takes no quantized cache"}}},
     };
     return p;
 }
@@ -72,7 +73,9 @@ inline bool is_peer(const std::string& name) { return find_peer(name) != nullptr
 
 /// A (provider, precision) pair the cases ask for that the provider does not serve, with why.
 struct unserved {
-    std::string provider, precision, why;
+    std::string provider;
+    dtype precision;
+    std::string why;
 };
 
 /// The precisions of `cases` (in modes a provider runs) that `providers` do not serve.

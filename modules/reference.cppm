@@ -9,6 +9,8 @@
 //  - softmax per row of n visible scores: n-1 compares (max), n subtracts and n exps,
 //    n-1 adds (sum), n divides;
 //  - a query row that sees no key (causal, n_q > n_kv) yields zeros and costs nothing.
+// A family's layer (attn.families) composes these with its own stages; run on attn::counted
+// scalars, every operation is tallied under the stage last announced through stage_hook.
 module;
 #include <cmath>
 #include <cstddef>
@@ -24,15 +26,27 @@ struct stage_hook {
     static void enter(stage) noexcept {}
 };
 
+/// The counting scalar's hook: the reference announces each stage, the tally follows it.
+template <>
+struct stage_hook<counted> {
+    static void enter(stage s) noexcept { detail::current = s; }
+};
+
 /// Optional capture of one head's intermediates (row-major n_q x n_kv), for teaching output.
 template <class T>
 struct trace {
     std::vector<std::vector<T>> scores, scaled, probs; ///< one per (batch, head), in that order
 };
 
+/// Announces the stage the next operations belong to (a no-op but for a counting scalar). The
+/// core announces its own stages; a family's layer announces its projections and its own stages.
 template <class T>
-void linear(const linear_io<T>& io, stage s = stage::proj_q) {
+void announce(stage s) {
     stage_hook<T>::enter(s);
+}
+
+template <class T>
+void linear(const linear_io<T>& io) {
     for (std::size_t r = 0; r < io.rows; ++r) {
         const T* x = io.x + r * io.in;
         for (std::size_t o = 0; o < io.out; ++o) {
@@ -54,7 +68,7 @@ template <class T>
 void core(const problem& p, const core_io<T>& io, trace<T>* tr = nullptr) {
     using std::exp;
     using hook = stage_hook<T>;
-    const std::size_t nq = p.n_q, nkv = p.n_kv, d = p.head_dim();
+    const std::size_t nq = p.n_q, nkv = p.n_kv, dqk = p.qk_dim(), dv = p.v_dim();
     const T scale = T(p.softmax_scale());
     std::vector<T> s(nq * nkv, T(0)), row_max(nq, T(0)), row_sum(nq, T(0));
     for (std::size_t b = 0; b < p.batch; ++b) {
@@ -66,7 +80,7 @@ void core(const problem& p, const core_io<T>& io, trace<T>* tr = nullptr) {
                 for (std::size_t j = 0; j < p.visible(i); ++j) {
                     const T* k = io.k.row(b, g, j);
                     T dot = q[0] * k[0];
-                    for (std::size_t t = 1; t < d; ++t) dot = dot + q[t] * k[t];
+                    for (std::size_t t = 1; t < dqk; ++t) dot = dot + q[t] * k[t];
                     s[i * nkv + j] = dot;
                 }
             }
@@ -102,7 +116,7 @@ void core(const problem& p, const core_io<T>& io, trace<T>* tr = nullptr) {
             for (std::size_t i = 0; i < nq; ++i) {
                 T* o = io.out.row(b, h, i);
                 const std::size_t n = p.visible(i);
-                for (std::size_t t = 0; t < d; ++t) {
+                for (std::size_t t = 0; t < dv; ++t) {
                     if (n == 0) {
                         o[t] = T(0);
                         continue;
@@ -116,22 +130,12 @@ void core(const problem& p, const core_io<T>& io, trace<T>* tr = nullptr) {
     }
 }
 
-/// The whole layer, stage by stage, with the reference kernels.
+/// The reference's kernels as a variant's kernel set: the `naive` variant in float, the oracle's
+/// in double, the measured count's on attn::counted (a family's layer composes them).
 template <class T>
-void layer(const problem& p, const weights<T>& w, const T* x_q, const T* x_kv, T* y, trace<T>* tr = nullptr) {
-    const std::size_t rq = p.batch * p.n_q, rkv = p.batch * p.n_kv, d = p.head_dim();
-    std::vector<T> q(rq * p.q_width()), k(rkv * p.kv_width()), v(rkv * p.kv_width()), ctx(rq * p.q_width());
-    auto bias = [](const std::vector<T>& b) { return b.empty() ? nullptr : b.data(); };
-    linear<T>({x_q, w.wq.data(), bias(w.bq), q.data(), rq, p.d_model, p.q_width()}, stage::proj_q);
-    linear<T>({x_kv, w.wk.data(), bias(w.bk), k.data(), rkv, p.d_model, p.kv_width()}, stage::proj_k);
-    linear<T>({x_kv, w.wv.data(), bias(w.bv), v.data(), rkv, p.d_model, p.kv_width()}, stage::proj_v);
-    core<T>(p,
-            {interleaved_heads<const T>(q.data(), p.batch, p.n_q, p.heads, d),
-             interleaved_heads<const T>(k.data(), p.batch, p.n_kv, p.kv_heads, d),
-             interleaved_heads<const T>(v.data(), p.batch, p.n_kv, p.kv_heads, d),
-             interleaved_heads<T>(ctx.data(), p.batch, p.n_q, p.heads, d)},
-            tr);
-    linear<T>({ctx.data(), w.wo.data(), bias(w.bo), y, rq, p.q_width(), p.d_model}, stage::proj_o);
+kernel_set<T> kernels() {
+    return {[](const problem& p, const core_io<T>& io, const run_options&) { core<T>(p, io); },
+            [](const linear_io<T>& io, const run_options&) { linear<T>(io); }};
 }
 
 } // namespace attn::reference

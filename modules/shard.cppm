@@ -47,9 +47,9 @@ inline shard_spec parse_shard(const std::string& text) {
 inline double case_cost(const sweep_case& c) {
     const problem p = c.shape();
     double flops = 0;
-    if (c.mode == "decode")
+    if (c.mode == mode::decode)
         flops = double(decode_cost(p, c.context, 4).full_flops); // batch included
-    else if (c.mode == "layer")
+    else if (c.mode == mode::layer)
         flops = double(analytic_flops(p).full_flops());
     else
         flops = double(analytic_flops(p).attention_full());
@@ -62,16 +62,9 @@ inline double case_cost(const sweep_case& c) {
 /// of them in one process of the peer harness.
 inline std::vector<std::vector<sweep_case>> shard_units(const std::vector<sweep_case>& cases) {
     std::vector<std::vector<sweep_case>> runs;
-    std::map<std::string, std::size_t> decode_run;
+    std::map<std::string, std::size_t> run_of;
     for (const auto& k : cases) {
-        if (k.mode != "decode") {
-            runs.push_back({k});
-            continue;
-        }
-        sweep_case key = k;
-        key.kv_heads = 0;
-        key.grids.clear();
-        const auto [it, fresh] = decode_run.emplace(nlohmann::json(key).dump(), runs.size());
+        const auto [it, fresh] = run_of.emplace(k.run_group(), runs.size());
         if (fresh) runs.emplace_back();
         runs[it->second].push_back(k);
     }

@@ -12,6 +12,7 @@ module;
 #include <vector>
 module attn.sources;
 import attn.reference;
+import attn.families;
 
 namespace attn::sources {
 
@@ -77,17 +78,18 @@ toy_result cat_sleeps() {
     p.d_model = 4;
     p.heads = p.kv_heads = 2;
     p.validate();
-    const std::size_t n = 2, d = 4, dh = p.head_dim();
+    const std::size_t n = 2, d = 4, dh = p.qk_dim();
     const std::vector<double> x = {1, 2, 0, 0, 0, 0, 1, 2};
     weights<double> w;
+    w.t.resize(qkv::count); // no biases
     std::vector<double> eye(d * d, 0.0);
     for (std::size_t i = 0; i < d; ++i) eye[i * d + i] = 1.0;
-    w.wq = w.wk = w.wv = w.wo = eye;
+    w[qkv::wq] = w[qkv::wk] = w[qkv::wv] = w[qkv::wo] = eye;
 
     std::vector<double> q(n * d), k(n * d), v(n * d), z(n * d), y(n * d);
-    reference::linear<double>({x.data(), w.wq.data(), nullptr, q.data(), n, d, d}, stage::proj_q);
-    reference::linear<double>({x.data(), w.wk.data(), nullptr, k.data(), n, d, d}, stage::proj_k);
-    reference::linear<double>({x.data(), w.wv.data(), nullptr, v.data(), n, d, d}, stage::proj_v);
+    reference::linear<double>({x.data(), w[qkv::wq].data(), nullptr, q.data(), n, d, d});
+    reference::linear<double>({x.data(), w[qkv::wk].data(), nullptr, k.data(), n, d, d});
+    reference::linear<double>({x.data(), w[qkv::wv].data(), nullptr, v.data(), n, d, d});
     reference::trace<double> tr;
     reference::core<double>(p,
                             {interleaved_heads<const double>(q.data(), 1, n, p.heads, dh),
@@ -95,9 +97,9 @@ toy_result cat_sleeps() {
                              interleaved_heads<const double>(v.data(), 1, n, p.kv_heads, dh),
                              interleaved_heads<double>(z.data(), 1, n, p.heads, dh)},
                             &tr);
-    reference::linear<double>({z.data(), w.wo.data(), nullptr, y.data(), n, d, d}, stage::proj_o);
+    reference::linear<double>({z.data(), w[qkv::wo].data(), nullptr, y.data(), n, d, d});
     std::vector<double> y_layer(n * d);
-    reference::layer<double>(p, w, x.data(), x.data(), y_layer.data());
+    reference_layer<double>(p, w, x.data(), x.data(), y_layer.data());
     for (std::size_t i = 0; i < n * d; ++i)
         r.layer_max_abs_diff = std::max(r.layer_max_abs_diff, std::abs(y[i] - y_layer[i]));
 

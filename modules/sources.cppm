@@ -40,7 +40,7 @@ struct toy_result {
     problem p;
     std::vector<matrix> steps;            ///< X, per-head Q/K/V, K^T, scores, scaled, softmax, outputs, Z, output
     std::vector<printed_number> compared; ///< every number the document prints
-    double layer_max_abs_diff = 0;        ///< reference::layer vs the step-by-step run (should be 0)
+    double layer_max_abs_diff = 0;        ///< the reference layer vs the step-by-step run (should be 0)
     std::size_t agree() const {
         std::size_t n = 0;
         for (const auto& c : compared) n += c.agree;

@@ -22,11 +22,23 @@ namespace {
 using detail::toml_reader;
 using detail::type_name;
 
-const std::vector<std::string> grid_keys{"variants", "modes",  "precisions", "d_model", "heads",
-                                         "kv_heads", "d_head", "seq",        "kv_seq",  "batch",
-                                         "threads",  "causal", "bias",       "context", "magnitude"};
-const std::vector<std::string> known_modes{"core", "layer", "decode"};
-const std::vector<std::string> known_precisions{"f32", "bf16", "f16", "int8"};
+const std::vector<std::string> grid_keys{
+    "variants", "modes", "precisions", "d_model",      "heads",       "kv_heads",        "d_head",    "seq",
+    "kv_seq",   "batch", "threads",    "causal",       "bias",        "context",         "magnitude", "figures",
+    "families", "forms", "d_v",        "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim"};
+/// The storage types a grid may name (f64, the oracle's, is for attnbench check and the harness).
+const std::vector<dtype> sweep_precisions{dtype::f32, dtype::bf16, dtype::f16, dtype::int8};
+
+/// A list of a kind's names, read against its table (or the `allowed` values of it), as values.
+template <class E>
+std::vector<E> kinds(const toml_reader& r, const toml::node& v, const std::string& key, const std::string& what,
+                     const std::vector<E>& allowed = enum_values<E>()) {
+    std::vector<std::string> known;
+    for (const E e : allowed) known.emplace_back(enum_name(e));
+    std::vector<E> out;
+    for (const auto& n : r.names(v, key, known, what)) out.push_back(parse_enum<E>(n));
+    return out;
+}
 
 /// What a grid's `variants` may name: the selectors and every registered variant.
 std::vector<std::string> known_variants() {
@@ -50,9 +62,9 @@ void read_grid_keys(const toml_reader& r, const toml::table& t, located_grid& lg
         if (key == "variants")
             g.variants = r.names(v, key, known_variants(), "variant");
         else if (key == "modes")
-            g.modes = r.names(v, key, known_modes, "mode");
+            g.modes = kinds<mode>(r, v, key, "mode");
         else if (key == "precisions")
-            g.precisions = r.names(v, key, known_precisions, "precision");
+            g.precisions = kinds<dtype>(r, v, key, "precision", sweep_precisions);
         else if (key == "d_model")
             g.d_model = r.sizes(v, key, 1);
         else if (key == "heads")
@@ -82,7 +94,23 @@ void read_grid_keys(const toml_reader& r, const toml::table& t, located_grid& lg
             g.bias = r.booleans(v, key);
         else if (key == "magnitude")
             g.magnitude = r.positives(v, key, 1e6);
+        else if (key == "figures")
+            g.figures = kinds<figure>(r, v, key, "figure");
+        else if (key == "families") // the named families; the others are told apart by their shape
+            g.families = kinds<family>(r, v, key, "family", {family::mla});
+        else if (key == "forms")
+            g.forms = kinds<form>(r, v, key, "form", {form::naive, form::absorb});
+        else if (key == "d_v")
+            g.d_v = r.sizes(v, key, 0);
+        else if (key == "kv_lora_rank")
+            g.kv_lora_rank = r.sizes(v, key, 1);
+        else if (key == "q_lora_rank")
+            g.q_lora_rank = r.sizes(v, key, 0);
+        else if (key == "qk_rope_head_dim")
+            g.qk_rope_head_dim = r.sizes(v, key, 2);
     }
+    // MLA without forms named runs both
+    if (!g.families.empty() && !lg.line.count("forms")) g.forms = {form::naive, form::absorb};
 }
 
 /// heads divides d_model (unless d_head is given), kv_heads divides heads: checked for every
@@ -103,9 +131,9 @@ void check_combinations(const toml_reader& r, const located_grid& lg, const std:
                 r.fail(line("kv_heads"), "kv_heads",
                        "value " + std::to_string(kv) + " does not divide heads " + std::to_string(h) + where +
                            " (0 means kv_heads = heads)");
-    const bool decode = std::find(g.modes.begin(), g.modes.end(), "decode") != g.modes.end();
-    const bool other_modes = std::any_of(g.modes.begin(), g.modes.end(), [](const auto& m) { return m != "decode"; });
-    if (other_modes && std::find(g.precisions.begin(), g.precisions.end(), "int8") != g.precisions.end())
+    const bool decode = std::find(g.modes.begin(), g.modes.end(), mode::decode) != g.modes.end();
+    const bool other_modes = std::any_of(g.modes.begin(), g.modes.end(), [](mode m) { return m != mode::decode; });
+    if (other_modes && std::find(g.precisions.begin(), g.precisions.end(), dtype::int8) != g.precisions.end())
         r.fail(line("precisions"), "precisions",
                "value 'int8' is a key/value cache type: it applies to mode 'decode' only" + where);
     if (!decode && line("context") && !(g.context.size() == 1 && g.context[0] == 0))
@@ -113,6 +141,31 @@ void check_combinations(const toml_reader& r, const located_grid& lg, const std:
     if (decode && std::any_of(g.magnitude.begin(), g.magnitude.end(), [](double m) { return m != 1.0; }))
         r.fail(line("magnitude"), "magnitude",
                "applies to modes 'core' and 'layer' only (a decode step's inputs are drawn in [-1, 1])" + where);
+    // MLA's keys need the family, and the family needs them
+    const bool latent = std::find(g.families.begin(), g.families.end(), family::mla) != g.families.end();
+    for (const char* k : {"forms", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim"})
+        if (!latent && line(k)) r.fail(line(k), k, "is MLA's: give families = [\"mla\"]" + where);
+    if (latent) {
+        for (const char* k : {"kv_lora_rank", "qk_rope_head_dim", "d_head"})
+            if (!line(k)) r.fail(line("families"), "families", std::string("mla needs ") + k + where);
+        for (auto rope : g.qk_rope_head_dim)
+            if (rope % 2)
+                r.fail(line("qk_rope_head_dim"), "qk_rope_head_dim",
+                       "value " + std::to_string(rope) + " is odd: the rotary part is rotated in pairs" + where);
+        for (auto dh : g.d_head)
+            for (auto rope : g.qk_rope_head_dim)
+                if (dh <= rope)
+                    r.fail(line("d_head"), "d_head",
+                           "value " + std::to_string(dh) + " must exceed qk_rope_head_dim " + std::to_string(rope) +
+                               " (d_head = qk_nope_head_dim + qk_rope_head_dim)" + where);
+        for (auto kv : g.kv_heads)
+            if (kv)
+                r.fail(line("kv_heads"), "kv_heads",
+                       "MLA has keys and values per query head: kv_heads must be 0 (got " + std::to_string(kv) + ")" +
+                           where);
+        for (auto b : g.bias)
+            if (b) r.fail(line("bias"), "bias", "MLA's projections have no biases" + where);
+    }
     if (!other_modes && line("kv_seq") && !(g.kv_seq.size() == 1 && g.kv_seq[0] == 0))
         r.fail(line("kv_seq"), "kv_seq",
                "applies to modes 'core' and 'layer' only (decode's keys are its context)" + where);
@@ -168,25 +221,28 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source,
                 s.check.batch = r.sizes(v, key, 1);
             else if (key == "mode") {
                 s.check.mode = r.string(v, key);
-                if (s.check.mode != "core" && s.check.mode != "layer" && s.check.mode != "decode" &&
-                    s.check.mode != "both" && s.check.mode != "all")
+                try {
+                    select_modes(s.check.mode);
+                } catch (const error&) {
                     r.fail(v, key,
                            "must be \"core\", \"layer\", \"decode\", \"both\" or \"all\" (got \"" + s.check.mode +
                                "\")");
+                }
             }
         }
         // check's own defaults where the file leaves a size out (d_model 64, heads 4)
         lg.g.d_model = s.check.d_model.empty() ? std::vector<std::size_t>{64} : s.check.d_model;
         lg.g.heads = s.check.heads.empty() ? std::vector<std::size_t>{4} : s.check.heads;
         lg.g.kv_heads = s.check.kv_heads;
-        lg.g.modes = {"core"};
+        lg.g.modes = {mode::core};
         check_combinations(r, lg, " in [check]");
     }
 
     // [peers] providers: other libraries timed on the same grids (attn.peers)
     if (const auto* n = root.get("peers")) {
         const auto& t = r.table(*n, "peers");
-        r.only(t, {"providers"}, "[peers]");
+        r.only(t, {"providers", "rounds"}, "[peers]");
+        if (const auto* v = t.get("rounds")) s.peer_rounds = r.count(*v, "rounds");
         std::vector<std::string> known;
         for (const auto& p : peer_providers()) known.push_back(p.name);
         if (const auto* v = t.get("providers")) s.peers = r.names(*v, "providers", known, "peer");

@@ -34,6 +34,9 @@ struct sweep_spec {
     double min_time = 0.1;          ///< [perf] min_time in seconds per repetition
     std::vector<attn::grid> grids;  ///< [[perf.grid]], defaults from [perf]; attn::expand makes the cases
     std::vector<std::string> peers; ///< [peers] providers (attn.peers): run beside the grids' cases
+    /// [peers] rounds: a shape with peers runs ours, then each peer, this many times over
+    /// (`repetitions` each time), so drift hits both sides; medians over the rounds
+    int peer_rounds = 3;
 };
 
 /// Parses and validates `text`; `source` names it in errors ("quick.toml:12: key 'heads' ...").

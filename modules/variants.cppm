@@ -1,6 +1,7 @@
 // attn.variants -- the registry of implementations. Each lives in one file of variants/;
 // variants/registry.cpp lists them, one line each.
 module;
+#include <string>
 #include <string_view>
 #include <vector>
 export module attn.variants;
@@ -21,5 +22,16 @@ const variant& find_variant(std::string_view name);
 /// Throws attn::error "variant 'V' does not run in P on this CPU (MODEL)" when v has no kernels
 /// for precision p here.
 void require_precision(const variant& v, precision p);
+
+/// "" when `v` serves problem p (a layer problem; its family, shape and window) in mode m with
+/// storage type t (decode: the cache's type) on device d; else one line naming the variant and
+/// what it lacks: its device, the family, the precision or cache type, or a limit of its own.
+std::string refusal(const variant& v, const problem& p, mode m, dtype t, device d);
+
+/// Throws attn::error with refusal()'s line unless `v` serves the case.
+inline void require_serves(const variant& v, const problem& p, mode m, dtype t, device d) {
+    const std::string why = refusal(v, p, m, t, d);
+    require(why.empty(), why);
+}
 
 } // namespace attn

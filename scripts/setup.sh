@@ -2,8 +2,9 @@
 # Installs everything attnbench needs on Debian 12, and nothing twice:
 #   - Debian packages (compiler, libraries), with apt-get, as root;
 #   - one Python environment from PyPI (scripts/requirements.txt: CMake, numpy, matplotlib,
-#     scipy), a venv made from PATH's python3 in a per-user cache shared by every clone on the
-#     machine, linked from the checkout as .venv (git-ignored).
+#     scipy, Google Benchmark's Python bindings and the ONNX Runtime peer), a venv made from
+#     PATH's python3 in a per-user cache shared by every clone on the machine, linked from the
+#     checkout as .venv (git-ignored).
 # As another user it prints the commands to run and exits 1. A second run prints one line.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -68,6 +69,6 @@ if [ $venv_ok -eq 0 ]; then
   flock -u 9
   ln -sfn "$venv" "$root/.venv"
   "$root/.venv/bin/cmake" --version | head -1
-  "$root/.venv/bin/python" -c 'import numpy, matplotlib, scipy; print("numpy", numpy.__version__, "matplotlib", matplotlib.__version__, "scipy", scipy.__version__)'
+  "$root/.venv/bin/python" -c 'import numpy, matplotlib, scipy, onnxruntime, google_benchmark; print("numpy", numpy.__version__, "matplotlib", matplotlib.__version__, "scipy", scipy.__version__, "onnxruntime", onnxruntime.__version__)'
 fi
 echo "setup: done"

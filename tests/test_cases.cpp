@@ -38,7 +38,7 @@ TEST_CASE("a case's id, text and JSON, written out by hand", "[cases]") {
     CHECK(c.text() == "simd core d_model=512 H=8 G=2 N=1024 B=1 t=2 causal");
     CHECK(c.d_head == 64);
     CHECK(c.n_kv == 1024);
-    CHECK(c.precision == "f32");
+    CHECK(c.precision == attn::dtype::f32);
     const json back = c;
     CHECK(back.at("kv_heads") == 2);
     CHECK(back.at("n_q") == 1024);
@@ -89,7 +89,7 @@ TEST_CASE("expand: the cross product, counted by hand, without duplicates", "[ca
     attn::grid a;
     a.name = "a";
     a.variants = {"simd", "parallel"};
-    a.modes = {"core", "layer"};
+    a.modes = {attn::mode::core, attn::mode::layer};
     a.d_model = {64};
     a.heads = {4};
     a.kv_heads = {0, 1};
@@ -98,19 +98,19 @@ TEST_CASE("expand: the cross product, counted by hand, without duplicates", "[ca
     attn::grid b = a; // a second grid asking for a subset: no new case, both grid names recorded
     b.name = "b";
     b.variants = {"parallel"};
-    b.modes = {"core"};
+    b.modes = {attn::mode::core};
     const auto cs = attn::expand({a, b}, 2);
     // 2 variants x 2 modes x 2 G x 2 N
     REQUIRE(cs.size() == 16);
     for (const auto& c : cs) {
         CHECK(c.threads == (c.variant == "simd" ? 1u : 2u)); // simd is single-threaded; 0 means every CPU
-        const bool in_b = c.variant == "parallel" && c.mode == "core";
+        const bool in_b = c.variant == "parallel" && c.mode == attn::mode::core;
         CHECK(c.grids == (in_b ? std::vector<std::string>{"a", "b"} : std::vector<std::string>{"a"}));
     }
     CHECK(std::count_if(cs.begin(), cs.end(), [](const auto& c) { return c.kv_heads == 4; }) == 8); // 0 means G = H
     CHECK(std::count_if(cs.begin(), cs.end(), [](const auto& c) { return c.kv_heads == 1; }) == 8);
     attn::grid dec = a;
-    dec.modes = {"decode"};
+    dec.modes = {attn::mode::decode};
     dec.variants = {"simd"};
     dec.context = {100, 200};
     dec.seq = {7, 8, 9}; // ignored by decode
@@ -152,22 +152,22 @@ TEST_CASE("peers: a case gets a peer only in a precision the peer runs, and the 
     const auto peers = attn::peer_cases(cases, {"ort-attention"});
     REQUIRE(peers.size() == 1);
     CHECK(peers[0].variant == "ort-attention");
-    CHECK(peers[0].precision == "f32");
+    CHECK(peers[0].precision == attn::dtype::f32);
     const auto refused = attn::unserved_precisions(cases, {"ort-attention"});
     REQUIRE(refused.size() == 3);
     for (const auto& u : refused) {
         INFO(u.precision << ": " << u.why);
         CHECK(u.provider == "ort-attention");
         // each reason speaks of its own precision, not of another one's
-        CHECK((u.why.find("bfloat16") != std::string::npos) == (u.precision == "bf16"));
-        CHECK((u.why.find("float16 Attention kernel fails") != std::string::npos) == (u.precision == "f16"));
-        CHECK((u.why.find("quantized") != std::string::npos) == (u.precision == "int8"));
+        CHECK((u.why.find("bfloat16") != std::string::npos) == (u.precision == attn::dtype::bf16));
+        CHECK((u.why.find("float16 Attention kernel fails") != std::string::npos) == (u.precision == attn::dtype::f16));
+        CHECK((u.why.find("quantized") != std::string::npos) == (u.precision == attn::dtype::int8));
     }
     // torch-sdpa runs the three storage types; only the int8 cache is refused
     CHECK(attn::peer_cases(cases, {"torch-sdpa"}).size() == 3);
     const auto torch = attn::unserved_precisions(cases, {"torch-sdpa"});
     REQUIRE(torch.size() == 1);
-    CHECK(torch[0].precision == "int8");
+    CHECK(torch[0].precision == attn::dtype::int8);
 }
 
 TEST_CASE("the precision preset: every variant in three storage types, the cache in four", "[cases][sweep]") {
@@ -183,12 +183,13 @@ TEST_CASE("the precision preset: every variant in three storage types, the cache
     // core: simd 3 types x 3 N + blas and parallel 3 x 3 x 2 threads = 45; naive and blocked at
     // N = 1024, 1 thread: 2 x 3 = 6; layer: simd 3 x 2 N + blas, parallel 3 x 2 x 2 = 30;
     // decode: parallel 4 cache types x 3 G x 2 threads = 24
-    CHECK(count([](const auto& c) { return c.mode == "core"; }) == 45 + 6);
-    CHECK(count([](const auto& c) { return c.mode == "layer"; }) == 30);
-    CHECK(count([](const auto& c) { return c.mode == "decode"; }) == 24);
-    for (const char* p : {"f32", "bf16", "f16"})
-        CHECK(count([&](const auto& c) { return c.mode != "decode" && c.precision == p; }) == (45 + 6 + 30) / 3);
-    CHECK(count([](const auto& c) { return c.precision == "int8"; }) == 6);
+    CHECK(count([](const auto& c) { return c.mode == attn::mode::core; }) == 45 + 6);
+    CHECK(count([](const auto& c) { return c.mode == attn::mode::layer; }) == 30);
+    CHECK(count([](const auto& c) { return c.mode == attn::mode::decode; }) == 24);
+    for (const attn::dtype p : {attn::dtype::f32, attn::dtype::bf16, attn::dtype::f16})
+        CHECK(count([&](const auto& c) { return c.mode != attn::mode::decode && c.precision == p; }) ==
+              (45 + 6 + 30) / 3);
+    CHECK(count([](const auto& c) { return c.precision == attn::dtype::int8; }) == 6);
     // MHA's cache is over 64 MiB in every type: 2 x 16 heads x 64 x 65536 tokens x 1 byte = 128 MiB
-    CHECK(count([](const auto& c) { return c.mode == "decode" && c.context != 65536; }) == 0);
+    CHECK(count([](const auto& c) { return c.mode == attn::mode::decode && c.context != 65536; }) == 0);
 }

@@ -17,6 +17,8 @@
 #include <utility>
 #include <vector>
 #include <catch2/catch.hpp>
+import attn.families;
+import attn.grids;
 import attn.variants;
 import attn.decode;
 import attn.check;
@@ -116,11 +118,11 @@ TEST_CASE("the decode core gives identical bytes on 1 and 2 threads", "[decode][
     for (int threads : {1, 2}) {
         attn::run_options opt;
         opt.threads = threads;
-        const auto in = attn::check::make_inputs(p, attn::check::mode::layer, 2);
+        const auto in = attn::check::make_inputs(p, attn::mode::layer, 2);
         std::vector<float> prompt(p.batch * L * p.d_model);
         for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = float((i * 2654435761u) % 1000) / 1000.0f - 0.5f;
         attn::kv_cache<float> cache(p, L + 1);
-        attn::decode_workspace<float> ws(p);
+        attn::layer_buffers<float> ws;
         attn::prefill<float>(par, p, in.w, prompt.data(), L, cache, opt);
         std::vector<float> y(p.batch * p.d_model);
         attn::decode_step<float>(par, p, in.w, in.x_q.data(), cache, y.data(), opt, ws);
@@ -130,7 +132,7 @@ TEST_CASE("the decode core gives identical bytes on 1 and 2 threads", "[decode][
 }
 
 TEST_CASE("kv cache layout, growth and errors", "[decode][cache]") {
-    attn::kv_cache<float> c(2, 3, 4, 5); // B 2, G 3, d 4, capacity 5
+    attn::kv_cache<float> c(2, {3, 4, 4}, 5); // B 2, G 3, d 4, capacity 5
     CHECK(c.bytes() == 2 * 2 * 3 * 5 * 4 * sizeof(float));
     std::vector<float> k(2 * 3 * 4), v(k.size());
     for (int t = 0; t < 5; ++t) {
@@ -156,9 +158,9 @@ TEST_CASE("kv cache layout, growth and errors", "[decode][cache]") {
         CHECK(std::string(e.what()) == "kv cache is full (capacity 5 tokens)");
     }
     problem p = attn::gqa(64, 4, 2, 1);
-    attn::kv_cache<float> wrong(p.batch, 4, p.head_dim(), 8); // G 4 where the layer has 2
+    attn::kv_cache<float> wrong(p.batch, {4, p.qk_dim(), p.qk_dim()}, 8); // G 4 where the layer has 2
     const auto w = attn::random_weights<float>(p, 1);
-    attn::decode_workspace<float> ws(p);
+    attn::layer_buffers<float> ws;
     std::vector<float> x(p.d_model), y(p.d_model);
     CHECK_THROWS_WITH(attn::decode_step<float>(attn::find_variant("simd"), p, w, x.data(), wrong, y.data(), {}, ws),
                       Catch::Contains("does not fit GQA"));
@@ -255,7 +257,8 @@ TEMPLATE_TEST_CASE("a narrow cache: decode steps equal fp64 on the same cache", 
     opt.threads = 2;
     for (const auto& v : attn::registry()) {
         if (!v.kv.get<TestType>()) continue;
-        INFO(label(v, p, L, attn::decode_fill::steps, attn::kv_dtype_name(attn::kv_dtype_of<TestType>)));
+        INFO(label(v, p, L, attn::decode_fill::steps,
+                   std::string(attn::enum_name(attn::kv_dtype_of<TestType>)).c_str()));
         const auto r = attn::check_decode_kv<TestType>(v, p, L, attn::decode_fill::steps, opt, 7);
         INFO("same cache: max_abs " << r.same.max_abs << ", err/bound " << r.same.ratio << "; unrounded: max_abs "
                                     << r.unrounded.max_abs);
@@ -324,7 +327,7 @@ TEMPLATE_TEST_CASE("the checker rejects wrong decode cores over a bf16 and an in
              for (std::size_t h = 0; h < p.heads; ++h) {
                  problem one = p;
                  one.heads = one.kv_heads = 1;
-                 one.d_head = p.head_dim();
+                 one.d_head = p.qk_dim();
                  const std::size_t g = h % p.kv_heads;
                  real(one,
                       {head_of(io.q, h),
@@ -343,7 +346,7 @@ TEMPLATE_TEST_CASE("the checker rejects wrong decode cores over a bf16 and an in
     problem p = attn::gqa(64, 4, 2, 1);
     p.batch = 2;
     for (const auto& [name, v] : mutants) {
-        INFO(name << " over a " << attn::kv_dtype_name(attn::kv_dtype_of<S>) << " cache");
+        INFO(name << " over a " << attn::enum_name(attn::kv_dtype_of<S>) << " cache");
         // every row of 41 steps, inputs up to 3: scores of order 1, where a 1% scale error moves the
         // weights visibly
         const auto step = attn::check_decode_kv<S>(v, p, 40, attn::decode_fill::steps, {}, 5, 3.0);
@@ -360,7 +363,7 @@ TEMPLATE_TEST_CASE("the checker rejects wrong decode cores over a bf16 and an in
 TEST_CASE("int8 cache rows: symmetric quantization by hand", "[decode][kv][cache]") {
     // one row of 4: max |x| = 1, scale 1/127; 0.5 * 127 = 63.5 rounds to the even 64,
     // 0.25 * 127 = 31.75 to 32, -1 to -127
-    attn::kv_cache<std::int8_t> c(1, 1, 4, 2);
+    attn::kv_cache<std::int8_t> c(1, {1, 4, 4}, 2);
     const std::vector<float> k{0.5f, -1.0f, 0.25f, 0.0f}, v{0.0f, 0.0f, 0.0f, 0.0f};
     c.append(k.data(), v.data());
     const float s = float(1.0 / 127.0);
@@ -378,7 +381,7 @@ TEST_CASE("int8 cache rows: symmetric quantization by hand", "[decode][kv][cache
     for (int row = 0; row < 200; ++row) {
         const double mag = std::pow(10.0, r.uniform(-6, 6));
         for (auto& e : x) e = float(r.uniform(-mag, mag));
-        attn::kv_cache<std::int8_t> one(1, 1, 64, 1);
+        attn::kv_cache<std::int8_t> one(1, {1, 64, 64}, 1);
         one.append(x.data(), zero.data());
         double amax = 0;
         for (float e : x) amax = std::max(amax, std::abs(double(e)));
@@ -396,7 +399,7 @@ TEST_CASE("bf16 and f16 cache rows: round to nearest even", "[decode][kv][cache]
     const std::vector<float> in{
         1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -3.0f, 0x1p-133f, 65504.0f, 1e30f, 0.0f};
     const std::vector<float> want_bf16{1.0f, 1.0f + 0x1p-6f, 1.0f + 0x1p-7f, -3.0f, 0x1p-133f, 65536.0f, 0.0f, 0.0f};
-    attn::kv_cache<attn::bf16> b(1, 1, in.size(), 1);
+    attn::kv_cache<attn::bf16> b(1, {1, in.size(), in.size()}, 1);
     b.append(in.data(), in.data());
     for (std::size_t t = 0; t < in.size(); ++t) {
         INFO("x " << in[t]);
@@ -408,7 +411,7 @@ TEST_CASE("bf16 and f16 cache rows: round to nearest even", "[decode][kv][cache]
     // f16: 11 significant bits, step 2^-10 near 1; 65504 is its largest finite value
     const std::vector<float> h_in{1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 65504.0f, -0.5f};
     const std::vector<float> want_f16{1.0f, 1.0f + 0x1p-9f, 65504.0f, -0.5f};
-    attn::kv_cache<attn::f16> h(1, 1, h_in.size(), 1);
+    attn::kv_cache<attn::f16> h(1, {1, h_in.size(), h_in.size()}, 1);
     h.append(h_in.data(), h_in.data());
     for (std::size_t t = 0; t < h_in.size(); ++t) CHECK(h.key_at(0, 0, 0, t) == want_f16[t]);
 }
@@ -435,9 +438,9 @@ TEST_CASE("narrow cache: bytes per token, per step, intensity (closed forms)", "
     CHECK(attn::decode_intensity(mha, kv_dtype::int8) == Approx(4096.0 / 2176.0));
     CHECK(attn::decode_intensity(mqa, kv_dtype::int8) == Approx(4096.0 / 136.0));
     // a cache object holds what the formula says: int8 rows and one fp32 scale per row
-    attn::kv_cache<std::int8_t> q(2, 3, 4, 5);
+    attn::kv_cache<std::int8_t> q(2, {3, 4, 4}, 5);
     CHECK(q.bytes() == 2 * (2 * 3 * 5 * 4 * 1 + 2 * 3 * 5 * 4));
-    attn::kv_cache<attn::bf16> b(2, 3, 4, 5);
+    attn::kv_cache<attn::bf16> b(2, {3, 4, 4}, 5);
     CHECK(b.bytes() == 2 * 2 * 3 * 5 * 4 * 2);
 }
 
@@ -446,9 +449,9 @@ TEMPLATE_TEST_CASE("a narrow cache: identical bytes on 1 and 2 threads", "[decod
     problem p = attn::gqa(256, 8, 2, 1);
     p.batch = 2;
     const problem step = attn::decode_problem(p, 700);
-    const auto in = attn::check::make_inputs(step, attn::check::mode::core, 4);
+    const auto in = attn::check::make_inputs(step, attn::mode::core, 4);
     attn::kv_cache<TestType> cache(step, step.n_kv);
-    const std::size_t kw = p.kv_width();
+    const std::size_t kw = p.k_width();
     std::vector<float> kt(2 * kw), vt(2 * kw);
     for (std::size_t i = 0; i < step.n_kv; ++i) {
         for (std::size_t b = 0; b < 2; ++b) {
@@ -462,7 +465,9 @@ TEMPLATE_TEST_CASE("a narrow cache: identical bytes on 1 and 2 threads", "[decod
         attn::run_options opt;
         opt.threads = threads;
         std::vector<float> out(2 * p.q_width());
-        attn::attend(attn::find_variant("parallel"), step, in.q.data(), cache, out.data(), opt);
+        attn::attend(attn::find_variant("parallel"), step,
+                     attn::interleaved_heads<const float>(in.q.data(), step.batch, 1, step.heads, step.qk_dim()), cache,
+                     out.data(), opt);
         outs.push_back(out);
     }
     CHECK(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)) == 0);
@@ -473,5 +478,6 @@ TEST_CASE("a cache type a variant cannot read is one clear error", "[decode][kv]
     CHECK_THROWS_WITH(
         (attn::check_decode_kv<std::int8_t>(attn::find_variant("naive"), p, 3, attn::decode_fill::prefill, {}, 1)),
         "variant 'naive' cannot read a key/value cache of type int8 (it has no kv core)");
-    CHECK_THROWS_WITH(attn::parse_kv_dtype("f64"), "'f64' is not a key/value cache type (f32, bf16, f16, int8)");
+    CHECK_THROWS_WITH(attn::to_kv_dtype(attn::dtype::f64),
+                      "'f64' is not a key/value cache type (f32, bf16, f16, int8)");
 }

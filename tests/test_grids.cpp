@@ -6,6 +6,7 @@
 #include <vector>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+import attn.grids;
 import attn.sweep;
 import attn.check;
 import attn.decode;
@@ -26,8 +27,8 @@ TEST_CASE("new case fields: ids of default cases unchanged, others named, JSON r
     CHECK(c.id() == "layer-naive-d32-h4-g4-dh32-n7-nkv129-b1-t1-bias-mag100");
     CHECK(c.text() == "naive layer d_model=32 H=4 d_head=32 N=7 N_kv=129 B=1 t=1 bias |x|<=100");
     const auto p = c.shape();
-    CHECK(p.head_dim() == 32);
-    CHECK(p.family() == "wide");
+    CHECK(p.qk_dim() == 32);
+    CHECK(p.family() == attn::family::wide);
     CHECK(p.bias);
     CHECK(p.n_kv == 129);
     const json back = c;
@@ -48,9 +49,9 @@ TEST_CASE("new case fields: ids of default cases unchanged, others named, JSON r
         Catch::Contains("magnitude 0.000000 is not in (0, 1e6]"));
 }
 
-TEST_CASE("check's embedded grid: 24 problems, members by hand", "[grids][check]") {
+TEST_CASE("check's embedded grid: 32 problems, members by hand", "[grids][check]") {
     const auto g = attn::check::default_grid();
-    REQUIRE(g.size() == 24); // 12 shapes, each without and with the causal mask
+    REQUIRE(g.size() == 32); // 12 shapes and 2 MLA shapes in 2 forms, each without and with the causal mask
     for (std::size_t i = 0; i < g.size(); ++i) CHECK(g[i].p.causal == (i % 2 == 1));
     CHECK(g[0].p.describe() == "single-head B=1 Nq=7 Nkv=7 d_model=17 H=1 G=1 d_head=17");
     CHECK(g[9].p.describe() == "GQA B=1 Nq=129 Nkv=129 d_model=512 H=8 G=2 d_head=64 causal bias");
@@ -62,11 +63,15 @@ TEST_CASE("check's embedded grid: 24 problems, members by hand", "[grids][check]
     CHECK(g[23].magnitude == 12.0);
     CHECK(std::count_if(g.begin(), g.end(), [](const auto& c) { return c.magnitude != 1.0; }) == 4);
     CHECK(std::count_if(g.begin(), g.end(), [](const auto& c) { return c.p.bias; }) == 4);
+    CHECK(g[24].p.describe() == "MLA B=1 Nq=9 Nkv=9 d_model=32 H=4 G=4 d_head=12 d_v=6 C=16 Cq=0 Dr=4 naive");
+    CHECK(g[27].p.describe() == "MLA B=1 Nq=9 Nkv=9 d_model=32 H=4 G=4 d_head=12 d_v=6 C=16 Cq=0 Dr=4 absorb causal");
+    CHECK(g[31].p.describe() ==
+          "MLA B=2 Nq=33 Nkv=33 d_model=48 H=2 G=2 d_head=24 d_v=16 C=24 Cq=8 Dr=8 absorb causal");
 }
 
-TEST_CASE("the decode grid: 13 steps, members by hand", "[grids][decode]") {
+TEST_CASE("the decode grid: 19 steps, members by hand", "[grids][decode]") {
     const auto g = attn::decode_grid();
-    REQUIRE(g.size() == 13);
+    REQUIRE(g.size() == 19);
     CHECK(g[0].context == 0);
     CHECK(g[1].context == 7);
     CHECK(g[0].layer.describe() == "single-head B=1 Nq=1 Nkv=1 d_model=17 H=1 G=1 d_head=17");
@@ -77,19 +82,25 @@ TEST_CASE("the decode grid: 13 steps, members by hand", "[grids][decode]") {
     CHECK(g[9].magnitude == 12.0);
     CHECK(g[12].layer.describe() == "MQA B=1 Nq=1 Nkv=1 d_model=640 H=32 G=1 d_head=20 bias");
     CHECK(g[12].context == 77);
+    CHECK(g[13].layer.describe() == "MLA B=1 Nq=1 Nkv=1 d_model=64 H=4 G=4 d_head=20 d_v=16 C=32 Cq=0 Dr=4 naive");
+    CHECK(g[14].context == 300);
+    CHECK(g[16].layer.form == attn::form::absorb);
+    CHECK(g[18].layer.describe() == "MLA B=2 Nq=1 Nkv=1 d_model=48 H=8 G=8 d_head=24 d_v=8 C=64 Cq=16 Dr=8 absorb");
 }
 
-TEST_CASE("the FLOP-count grid: 160 problems, counted by hand", "[grids][count]") {
+TEST_CASE("the FLOP-count grid: 224 problems, counted by hand", "[grids][count]") {
     const auto g = attn::flop_check_grid();
-    // 5 families x 4 (N_q, N_kv) x batch {1, 2} x causal x bias
-    REQUIRE(g.size() == 160);
+    // 5 families x 4 (N_q, N_kv) x batch {1, 2} x causal x bias, then MLA: 4 (N_q, N_kv) x d_c' {0, 3}
+    // x forms x batch x causal (no bias)
+    REQUIRE(g.size() == 224);
     auto count = [&](auto pred) { return std::count_if(g.begin(), g.end(), pred); };
     CHECK(count([](const auto& p) { return p.bias; }) == 80);
-    CHECK(count([](const auto& p) { return p.causal; }) == 80);
-    CHECK(count([](const auto& p) { return p.batch == 2; }) == 80);
-    CHECK(count([](const auto& p) { return p.n_q > p.n_kv; }) == 40);
-    CHECK(count([](const auto& p) { return p.n_q < p.n_kv; }) == 40);
-    CHECK(count([](const auto& p) { return p.family() == "wide"; }) == 32);
+    CHECK(count([](const auto& p) { return p.causal; }) == 112);
+    CHECK(count([](const auto& p) { return p.batch == 2; }) == 112);
+    CHECK(count([](const auto& p) { return p.n_q > p.n_kv; }) == 56);
+    CHECK(count([](const auto& p) { return p.n_q < p.n_kv; }) == 56);
+    CHECK(count([](const auto& p) { return p.family() == attn::family::wide; }) == 32);
+    CHECK(count([](const auto& p) { return p.family() == attn::family::mla && p.form == attn::form::absorb; }) == 32);
     CHECK(g[0].describe() == "single-head B=1 Nq=1 Nkv=1 d_model=5 H=1 G=1 d_head=5");
     CHECK(g[7].describe() == "single-head B=2 Nq=1 Nkv=1 d_model=5 H=1 G=1 d_head=5 causal bias");
     CHECK(g[159].describe() == "wide B=2 Nq=7 Nkv=3 d_model=3 H=2 G=2 d_head=3 causal bias");

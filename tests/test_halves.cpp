@@ -11,19 +11,20 @@
 #include <string>
 #include <vector>
 #include <catch2/catch.hpp>
+import attn.grids;
 import attn.variants;
 import attn.check;
 import attn.reference;
 import attn.kernels;
 
+using attn::mode;
 using attn::problem;
-using attn::check::mode;
 
 namespace {
 
 template <class T>
 const char* name_of() {
-    return attn::precision_name(attn::precision_of<T>).data();
+    return attn::enum_name(attn::precision_of<T>).data();
 }
 
 template <class T>
@@ -35,7 +36,7 @@ void grid_passes() {
             const auto in = attn::check::rounded<T>(attn::check::make_inputs(gc.p, m, 42, gc.magnitude));
             const auto e = attn::check::expect(gc.p, m, in, attn::precision_of<T>);
             for (const auto& v : attn::registry()) {
-                INFO(v.name << " " << name_of<T>() << " " << attn::check::mode_name(m) << " on " << gc.p.describe());
+                INFO(v.name << " " << name_of<T>() << " " << attn::enum_name(m) << " on " << gc.p.describe());
                 REQUIRE(v.supports<T>());
                 const auto r = attn::check::check_prepared<T>(v, gc.p, m, in, e, opt);
                 INFO("max_abs " << r.max_abs << ", err/bound " << r.ratio);
@@ -78,7 +79,7 @@ TEST_CASE("the checker rejects wrong kernels in bf16 and f16", "[halves][check][
     for (const auto& v : mutants) {
         for (mode m : {mode::core, mode::layer}) {
             if (m == mode::layer && v.name == "scale 1% off") continue;
-            INFO(v.name << " " << attn::check::mode_name(m));
+            INFO(v.name << " " << attn::enum_name(m));
             const auto b = attn::check::check_case<attn::bf16>(v, p, m, {}, 3);
             const auto h = attn::check::check_case<attn::f16>(v, p, m, {}, 3);
             INFO("bf16 err/bound " << b.ratio << ", f16 err/bound " << h.ratio);
@@ -94,7 +95,7 @@ namespace {
 template <class T>
 std::vector<std::uint16_t> core_bits(const attn::variant& var, const problem& p, const std::vector<T>& q,
                                      const std::vector<T>& k, const std::vector<T>& v) {
-    const std::size_t d = p.head_dim();
+    const std::size_t d = p.qk_dim();
     std::vector<T> out(p.n_q * p.q_width());
     attn::run_options opt;
     opt.threads = 2;
@@ -124,10 +125,10 @@ void identities_bitwise() {
         g.causal = true;
         problem mha = g;
         mha.kv_heads = g.heads;
-        const std::size_t d = g.head_dim(), n = g.n_kv;
-        const auto q = random_t<T>(n * g.q_width(), 1), k = random_t<T>(n * g.kv_width(), 2),
-                   v = random_t<T>(n * g.kv_width(), 3);
-        std::vector<T> km(n * mha.kv_width()), vm(n * mha.kv_width()); // each head given its group's K, V
+        const std::size_t d = g.qk_dim(), n = g.n_kv;
+        const auto q = random_t<T>(n * g.q_width(), 1), k = random_t<T>(n * g.k_width(), 2),
+                   v = random_t<T>(n * g.v_width(), 3);
+        std::vector<T> km(n * mha.k_width()), vm(n * mha.v_width()); // each head given its group's K, V
         for (std::size_t j = 0; j < n; ++j)
             for (std::size_t h = 0; h < g.heads; ++h)
                 for (std::size_t t = 0; t < d; ++t) {

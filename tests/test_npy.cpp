@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 #include <catch2/catch.hpp>
+import attn.families;
 import attn.core;
 import attn.npy;
 
@@ -126,15 +127,15 @@ TEST_CASE("state_dict directories: round trip, packed in_proj, shape errors", "[
     const auto w = attn::random_weights<double>(p, 5);
     const std::string dir = scratch("sd_gqa").string();
     fs::remove_all(dir);
-    attn::npy::save_state_dict(dir, p, w);
+    attn::family_ops_of(p).save(dir, p, w);
     attn::problem q = attn::gqa(8, 4, 2, 3);
-    const auto r = attn::npy::load_state_dict(dir, q);
+    const auto r = attn::family_ops_of(q).load(dir, q);
     CHECK(q.bias);
-    CHECK(q.head_dim() == 2);
-    CHECK(r.wq == w.wq);
-    CHECK(r.wk == w.wk);
-    CHECK(r.bv == w.bv);
-    CHECK(r.bo == w.bo);
+    CHECK(q.qk_dim() == 2);
+    CHECK(r[attn::qkv::wq] == w[attn::qkv::wq]);
+    CHECK(r[attn::qkv::wk] == w[attn::qkv::wk]);
+    CHECK(r[attn::qkv::bv] == w[attn::qkv::bv]);
+    CHECK(r[attn::qkv::bo] == w[attn::qkv::bo]);
 
     // PyTorch's packed layout: in_proj_weight = [W_q; W_k; W_v]
     attn::problem m = attn::mha(8, 2, 3);
@@ -142,20 +143,20 @@ TEST_CASE("state_dict directories: round trip, packed in_proj, shape errors", "[
     const std::string packed = scratch("sd_packed").string();
     fs::remove_all(packed);
     fs::create_directories(packed);
-    std::vector<double> in_proj(wm.wq);
-    in_proj.insert(in_proj.end(), wm.wk.begin(), wm.wk.end());
-    in_proj.insert(in_proj.end(), wm.wv.begin(), wm.wv.end());
+    std::vector<double> in_proj(wm[attn::qkv::wq]);
+    in_proj.insert(in_proj.end(), wm[attn::qkv::wk].begin(), wm[attn::qkv::wk].end());
+    in_proj.insert(in_proj.end(), wm[attn::qkv::wv].begin(), wm[attn::qkv::wv].end());
     attn::npy::save(packed + "/in_proj_weight.npy", {24, 8}, in_proj.data());
-    attn::npy::save(packed + "/out_proj.weight.npy", {8, 8}, wm.wo.data());
+    attn::npy::save(packed + "/out_proj.weight.npy", {8, 8}, wm[attn::qkv::wo].data());
     attn::problem m2 = attn::mha(8, 2, 3);
-    const auto rm = attn::npy::load_state_dict(packed, m2);
-    CHECK(rm.wk == wm.wk);
+    const auto rm = attn::family_ops_of(m2).load(packed, m2);
+    CHECK(rm[attn::qkv::wk] == wm[attn::qkv::wk]);
     CHECK(!m2.bias);
 
     // the GQA directory read as MHA: k_proj has G*d_head = 4 rows, MHA expects 8
     attn::problem wrong = attn::mha(8, 4, 3);
     try {
-        attn::npy::load_state_dict(dir, wrong);
+        attn::family_ops_of(wrong).load(dir, wrong);
         FAIL("expected an error");
     } catch (const attn::error& e) {
         CHECK(std::string(e.what()) ==
@@ -163,7 +164,7 @@ TEST_CASE("state_dict directories: round trip, packed in_proj, shape errors", "[
     }
     fs::remove(dir + "/out_proj.bias.npy");
     try {
-        attn::npy::load_state_dict(dir, q);
+        attn::family_ops_of(q).load(dir, q);
         FAIL("expected an error");
     } catch (const attn::error& e) {
         CHECK(std::string(e.what()) ==

@@ -3,6 +3,7 @@
 #include <limits>
 #include <string>
 #include <catch2/catch.hpp>
+import attn.families;
 import attn.core;
 
 using attn::problem;
@@ -19,13 +20,13 @@ std::string error_of(const problem& p) {
 } // namespace
 
 TEST_CASE("families are one computation with different (heads, kv_heads)", "[problem]") {
-    CHECK(attn::single_head(64, 8).family() == "single-head");
-    CHECK(attn::mha(64, 8, 8).family() == "MHA");
-    CHECK(attn::mqa(64, 8, 8).family() == "MQA");
-    CHECK(attn::gqa(64, 8, 2, 8).family() == "GQA");
-    CHECK(attn::wide(64, 8, 8).family() == "wide");
-    CHECK(attn::wide(64, 8, 8).head_dim() == 64);
-    CHECK(attn::mha(64, 8, 8).head_dim() == 8);
+    CHECK(attn::enum_label(attn::single_head(64, 8).family()) == "single-head");
+    CHECK(attn::enum_label(attn::mha(64, 8, 8).family()) == "MHA");
+    CHECK(attn::enum_label(attn::mqa(64, 8, 8).family()) == "MQA");
+    CHECK(attn::enum_label(attn::gqa(64, 8, 2, 8).family()) == "GQA");
+    CHECK(attn::enum_label(attn::wide(64, 8, 8).family()) == "wide");
+    CHECK(attn::wide(64, 8, 8).qk_dim() == 64);
+    CHECK(attn::mha(64, 8, 8).qk_dim() == 8);
 }
 
 TEST_CASE("query head h reads key/value head floor(h*G/H)", "[problem]") {
@@ -110,11 +111,11 @@ TEST_CASE("random weights are deterministic and shaped as PyTorch's Linear", "[p
     p.bias = true;
     const auto a = attn::random_weights<float>(p, 7), b = attn::random_weights<float>(p, 7),
                c = attn::random_weights<float>(p, 8);
-    CHECK(a.wq == b.wq);
-    CHECK(a.wq != c.wq);
-    CHECK(a.wq.size() == 16 * 16);
-    CHECK(a.wk.size() == 8 * 16);
-    CHECK(a.wo.size() == 16 * 16);
-    CHECK(a.bk.size() == 8);
+    CHECK(a[attn::qkv::wq] == b[attn::qkv::wq]);
+    CHECK(a[attn::qkv::wq] != c[attn::qkv::wq]);
+    CHECK(a[attn::qkv::wq].size() == 16 * 16);
+    CHECK(a[attn::qkv::wk].size() == 8 * 16);
+    CHECK(a[attn::qkv::wo].size() == 16 * 16);
+    CHECK(a[attn::qkv::bk].size() == 8);
     CHECK(a.count() == 16 * 16 * 2 + 8 * 16 * 2 + 16 + 8 + 8 + 16);
 }

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <vector>
 #include <catch2/catch.hpp>
+import attn.families;
 import attn.core;
 import attn.reference;
 
@@ -20,7 +21,7 @@ std::vector<double> identity(std::size_t n) {
 std::vector<double> layer(const problem& p, const attn::weights<double>& w, const std::vector<double>& xq,
                           const std::vector<double>& xkv) {
     std::vector<double> y(p.batch * p.n_q * p.d_model);
-    attn::reference::layer<double>(p, w, xq.data(), xkv.data(), y.data());
+    attn::reference_layer<double>(p, w, xq.data(), xkv.data(), y.data());
     return y;
 }
 
@@ -35,7 +36,8 @@ std::vector<double> layer(const problem& p, const attn::weights<double>& w, cons
 TEST_CASE("seed 000 worked example, recomputed by hand", "[reference][toy]") {
     const problem p = attn::mha(4, 2, 2);
     attn::weights<double> w;
-    w.wq = w.wk = w.wv = w.wo = identity(4);
+    w.t.resize(attn::qkv::count);
+    w[attn::qkv::wq] = w[attn::qkv::wk] = w[attn::qkv::wv] = w[attn::qkv::wo] = identity(4);
     const std::vector<double> x{1, 2, 0, 0, 0, 0, 1, 2};
     const double pc = 1.0 / (1.0 + std::exp(-5.0 / std::sqrt(2.0)));
     REQUIRE_THAT(pc, WithinAbs(0.97168, 5e-6));
@@ -49,7 +51,8 @@ TEST_CASE("a two-token single head computed by hand", "[reference]") {
     problem p = attn::single_head(2, 2);
     p.scale = 1.0;
     attn::weights<double> w;
-    w.wq = w.wk = w.wv = w.wo = identity(2);
+    w.t.resize(attn::qkv::count);
+    w[attn::qkv::wq] = w[attn::qkv::wk] = w[attn::qkv::wv] = w[attn::qkv::wo] = identity(2);
     const std::vector<double> x{1, 0, 0, 1}; // token a = e1, token b = e2
     // row a: scores [1, 0] -> weights [e/(e+1), 1/(e+1)] -> output [e/(e+1), 1/(e+1)]
     const double e = std::exp(1.0);
@@ -64,14 +67,15 @@ TEST_CASE("biases add as in y = x W^T + b", "[reference]") {
     problem p = attn::single_head(1, 1);
     p.bias = true;
     attn::weights<double> w;
-    w.wq = {2};
-    w.wk = {3};
-    w.wv = {5};
-    w.wo = {7};
-    w.bq = {1};
-    w.bk = {1};
-    w.bv = {-1};
-    w.bo = {0.5};
+    w.t.resize(attn::qkv::count);
+    w[attn::qkv::wq] = {2};
+    w[attn::qkv::wk] = {3};
+    w[attn::qkv::wv] = {5};
+    w[attn::qkv::wo] = {7};
+    w[attn::qkv::bq] = {1};
+    w[attn::qkv::bk] = {1};
+    w[attn::qkv::bv] = {-1};
+    w[attn::qkv::bo] = {0.5};
     // one token, one key: softmax weight 1, so y = (x*5 - 1)*7 + 0.5
     const auto y = layer(p, w, {2.0}, {2.0});
     CHECK(y[0] == (2.0 * 5 - 1) * 7 + 0.5);
@@ -114,23 +118,23 @@ namespace {
 // MHA weights in which every query head of a group shares its key/value head's rows.
 attn::weights<double> repeat_kv(const problem& gqa, const attn::weights<double>& w) {
     attn::weights<double> m = w;
-    const std::size_t d = gqa.head_dim(), dm = gqa.d_model;
-    m.wk.assign(gqa.q_width() * dm, 0.0);
-    m.wv.assign(gqa.q_width() * dm, 0.0);
+    const std::size_t d = gqa.qk_dim(), dm = gqa.d_model;
+    m[attn::qkv::wk].assign(gqa.q_width() * dm, 0.0);
+    m[attn::qkv::wv].assign(gqa.q_width() * dm, 0.0);
     if (gqa.bias) {
-        m.bk.assign(gqa.q_width(), 0.0);
-        m.bv.assign(gqa.q_width(), 0.0);
+        m[attn::qkv::bk].assign(gqa.q_width(), 0.0);
+        m[attn::qkv::bv].assign(gqa.q_width(), 0.0);
     }
     for (std::size_t h = 0; h < gqa.heads; ++h) {
         const std::size_t g = h * gqa.kv_heads / gqa.heads;
         for (std::size_t r = 0; r < d; ++r) {
             for (std::size_t c = 0; c < dm; ++c) {
-                m.wk[(h * d + r) * dm + c] = w.wk[(g * d + r) * dm + c];
-                m.wv[(h * d + r) * dm + c] = w.wv[(g * d + r) * dm + c];
+                m[attn::qkv::wk][(h * d + r) * dm + c] = w[attn::qkv::wk][(g * d + r) * dm + c];
+                m[attn::qkv::wv][(h * d + r) * dm + c] = w[attn::qkv::wv][(g * d + r) * dm + c];
             }
             if (gqa.bias) {
-                m.bk[h * d + r] = w.bk[g * d + r];
-                m.bv[h * d + r] = w.bv[g * d + r];
+                m[attn::qkv::bk][h * d + r] = w[attn::qkv::bk][g * d + r];
+                m[attn::qkv::bv][h * d + r] = w[attn::qkv::bv][g * d + r];
             }
         }
     }
@@ -158,7 +162,7 @@ TEST_CASE("GQA equals MHA whose heads share their group's key/value weights", "[
 TEST_CASE("single-head equals MHA with H=1, and MHA with G=H is GQA(G=H)", "[reference][families]") {
     CHECK(attn::single_head(32, 4).describe() == "single-head B=1 Nq=4 Nkv=4 d_model=32 H=1 G=1 d_head=32");
     const problem a = attn::mha(32, 1, 4), b = attn::single_head(32, 4);
-    CHECK((a.heads == b.heads && a.kv_heads == b.kv_heads && a.head_dim() == b.head_dim()));
+    CHECK((a.heads == b.heads && a.kv_heads == b.kv_heads && a.qk_dim() == b.qk_dim()));
     const problem c = attn::mha(32, 4, 4), d = attn::gqa(32, 4, 4, 4);
     CHECK((c.heads == d.heads && c.kv_heads == d.kv_heads && c.family() == d.family()));
 }

@@ -15,7 +15,7 @@ std::vector<attn::grid> mixed_grids() {
     attn::grid core;
     core.name = "core";
     core.variants = {"naive", "simd", "parallel"};
-    core.modes = {"core", "layer"};
+    core.modes = {attn::mode::core, attn::mode::layer};
     core.d_model = {64, 128};
     core.heads = {2, 4};
     core.seq = {16, 64, 256};
@@ -23,7 +23,7 @@ std::vector<attn::grid> mixed_grids() {
     attn::grid decode;
     decode.name = "decode";
     decode.variants = {"parallel"};
-    decode.modes = {"decode"};
+    decode.modes = {attn::mode::decode};
     decode.d_model = {64};
     decode.heads = {4};
     decode.kv_heads = {1, 2, 4};
@@ -75,7 +75,7 @@ TEST_CASE("shard: a case's cost is attn.count's FLOPs per thread", "[shard]") {
     CHECK(attn::case_cost(c) == 312.0);
     c.threads = 1;
     CHECK(attn::case_cost(c) == 624.0);
-    c.mode = "layer"; // adds the four projections
+    c.mode = attn::mode::layer; // adds the four projections
     CHECK(attn::case_cost(c) > 624.0);
 }
 
@@ -96,9 +96,9 @@ TEST_CASE("shard: every case in exactly one shard, decode runs whole, order-inde
             for (const auto& c : mine) seen.insert(c.id());
             // the G of one decode (batch, L) stay together
             for (const auto& c : mine)
-                if (c.mode == "decode")
+                if (c.mode == attn::mode::decode)
                     for (const auto& o : all)
-                        if (o.mode == "decode" && o.batch == c.batch && o.context == c.context)
+                        if (o.mode == attn::mode::decode && o.batch == c.batch && o.context == c.context)
                             CHECK(ids(mine).count(o.id()) == 1);
             double load = 0;
             for (const auto& c : mine) load += attn::case_cost(c);

@@ -38,7 +38,7 @@ TEST_CASE("toy: the computed values match hand calculation", "[sources][toy]") {
     CHECK(h2.at(0, 1) == Approx(1.0));
     CHECK(h2.at(1, 0) == Approx(p));
     CHECK(h2.at(1, 1) == Approx(2 * p));
-    // With W_o = I the layer's output is Z, and reference::layer agrees with the staged run.
+    // With W_o = I the layer's output is Z, and the reference layer agrees with the staged run.
     CHECK(step(r, "Z W^O (W^O = I)").v == step(r, "Z = Concat(Head_1, Head_2)").v);
     CHECK(r.layer_max_abs_diff == 0.0);
 }

@@ -8,18 +8,19 @@
 #include <vector>
 #include <xsimd/xsimd.hpp>
 #include <catch2/catch.hpp>
+import attn.grids;
 import attn.variants;
 import attn.check;
 import attn.identities;
 import attn.reference;
 
+using attn::mode;
 using attn::problem;
-using attn::check::mode;
 
 namespace {
 
 std::string describe(const attn::variant& v, const problem& p, mode m, const char* prec) {
-    return v.name + " " + prec + " " + attn::check::mode_name(m) + " on " + p.describe();
+    return v.name + " " + prec + " " + std::string(attn::enum_name(m)) + " on " + p.describe();
 }
 
 } // namespace
@@ -170,7 +171,7 @@ std::vector<attn::variant> wrong_kernels() {
                    for (std::size_t h = 0; h < p.heads; ++h) {
                        problem one = p;
                        one.heads = one.kv_heads = 1;
-                       one.d_head = p.head_dim();
+                       one.d_head = p.qk_dim();
                        auto sub = [](auto view, std::size_t head) {
                            view.data = view.data + head * view.head_stride;
                            view.heads = 1;

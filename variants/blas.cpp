@@ -21,12 +21,12 @@ namespace {
 
 void blas_core(const problem& p, const core_io<float>& io, const run_options& o) {
     openblas_set_num_threads(o.threads);
-    const std::size_t nq = p.n_q, nkv = p.n_kv, d = p.head_dim();
+    const std::size_t nq = p.n_q, nkv = p.n_kv, dqk = p.qk_dim(), dv = p.v_dim();
     std::vector<float> s(nq * nkv);
     for (std::size_t b = 0; b < p.batch; ++b) {
         for (std::size_t h = 0; h < p.heads; ++h) {
             const std::size_t g = p.kv_head_of(h);
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(nq), int(nkv), int(d), float(p.softmax_scale()),
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(nq), int(nkv), int(dqk), float(p.softmax_scale()),
                         io.q.row(b, h, 0), int(io.q.row_stride), io.k.row(b, g, 0), int(io.k.row_stride), 0.0f,
                         s.data(), int(nkv));
             // rows are independent: spread over the same threads (a serial softmax over the
@@ -42,7 +42,7 @@ void blas_core(const problem& p, const core_io<float>& io, const run_options& o)
                 for (std::size_t j = 0; j < n; ++j) sum += (sr[j] = std::exp(sr[j] - mx));
                 for (std::size_t j = 0; j < n; ++j) sr[j] /= sum;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(nq), int(d), int(nkv), 1.0f, s.data(), int(nkv),
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(nq), int(dv), int(nkv), 1.0f, s.data(), int(nkv),
                         io.v.row(b, g, 0), int(io.v.row_stride), 0.0f, io.out.row(b, h, 0), int(io.out.row_stride));
         }
     }

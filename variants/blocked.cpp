@@ -26,9 +26,9 @@ template <class T>
 void blocked_core(const problem& p, const core_io<T>& io, const run_options& opt) {
     const std::size_t tq_max = opt.tile_q ? opt.tile_q : default_tile_q;
     const std::size_t tk_max = opt.tile_kv ? opt.tile_kv : default_tile_kv;
-    const std::size_t d = p.head_dim();
+    const std::size_t d = p.qk_dim(), dv = p.v_dim();
     const T scale = T(p.softmax_scale()), neg_inf = -std::numeric_limits<T>::infinity();
-    std::vector<T> s(tq_max * tk_max), acc(tq_max * d), m(tq_max), l(tq_max);
+    std::vector<T> s(tq_max * tk_max), acc(tq_max * dv), m(tq_max), l(tq_max);
     for (std::size_t b = 0; b < p.batch; ++b) {
         for (std::size_t h = 0; h < p.heads; ++h) {
             const std::size_t g = p.kv_head_of(h);
@@ -57,19 +57,19 @@ void blocked_core(const problem& p, const core_io<T>& io, const run_options& opt
                         T sum = 0;
                         for (std::size_t j = 0; j < n; ++j) sum += (sr[j] = std::exp(sr[j] - mx));
                         l[r] = l[r] * corr + sum;
-                        T* a = acc.data() + r * d;
+                        T* a = acc.data() + r * dv;
                         if (corr != T(1))
-                            for (std::size_t c = 0; c < d; ++c) a[c] *= corr;
+                            for (std::size_t c = 0; c < dv; ++c) a[c] *= corr;
                         for (std::size_t j = 0; j < n; ++j) {
                             const T* v = io.v.row(b, g, j0 + j);
-                            for (std::size_t c = 0; c < d; ++c) a[c] += sr[j] * v[c];
+                            for (std::size_t c = 0; c < dv; ++c) a[c] += sr[j] * v[c];
                         }
                         m[r] = mx;
                     }
                 }
                 for (std::size_t r = 0; r < tq; ++r) {
                     T* o = io.out.row(b, h, i0 + r);
-                    for (std::size_t c = 0; c < d; ++c) o[c] = l[r] > T(0) ? acc[r * d + c] / l[r] : T(0);
+                    for (std::size_t c = 0; c < dv; ++c) o[c] = l[r] > T(0) ? acc[r * dv + c] / l[r] : T(0);
                 }
             }
         }
@@ -103,7 +103,7 @@ variant make_blocked() {
     add_half_by_conversion(v);
     v.scratch_bytes = [](const problem& p, const run_options& o) {
         const std::size_t tq = o.tile_q ? o.tile_q : default_tile_q, tk = o.tile_kv ? o.tile_kv : default_tile_kv;
-        return sizeof(float) * (tq * tk + tq * p.head_dim() + 2 * tq);
+        return sizeof(float) * (tq * tk + tq * p.v_dim() + 2 * tq);
     };
     return v;
 }

@@ -11,19 +11,13 @@ import attn.reference;
 
 namespace attn::variants {
 
-template <class T>
-kernel_set<T> naive_kernels() {
-    return {[](const problem& p, const core_io<T>& io, const run_options&) { reference::core<T>(p, io); },
-            [](const linear_io<T>& io, const run_options&) { reference::linear<T>(io); }};
-}
-
 variant make_naive() {
     variant v;
     v.name = "naive";
     v.description = "plain loops from the formulas; full score matrix per head";
     v.tags = {"loops"};
-    v.f32 = naive_kernels<float>();
-    v.f64 = naive_kernels<double>();
+    v.f32 = reference::kernels<float>();
+    v.f64 = reference::kernels<double>();
     add_half_by_conversion(v);
     v.scratch_bytes = [](const problem& p, const run_options&) {
         return reference::core_scratch_bytes(p, sizeof(float));

@@ -1,6 +1,7 @@
 // The list of variants. Adding one: a file in variants/ defining `variant make_NAME()`,
 // and NAME appended to ATTN_VARIANTS below.
 module;
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -44,8 +45,36 @@ const variant& find_variant(std::string_view name) {
 }
 
 void require_precision(const variant& v, precision p) {
-    require(v.supports(p), "variant '" + v.name + "' does not run in " + std::string(precision_name(p)) +
-                               " on this CPU (" + machine().cpu_model + ")");
+    require(v.supports(p), "variant '" + v.name + "' does not run in " + std::string(enum_name(p)) + " on this CPU (" +
+                               machine().cpu_model + ")");
+}
+
+std::string refusal(const variant& v, const problem& p, mode m, dtype t, device d) {
+    const std::string who = "variant '" + v.name + "'";
+    if (v.serves.device != d)
+        return who + " runs on the " + std::string(enum_name(v.serves.device)) + " device, not " +
+               std::string(enum_name(d));
+    const auto& fams = v.serves.families;
+    if (!fams.empty() && std::find(fams.begin(), fams.end(), p.family()) == fams.end()) {
+        std::string known;
+        for (const auto f : fams) known += (known.empty() ? "" : ", ") + std::string(enum_label(f));
+        return who + " does not serve family " + std::string(enum_label(p.family())) + " (it serves " + known + ")";
+    }
+    if (m == mode::decode) {
+        const kv_dtype cache = to_kv_dtype(t);
+        const bool reads = cache == kv_dtype::f32    ? v.supports<float>()
+                           : cache == kv_dtype::bf16 ? bool(v.kv.bf16)
+                           : cache == kv_dtype::f16  ? bool(v.kv.f16)
+                                                     : bool(v.kv.int8);
+        if (!reads)
+            return who + " cannot read a key/value cache of type " + std::string(enum_name(cache)) +
+                   " (it has no kv core)";
+    } else if (!v.supports(to_precision(t))) {
+        return who + " does not run in " + std::string(enum_name(t)) + " on this CPU (" + machine().cpu_model + ")";
+    }
+    if (v.serves.limits)
+        if (std::string why = v.serves.limits(p); !why.empty()) return who + " " + why;
+    return {};
 }
 
 } // namespace attn

@@ -9,11 +9,12 @@
 // the decode step at a short context (the last row of the full causal forward) and the core over
 // the case's own context (up to 8192 keys, where the reference stays cheap), both on the same
 // rounded or dequantized cache; the core's error against fp64 on the unrounded cache is written
-// beside (unrounded_*: what the narrower cache loses). Beside the decode cases a triad
-// runs as a benchmark of its own (triad-t<threads>), so the bandwidth of the same minutes can
-// be paired with theirs: pair_triads() writes, for every core, the triad measured alongside and
-// its share of it. With --benchmark_enable_random_interleaving the repetitions of every case and
-// of the triad are shuffled together, so drift between families is spread over all of them.
+// beside (unrounded_*: what the narrower cache loses). Beside the decode cases two bandwidth
+// probes run as benchmarks of their own (triad-t<threads>, the reference; read-t<threads>, a
+// read-only stream: a decode step's memory ceiling), so the bandwidth of the same minutes can be
+// paired with theirs: pair_probes() writes, for every core, the probes measured alongside and its
+// shares of them. With --benchmark_enable_random_interleaving the repetitions of every case and
+// of the probes are shuffled together, so drift between families is spread over all of them.
 // Each timed run starts with one untimed call, which brings the case's cache back into
 // whichever cache level it fits in after the other cases ran. Fixtures are kept between runs
 // while their bytes fit --max-memory together; beyond it the least recently timed is released
@@ -22,6 +23,7 @@ module;
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -115,14 +117,6 @@ bool ready(benchmark::State& state, timed_case& c) {
     return c.check_error.empty();
 }
 
-/// Counters both benchmarks of a case carry: the ceilings and the core's intensity.
-void ceilings(benchmark::State& state, const timed_case& c) {
-    state.counters["intensity"] = Counter(attn::decode_intensity(c.p, c.kv));
-    state.counters["peak_gbs"] = Counter(c.peak_gbs);
-    state.counters["peak_gflops"] = Counter(c.peak_gflops);
-    state.counters["peak_load_cpus"] = Counter(c.peak_load_cpus);
-}
-
 export void run_decode_step(benchmark::State& state, timed_case& c) {
     if (!ready(state, c)) return;
     auto& f = fixture_of(c);
@@ -132,23 +126,6 @@ export void run_decode_step(benchmark::State& state, timed_case& c) {
         benchmark::DoNotOptimize(f.output());
         benchmark::ClobberMemory();
     });
-    const std::size_t L = c.k.context;
-    const auto cost = attn::decode_cost(c.p, L, c.kv);
-    const double B = double(c.p.batch), l3 = double(attn::machine().l3_bytes);
-    state.counters["us_per_token"] = Counter(B * 1e-6, Counter::kIsIterationInvariantRate | Counter::kInvert);
-    state.counters["tokens_per_s"] = Counter(B, Counter::kIsIterationInvariantRate);
-    state.counters["gflops_matmul"] = Counter(double(cost.matmul_flops) * 1e-9, Counter::kIsIterationInvariantRate);
-    state.counters["gflops_full"] = Counter(double(cost.full_flops) * 1e-9, Counter::kIsIterationInvariantRate);
-    state.counters["step_gbs"] =
-        Counter(double(cost.kv_read_bytes + cost.weight_bytes) * 1e-9, Counter::kIsIterationInvariantRate);
-    state.counters["kv_bytes_per_token"] = Counter(double(cost.kv_read_bytes) / B);
-    state.counters["kv_bytes_per_cached_token"] = Counter(double(attn::kv_cache_bytes_per_token(c.p, c.kv)));
-    state.counters["cache_mib"] = Counter(double(cost.kv_read_bytes) / 1048576.0);
-    state.counters["weight_mib"] = Counter(double(cost.weight_bytes) / 1048576.0);
-    state.counters["cache_ratio_to_mha"] = Counter(attn::decode_cache_ratio_to_mha(c.p));
-    state.counters["llc_mib"] = Counter(l3 / 1048576.0);
-    state.counters["llc_context"] = Counter(double(attn::decode_context_exceeding(c.p, std::uint64_t(l3), c.kv)));
-    ceilings(state, c);
 }
 
 export void run_decode_core(benchmark::State& state, timed_case& c) {
@@ -160,70 +137,79 @@ export void run_decode_core(benchmark::State& state, timed_case& c) {
         benchmark::DoNotOptimize(f.context_output());
         benchmark::ClobberMemory();
     }
-    const auto cost = attn::decode_cost(c.p, c.k.context, c.kv);
-    state.counters["check_ratio"] = Counter(c.check_ratio);
-    state.counters["unrounded_max_abs"] = Counter(c.unrounded.max_abs);
-    state.counters["unrounded_ratio"] = Counter(c.unrounded.ratio);
-    state.counters["unrounded_nmse"] = Counter(c.unrounded.nmse);
-    state.counters["core_us"] = Counter(1e-6, Counter::kIsIterationInvariantRate | Counter::kInvert);
-    state.counters["kv_gbs"] = Counter(double(cost.kv_read_bytes) * 1e-9, Counter::kIsIterationInvariantRate);
-    state.counters["gflops_core"] = Counter(double(cost.attention_flops) * 1e-9, Counter::kIsIterationInvariantRate);
-    ceilings(state, c);
+    put(state, c.q);
+    put(state, attn::counter::check_ratio, c.check_ratio);
+    put(state, attn::counter::unrounded_max_abs, c.unrounded.max_abs);
+    put(state, attn::counter::unrounded_ratio, c.unrounded.ratio);
+    put(state, attn::counter::unrounded_nmse, c.unrounded.nmse);
     state.SetLabel(nlohmann::json(c.k).dump());
 }
 
-export std::string triad_name(int threads) { return "triad-t" + std::to_string(threads); }
+/// The bandwidth probes beside the decode cases, one benchmark each per thread count.
+export enum class probe { triad, read };
 
-/// The triad beside the decode cases: one pass of a[i] = b[i] + s c[i] per iteration over
-/// arrays far larger than the last-level cache (attn::peak::triad_probe, allocated once), timed
-/// by the probe itself; triad_gbs is the mean rate of the iterations.
-export void run_triad(benchmark::State& state, int threads) {
-    static std::unique_ptr<attn::peak::triad_probe> probe;
-    if (!probe) probe = std::make_unique<attn::peak::triad_probe>();
+export std::string probe_name(probe p, int threads) {
+    return std::string(p == probe::triad ? "triad" : "read") + "-t" + std::to_string(threads);
+}
+
+/// A probe beside the decode cases: one pass per iteration over arrays far larger than the
+/// last-level cache (attn::peak::triad_probe, allocated once): the triad a[i] = b[i] + s c[i], or
+/// the read probe over b and c, timed by the probe itself; triad_gbs / read_gbs is the mean rate
+/// of the iterations.
+export void run_probe(benchmark::State& state, probe which, int threads) {
+    static std::unique_ptr<attn::peak::triad_probe> arrays;
+    if (!arrays) arrays = std::make_unique<attn::peak::triad_probe>();
     const std::size_t array_bytes = attn::peak::triad_array_bytes({});
-    const double bytes = 3.0 * double(array_bytes); // read b and c, write a (STREAM's count)
+    // bytes counted: the triad reads b and c and writes a (STREAM's 12 per element); the read
+    // probe reads b and c
+    const double bytes = (which == probe::triad ? 3.0 : 2.0) * double(array_bytes);
     double sum = 0;
     for (auto _ : state) {
-        const double gbs = probe->measure(threads, 1).median;
+        const double gbs =
+            (which == probe::triad ? arrays->measure(threads, 1) : arrays->measure_read(threads, 1)).median;
         state.SetIterationTime(bytes / (gbs * 1e9));
         sum += gbs;
     }
-    state.counters["triad_gbs"] = Counter(sum, Counter::kAvgIterations);
-    state.SetLabel(nlohmann::json{{"probe", "triad"}, {"threads", threads}, {"array_bytes", array_bytes}}.dump());
+    state.counters[std::string(
+        attn::enum_name(which == probe::triad ? attn::counter::triad_gbs : attn::counter::read_gbs))] =
+        benchmark::Counter(sum, benchmark::Counter::kAvgIterations);
+    state.SetLabel(nlohmann::json{
+        {"probe", which == probe::triad ? "triad" : "read"}, {"threads", threads}, {"array_bytes", array_bytes}}
+                       .dump());
 }
 
-/// For every decode core of the runs, the triad measured alongside at its thread count (the
-/// median of the triad benchmark's repetitions in the same process) and the core's bandwidth
-/// as a share of it and of the roofline it gives: triad_alongside_gbs, pct_triad_alongside,
-/// roof_alongside_gbs, pct_roof_alongside.
-export void pair_triads(std::vector<benchmark::BenchmarkReporter::Run>& runs) {
+/// For every decode core of the runs, the probes measured alongside at its thread count (the
+/// median of each probe's repetitions in the same process), and the shares they give
+/// (attn::derive with them): triad_alongside_gbs, read_alongside_gbs and their shares, and the
+/// roofline of the read probe.
+export void pair_probes(std::vector<benchmark::BenchmarkReporter::Run>& runs,
+                        void (*rederive)(benchmark::BenchmarkReporter::Run&, double, double)) {
     using Run = benchmark::BenchmarkReporter::Run;
     auto label = [](const Run& r) {
         return nlohmann::json::parse(r.report_label, nullptr, false); // discarded (not an object) if not JSON
     };
-    std::map<int, std::vector<double>> triads;
+    std::map<std::pair<std::string, int>, std::vector<double>> probes;
     for (const auto& r : runs) {
-        if (r.run_type != Run::RT_Iteration || r.error_occurred || !r.counters.count("triad_gbs")) continue;
+        if (r.run_type != Run::RT_Iteration || r.error_occurred) continue;
         const auto j = label(r);
-        if (j.is_object()) triads[j.value("threads", 0)].push_back(r.counters.at("triad_gbs").value);
+        if (!j.is_object() || !j.contains("probe")) continue;
+        for (const char* name : {"triad_gbs", "read_gbs"})
+            if (r.counters.count(name)) probes[{name, j.value("threads", 0)}].push_back(r.counters.at(name).value);
     }
+    auto median_of = [&](const char* name, int threads) {
+        const auto it = probes.find({name, threads});
+        return it == probes.end() ? 0.0 : attn::stats::median(it->second);
+    };
     const std::string core = "/core";
     for (auto& r : runs) {
         const auto& name = r.run_name.function_name;
-        if (r.run_type != Run::RT_Iteration || r.error_occurred || name.size() < core.size() ||
+        if (r.error_occurred || name.size() < core.size() ||
             name.compare(name.size() - core.size(), core.size(), core) != 0)
             continue;
         const auto j = label(r);
         if (!j.is_object()) continue;
-        const auto it = triads.find(j.value("threads", 0));
-        if (it == triads.end() || !r.counters.count("kv_gbs")) continue;
-        const double triad = attn::stats::median(it->second), kv = r.counters.at("kv_gbs").value;
-        const double roof =
-            attn::roofline_gbs(triad, r.counters.at("peak_gflops").value, r.counters.at("intensity").value);
-        r.counters["triad_alongside_gbs"] = Counter(triad);
-        r.counters["pct_triad_alongside"] = Counter(100.0 * kv / triad);
-        r.counters["roof_alongside_gbs"] = Counter(roof);
-        r.counters["pct_roof_alongside"] = Counter(100.0 * kv / roof);
+        const int t = j.value("threads", 0);
+        rederive(r, median_of("triad_gbs", t), median_of("read_gbs", t));
     }
 }
 

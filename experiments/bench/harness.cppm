@@ -1,6 +1,6 @@
 // bench.harness -- what every benchmark of attnbench-bench shares: the case as registered (its
-// variant, problem, options and the measured ceilings at its thread count), the check's
-// verdict, and the timing loop that records the counters every mode carries.
+// variant, problem, options, and its quantities and ceilings from attn.figures), the check's
+// verdict, the timing loop, and the counters written by attn.figures' one table.
 module;
 #include <algorithm>
 #include <cstdint>
@@ -14,6 +14,7 @@ export module bench.harness;
 export import attn.cases;
 export import attn.check;
 export import attn.decode;
+export import attn.figures;
 import attn.results;
 
 export namespace bench {
@@ -26,8 +27,7 @@ struct timed_case {
     const attn::variant* var = nullptr;
     attn::problem p;
     attn::run_options opt;
-    double peak_gflops = 0, peak_gbs = 0; ///< the measured ceilings at the case's thread count
-    double peak_load_cpus = -1;           ///< other processes' load while that FMA ceiling was measured
+    attn::figures q; ///< what one call does and the ceilings at its thread count (attn::quantities)
     double max_memory_bytes = 0;
     std::uint64_t seed = 1;
     bool checked = false;
@@ -76,14 +76,25 @@ void guard_memory(benchmark::State& state, timed_case& c, F&& run) {
     }
 }
 
-/// Times `step` and records the counters every mode shares; the label is the case as JSON.
+/// Sets a counter, named by attn.figures' table.
+inline void put(benchmark::State& state, attn::counter c, double value) {
+    state.counters[std::string(attn::enum_name(c))] = benchmark::Counter(value);
+}
+
+/// Writes every counter `f` holds (the case's quantities, or measured figures).
+inline void put(benchmark::State& state, const attn::figures& f) {
+    for (std::size_t i = 0; i < attn::n_counters; ++i)
+        if (f.has[i]) put(state, attn::counter(i), f.value[i]);
+}
+
+/// Times `step`, then records the case's quantities and the memory one call adds; the label is
+/// the case as JSON. Rates and shares are derived from the time afterwards (bench.reporters).
 template <class F>
 void time_calls(benchmark::State& state, timed_case& c, F&& step) {
     if (c.extra_bytes < -1.5) c.extra_bytes = measured_extra_bytes(step); // once, on first use
     for (auto _ : state) step();
-    state.counters["extra_mib"] = benchmark::Counter(std::max(0.0, c.extra_bytes) / 1048576.0);
-    state.counters["peak_gflops"] = benchmark::Counter(c.peak_gflops);
-    state.counters["peak_load_cpus"] = benchmark::Counter(c.peak_load_cpus);
+    put(state, c.q);
+    put(state, attn::counter::extra_mib, std::max(0.0, c.extra_bytes) / 1048576.0);
     state.SetLabel(nlohmann::json(c.k).dump());
 }
 

@@ -5,11 +5,13 @@
 // once (the last query rows of every sequence, attn::check::tail_problem; decode: the last row
 // of the full causal forward) before anything is timed; a wrong kernel is reported with
 // SkipWithError, never timed. Each benchmark is named by the case's id and labelled with the
-// case itself as JSON, so whoever reads the output reads structured fields. Derived figures
-// (GFLOP/s, bytes, intensity, % of the ceilings) come from attn.count's formulas and are
-// written as counters. A decode case is two benchmarks, the whole step (ID) and the attention
-// core alone (ID/core), and any run with decode cases also runs a triad (triad-tT) whose
-// figure the JSON pairs with every core (bench.decode). All --benchmark_* flags work
+// case itself as JSON, so whoever reads the output reads structured fields. Counters are named
+// by attn.figures' one table: each case's quantities (FLOPs, bytes, intensity, the ceilings at
+// its thread count) and what only the harness measures, and after the run the figures derived
+// from each benchmark's time (GFLOP/s, bandwidths, % of the ceilings; bench.reporters). A decode
+// case is two benchmarks, the whole step (ID) and the attention core alone (ID/core), and any run
+// with decode cases also runs the triad and read probes (triad-tT, read-tT) whose figures the JSON
+// pairs with every core (bench.decode). All --benchmark_* flags work
 // (--benchmark_enable_random_interleaving shuffles the repetitions of every benchmark of the
 // run together); the JSON is written atomically.
 #include <algorithm>
@@ -50,9 +52,8 @@ using json = nlohmann::json;
 template <class T>
 void run_case(benchmark::State& state, timed_case& c) {
     const std::size_t elem = sizeof(T);
-    const bool layer = c.k.mode == "layer";
-    const auto m = layer ? attn::check::mode::layer : attn::check::mode::core;
-    const std::size_t d = c.p.head_dim();
+    const bool layer = c.k.mode == attn::mode::layer;
+    const auto m = c.k.mode;
     // memory guard: what the variant would allocate, on top of the inputs, must fit
     const double scratch = double(c.var->scratch_bytes(c.p, c.opt));
     const double resident = double(attn::resident_bytes(c.p, layer, elem));
@@ -69,7 +70,7 @@ void run_case(benchmark::State& state, timed_case& c) {
     if (!c.checked) { // once per case, before any timing
         c.checked = true;
         const auto out = attn::check::run<T>(*c.var, c.p, m, in, c.opt);
-        const std::size_t width = layer ? c.p.d_model : c.p.q_width(), rows = 16;
+        const std::size_t width = layer ? c.p.d_model : c.p.o_width(), rows = 16;
         const auto e = attn::check::expect(attn::check::tail_problem(c.p, rows), m,
                                            attn::check::tail_inputs(c.p, m, in, rows), attn::precision_of<T>);
         const auto met = attn::check::compare(attn::check::tail_rows(out, c.p, width, rows), e.ref, e.bound,
@@ -90,11 +91,12 @@ void run_case(benchmark::State& state, timed_case& c) {
     };
     if (!layer) {
         const auto q = cast(in.q), k = cast(in.k), v = cast(in.v);
-        std::vector<T> out(c.p.batch * c.p.n_q * c.p.q_width());
-        const attn::core_io<T> io{attn::interleaved_heads<const T>(q.data(), c.p.batch, c.p.n_q, c.p.heads, d),
-                                  attn::interleaved_heads<const T>(k.data(), c.p.batch, c.p.n_kv, c.p.kv_heads, d),
-                                  attn::interleaved_heads<const T>(v.data(), c.p.batch, c.p.n_kv, c.p.kv_heads, d),
-                                  attn::interleaved_heads<T>(out.data(), c.p.batch, c.p.n_q, c.p.heads, d)};
+        const attn::problem& p = c.p;
+        std::vector<T> out(p.batch * p.n_q * p.o_width());
+        const attn::core_io<T> io{attn::interleaved_heads<const T>(q.data(), p.batch, p.n_q, p.heads, p.qk_dim()),
+                                  attn::interleaved_heads<const T>(k.data(), p.batch, p.n_kv, p.kv_heads, p.qk_dim()),
+                                  attn::interleaved_heads<const T>(v.data(), p.batch, p.n_kv, p.kv_heads, p.v_dim()),
+                                  attn::interleaved_heads<T>(out.data(), p.batch, p.n_q, p.heads, p.v_dim())};
         const auto& core = c.var->get<T>().core;
         time_calls(state, c, [&] {
             core(c.p, io, c.opt);
@@ -102,26 +104,18 @@ void run_case(benchmark::State& state, timed_case& c) {
             benchmark::ClobberMemory();
         });
     } else {
-        const attn::weights<T> w{cast(in.w.wq), cast(in.w.wk), cast(in.w.wv), cast(in.w.wo),
-                                 cast(in.w.bq), cast(in.w.bk), cast(in.w.bv), cast(in.w.bo)};
+        attn::weights<T> w;
+        for (const auto& t : in.w.t) w.t.push_back(cast(t));
         const auto xq = cast(in.x_q), xkv = cast(in.x_kv);
         std::vector<T> y(c.p.batch * c.p.n_q * c.p.d_model);
-        attn::layer_workspace<T> ws; // fresh: its Q, K, V and context buffers count as extra memory
+        attn::layer_buffers<T> ws; // fresh: its Q, K, V and context buffers count as extra memory
         time_calls(state, c, [&] {
             attn::run_layer<T>(*c.var, c.p, w, xq.data(), xkv.data(), y.data(), c.opt, ws);
             benchmark::DoNotOptimize(y.data());
             benchmark::ClobberMemory();
         });
     }
-    const auto flops = attn::analytic_flops(c.p);
-    const double matmul = double(layer ? flops.matmul_flops() : flops.attention_matmul());
-    const double full = double(layer ? flops.full_flops() : flops.attention_full());
-    const double bytes = double(attn::min_bytes(c.p, layer, elem));
-    state.counters["gflops_matmul"] = Counter(matmul * 1e-9, Counter::kIsIterationInvariantRate);
-    state.counters["gflops_full"] = Counter(full * 1e-9, Counter::kIsIterationInvariantRate);
-    state.counters["intensity"] = Counter(matmul / bytes); // matmul FLOP per byte
-    state.counters["bytes"] = Counter(bytes, Counter::kDefaults, Counter::kIs1024);
-    state.counters["scratch_mib"] = Counter(scratch / 1048576.0);
+    bench::put(state, attn::counter::scratch_mib, scratch / 1048576.0);
 }
 
 /// The cases to run: --case and --cases when given, the flags' grid otherwise.
@@ -150,36 +144,28 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
     timed_case c;
     c.k = k;
     c.var = &attn::find_variant(k.variant);
-    // decode: the precision is the key/value cache's type (the step computes in fp32); otherwise
-    // the storage type of every operand
-    const attn::precision prec = k.mode == "decode" ? attn::precision::f32 : attn::parse_precision(k.precision);
-    if (k.mode == "decode") {
+    // what the variant serves (its device, the family, the precision; decode: the cache's type,
+    // the step computing in fp32), refused in one line naming the case
+    if (const std::string why = attn::refusal(*c.var, k.shape(), k.mode, k.precision, k.device); !why.empty())
+        throw attn::error("case " + k.id() + ": " + why);
+    if (k.decode()) {
         attn::require(k.magnitude == 1.0, "case " + k.id() +
                                               ": magnitude applies to core and layer cases (a decode step's inputs "
                                               "are drawn in [-1, 1])");
-        c.kv = attn::parse_kv_dtype(k.precision);
-        attn::with_kv_storage(c.kv, [&]<class S>(S) { attn::require_kv_core<float, S>(*c.var); });
-    } else {
-        attn::require(c.var->supports(prec),
-                      "case " + k.id() + ": variant '" + k.variant + "' does not run in " + k.precision);
+        c.kv = attn::to_kv_dtype(k.precision);
     }
     attn::require(c.var->threaded || k.threads == 1,
                   "case " + k.id() + ": variant '" + k.variant + "' is single-threaded; threads must be 1");
-    c.p = k.shape();
+    // core mode runs the family's attention core alone, on the problem the family hands it
+    c.p = k.mode == attn::mode::core ? attn::attention_problem(k.shape()) : k.shape();
     c.opt.threads = int(k.threads);
     c.opt.tile_q = tile_q;
     c.opt.tile_kv = tile_kv;
     c.seed = seed;
     c.max_memory_bytes = max_memory;
-    // % of peak against the peak of the case's precision: f64 the fp32 FMA peak halved (half the
-    // lanes); bf16 and f16 are widened to fp32 and run on fp32 FMAs here (no bf16 dot-product
-    // kernel), so the fp32 FMA peak is theirs
-    c.peak_gflops =
-        (prec == attn::precision::f64 ? 0.5 : 1.0) *
-        attn::fma_ceiling_at(peak.fma_1t_gflops.median, peak.fma_all_gflops.median, peak.threads, c.opt.threads);
-    c.peak_load_cpus = attn::fma_ceiling_load_at(peak.fma_1t_gflops.others_busy_cpus,
-                                                 peak.fma_all_gflops.others_busy_cpus, peak.threads, c.opt.threads);
-    c.peak_gbs = attn::triad_ceiling_at(peak.triad_1t_gbs.median, peak.triad_all_gbs.median, c.opt.threads);
+    // what one call does and its ceilings (% of peak against the peak of the case's precision:
+    // f64 the fp32 FMA peak halved; bf16 and f16 run on fp32 FMAs here, so it is theirs)
+    c.q = attn::quantities(k, peak);
     return c;
 }
 
@@ -212,7 +198,7 @@ int main(int argc, char** argv) {
     std::string cases_file, peak_file;
     attn::grid g;
     g.variants = {"all"};
-    g.modes = {"core", "layer"};
+    g.modes = {attn::mode::core, attn::mode::layer};
     g.seq = {512, 1024};
     g.context = {1024};
     std::vector<int> causal{0};
@@ -224,12 +210,13 @@ int main(int argc, char** argv) {
     app.add_option("--variant", g.variants, "variants or selectors (all, fast, loops, threaded), comma-separated")
         ->delimiter(',')
         ->capture_default_str();
-    app.add_option("--mode", g.modes, "core, layer, decode")
+    std::vector<std::string> modes{"core", "layer"}, precisions{"f32"}; // typed once parsed (attn::parse_enums)
+    app.add_option("--mode", modes, "core, layer, decode")
         ->delimiter(',')
         ->capture_default_str()
         ->check(CLI::IsMember({"core", "layer", "decode"}));
     app.add_option(
-           "--precision", g.precisions,
+           "--precision", precisions,
            "f32, bf16, f16 (f64 for the variants that have it); decode: the cache's type, f32, bf16, f16 or int8")
         ->delimiter(',')
         ->capture_default_str()
@@ -275,6 +262,8 @@ int main(int argc, char** argv) {
     }
     try {
         g.causal.assign(causal.begin(), causal.end());
+        g.modes = attn::parse_enums<attn::mode>(modes);
+        g.precisions = attn::parse_enums<attn::dtype>(precisions);
         attn::check_threads(std::size_t(omp_get_max_threads()), "OMP_NUM_THREADS");
         if (out_given) { // the output is checked, and its temporary made, before any work
             attn::check_output_file(out_path);
@@ -305,14 +294,14 @@ int main(int argc, char** argv) {
         static std::vector<timed_case> cases;
         for (const auto& k : cases_from(case_json, cases_file, g, peak.threads))
             cases.push_back(prepare(k, peak, max_memory, seed, tile_q, tile_kv));
-        std::vector<int> triad_threads; // one triad per thread count of the decode cases
+        std::vector<int> probe_threads; // the probes, once per thread count of the decode cases
         for (auto& c : cases) {
-            const bool decode = c.k.mode == "decode";
+            const bool decode = c.k.decode();
             benchmark::RegisterBenchmark(c.k.id().c_str(),
                                          [p = &c, decode](benchmark::State& s) {
                                              bench::guard_memory(s, *p, [&] {
                                                  if (decode) return bench::run_decode_step(s, *p);
-                                                 const auto prec = attn::parse_precision(p->k.precision);
+                                                 const auto prec = attn::to_precision(p->k.precision);
                                                  if (prec == attn::precision::bf16) return run_case<attn::bf16>(s, *p);
                                                  if (prec == attn::precision::f16) return run_case<attn::f16>(s, *p);
                                                  if (prec == attn::precision::f64) return run_case<double>(s, *p);
@@ -327,14 +316,15 @@ int main(int argc, char** argv) {
                 [p = &c](benchmark::State& s) { bench::guard_memory(s, *p, [&] { bench::run_decode_core(s, *p); }); })
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
-            if (std::find(triad_threads.begin(), triad_threads.end(), c.opt.threads) == triad_threads.end())
-                triad_threads.push_back(c.opt.threads);
+            if (std::find(probe_threads.begin(), probe_threads.end(), c.opt.threads) == probe_threads.end())
+                probe_threads.push_back(c.opt.threads);
         }
-        for (int t : triad_threads)
-            benchmark::RegisterBenchmark(bench::triad_name(t).c_str(),
-                                         [t](benchmark::State& s) { bench::run_triad(s, t); })
-                ->UseManualTime()
-                ->Unit(benchmark::kMillisecond);
+        for (int t : probe_threads)
+            for (const auto which : {bench::probe::triad, bench::probe::read})
+                benchmark::RegisterBenchmark(bench::probe_name(which, t).c_str(),
+                                             [t, which](benchmark::State& s) { bench::run_probe(s, which, t); })
+                    ->UseManualTime()
+                    ->Unit(benchmark::kMillisecond);
 
         attn::run_info info;
         info.seed = seed;
@@ -348,35 +338,11 @@ int main(int argc, char** argv) {
                                     "peak_gflops of an f32, bf16 or f16 case: the measured fp32 FMA peak (bf16 and f16 "
                                     "are widened to fp32 and run on fp32 FMAs by every variant); f64: half of it");
         benchmark::AddCustomContext("attnbench_f16_path", attn::kernels::isa::f16_path());
-        benchmark::AddCustomContext(
-            "attnbench_counters",
-            "label: the case (attn.cases) as JSON; gflops_matmul: 2 FLOP per multiply-add of the matmuls (GFLOP/s); "
-            "gflops_full: every operation incl. softmax (GFLOP/s); bytes per element: the case's precision; "
-            "peak_gflops: measured FMA peak at the case's thread "
-            "count (attn::fma_ceiling_at; which peak: attnbench_peak_kind); pct_peak: gflops_matmul / peak_gflops (%); "
-            "peak_load_cpus: CPUs other processes kept busy while that peak was measured (-1: unknown); "
-            "bytes: minimum traffic (inputs "
-            "once, outputs once, at the case's bytes per element; attn::min_bytes); intensity: matmul FLOP per byte "
-            "(decode: per cache byte); "
-            "scratch_mib: "
-            "the variant's own account of its extra memory (MiB); extra_mib: measured peak resident memory one call "
-            "adds "
-            "(MiB, VmHWM after a reset; layer mode includes the projection buffers). decode, the step (ID): "
-            "us_per_token, "
-            "tokens_per_s, gflops_matmul and gflops_full of the step, step_gbs: cache and weight bytes / step time, "
-            "kv_bytes_per_token (cache bytes read per generated token), kv_bytes_per_cached_token (2 G (d_head e + s): "
-            "e the cache type's element bytes, s int8's 4-byte row scale), cache_mib (2 B G (L+1) (d_head e + s) "
-            "bytes), weight_mib, cache_ratio_to_mha (H/G), llc_mib "
-            "(the last-level cache), llc_context (the L past which this batch and G's cache outgrows it); the core "
-            "alone "
-            "(ID/core): core_us, kv_gbs: cache bytes / core time (GB/s), gflops_core, peak_gbs: measured triad at the "
-            "case's thread count, pct_triad (%), roof_gbs: min(peak_gbs, peak_gflops / intensity) with the cache "
-            "type's "
-            "intensity, pct_roof (%), check_ratio: worst err/bound against fp64 on the same (rounded or dequantized) "
-            "cache, unrounded_max_abs, unrounded_ratio (err / fp32 bound), unrounded_nmse: the core against fp64 on "
-            "the unrounded cache, "
-            "arith_roof_gbs: peak_gflops / intensity; with the triad run alongside (triad-tT, counter triad_gbs): "
-            "triad_alongside_gbs, pct_triad_alongside, roof_alongside_gbs, pct_roof_alongside");
+        std::string schema = "label: the case (attn.cases) as JSON; the counters, from attn.figures' one table "
+                             "(name [unit]: meaning):";
+        for (const auto& sp : attn::counter_table)
+            schema += " " + std::string(sp.name) + " [" + std::string(sp.unit) + "]: " + std::string(sp.meaning) + ";";
+        benchmark::AddCustomContext("attnbench_counters", schema);
         bench::with_derived<benchmark::ConsoleReporter> console;
         bench::with_derived<benchmark::JSONReporter> file(true), json_display(true);
         benchmark::BenchmarkReporter* display = &console;

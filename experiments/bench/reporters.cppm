@@ -1,47 +1,63 @@
-// bench.reporters -- the columns derived after a run (% of the triad, of the roofline and of the
-// peak: Google Benchmark computes rates only once a run ends) and the reporters that add them.
+// bench.reporters -- the figures derived after a run from each benchmark's time and the case's
+// quantities (attn::derive, the one computation the report applies to peers too: GFLOP/s, the
+// decode bandwidths, % of the ceilings and the roofline), and the reporters that add them.
 module;
 #include <cmath>
 #include <iterator>
+#include <string>
 #include <vector>
 #include <benchmark/benchmark.h>
+#include <nlohmann/json.hpp>
 export module bench.reporters;
-import attn.count;
+import attn.figures;
 import bench.decode;
 
 export namespace bench {
 
-/// % of the ceilings are derived columns: Google Benchmark computes rates after the run, so
-/// the reporters add them where both the rate and the case's ceiling are known.
-inline void add_derived(benchmark::BenchmarkReporter::Run& r) {
-    auto get = [&](const char* k) {
-        const auto it = r.counters.find(k);
-        return it == r.counters.end() ? 0.0 : it->second.value;
-    };
-    if (get("kv_gbs") > 0 && get("peak_gbs") > 0) {
-        r.counters["pct_triad"] = benchmark::Counter(100.0 * get("kv_gbs") / get("peak_gbs"));
-        const double roof = attn::roofline_gbs(get("peak_gbs"), get("peak_gflops"), get("intensity"));
-        r.counters["roof_gbs"] = benchmark::Counter(roof);
-        r.counters["pct_roof"] = benchmark::Counter(100.0 * get("kv_gbs") / roof);
-        r.counters["arith_roof_gbs"] =
-            benchmark::Counter(attn::arithmetic_roof_gbs(get("peak_gflops"), get("intensity")));
+using Run = benchmark::BenchmarkReporter::Run;
+
+/// The case a run measured (its label), or false for a probe or an unreadable label.
+inline bool case_of(const Run& r, attn::sweep_case& k) {
+    const auto j = nlohmann::json::parse(r.report_label, nullptr, false);
+    if (!j.is_object() || j.contains("probe")) return false;
+    try {
+        k = j.get<attn::sweep_case>();
+        return true;
+    } catch (const attn::error&) {
+        return false;
     }
-    if (get("gflops_matmul") > 0 && get("peak_gflops") > 0) // a rate is already per second here
-        r.counters["pct_peak"] = benchmark::Counter(100.0 * get("gflops_matmul") / get("peak_gflops"));
+}
+
+/// The run's figures by attn.figures' table, derived again from its time per call (the
+/// alongside probes' medians given: a decode core's shares of them).
+inline void derive_run(Run& r, double triad_alongside, double read_alongside) {
+    attn::sweep_case k;
+    if (!case_of(r, k)) return;
+    // an aggregate of times (mean, median) is a time; a spread (stddev, cv) is not
+    if (r.run_type == Run::RT_Aggregate && r.aggregate_name != "mean" && r.aggregate_name != "median") return;
+    attn::figures f;
+    for (const auto& s : attn::counter_table)
+        if (const auto it = r.counters.find(std::string(s.name)); it != r.counters.end()) f.put(s.id, it->second.value);
+    const std::string& name = r.run_name.function_name;
+    const bool core = name.size() > 5 && name.compare(name.size() - 5, 5, "/core") == 0;
+    const double seconds = r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit);
+    attn::derive(f, k, core ? attn::part::core : attn::part::run, seconds, triad_alongside, read_alongside);
+    for (const auto& s : attn::counter_table) // the derived ones, and the probes alongside
+        if (f.contains(s.id)) r.counters[std::string(s.name)] = benchmark::Counter(f.at(s.id));
     for (auto it = r.counters.begin(); it != r.counters.end();) // JSON has no NaN (a constant's cv is 0/0)
         it = std::isfinite(it->second.value) ? std::next(it) : r.counters.erase(it);
 }
 
-/// A reporter that adds the derived columns. The file reporter also holds every run back to
-/// the end, so that each decode core can be paired with the triad measured in the same run
-/// (pair_triads); the console prints as the runs come.
+/// A reporter that adds the derived figures. The file reporter also holds every run back to the
+/// end, so that each decode core can be paired with the probes measured in the same run
+/// (pair_probes); the console prints as the runs come.
 template <class Base>
 class with_derived : public Base {
   public:
     explicit with_derived(bool hold = false) : hold_(hold) {}
-    void ReportRuns(const std::vector<benchmark::BenchmarkReporter::Run>& runs) override {
+    void ReportRuns(const std::vector<Run>& runs) override {
         auto copy = runs;
-        for (auto& r : copy) add_derived(r);
+        for (auto& r : copy) derive_run(r, 0, 0);
         if (hold_)
             held_.insert(held_.end(), copy.begin(), copy.end());
         else
@@ -49,7 +65,7 @@ class with_derived : public Base {
     }
     void Finalize() override {
         if (hold_ && !held_.empty()) {
-            pair_triads(held_);
+            pair_probes(held_, derive_run);
             Base::ReportRuns(held_);
         }
         Base::Finalize();
@@ -57,7 +73,7 @@ class with_derived : public Base {
 
   private:
     bool hold_;
-    std::vector<benchmark::BenchmarkReporter::Run> held_;
+    std::vector<Run> held_;
 };
 
 } // namespace bench

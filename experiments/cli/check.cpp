@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include "commands.hpp"
 #include "output.hpp"
+import attn.grids;
 import attn.variants;
 import attn.check;
 import attn.identities;
@@ -72,17 +73,15 @@ void check_all(const check_args& a) {
     else
         for (const auto& n : a.variants) vars.push_back(&find_variant(n));
     const auto grid = grid_from(a);
-    std::vector<check::mode> modes;
-    if (a.mode == "core" || a.mode == "both" || a.mode == "all") modes.push_back(check::mode::core);
-    if (a.mode == "layer" || a.mode == "both" || a.mode == "all") modes.push_back(check::mode::layer);
-    const bool decode = a.mode == "decode" || a.mode == "all";
+    std::vector<mode> modes = select_modes(a.mode);
+    const bool decode = std::erase(modes, mode::decode) > 0; // decode rows are their own pass below
     run_options opt;
     opt.threads = a.threads;
     auto wants_name = [&](const std::string& name) {
         const auto& w = a.precisions;
         return std::find(w.begin(), w.end(), "all") != w.end() || std::find(w.begin(), w.end(), name) != w.end();
     };
-    auto wants = [&](precision p) { return wants_name(std::string(precision_name(p))); };
+    auto wants = [&](precision p) { return wants_name(std::string(enum_name(p))); };
     // decode rows in a narrow cache type: bf16, f16 (also --precision bf16/f16) and int8 (decode only)
     std::vector<kv_dtype> caches;
     for (const kv_dtype t : {kv_dtype::bf16, kv_dtype::f16, kv_dtype::int8})
@@ -121,10 +120,10 @@ void check_all(const check_args& a) {
             if (gc.magnitude != 1.0) label += " |input|<=" + std::to_string(int(gc.magnitude));
             for (const variant* v : vars) {
                 if (wants(precision::f32) && v->supports<float>())
-                    rows.push_back({v->name, "f32", check::mode_name(m), label,
+                    rows.push_back({v->name, "f32", std::string(enum_name(m)), label,
                                     check::check_prepared<float>(*v, gc.p, m, in, e, opt), 0});
                 if (wants(precision::f64) && v->supports<double>())
-                    rows.push_back({v->name, "f64", check::mode_name(m), label,
+                    rows.push_back({v->name, "f64", std::string(enum_name(m)), label,
                                     check::check_prepared<double>(*v, gc.p, m, in, e, opt), 0});
             }
             // bf16 and f16: the reference on the inputs rounded to the format, and beside it the
@@ -138,7 +137,7 @@ void check_all(const check_args& a) {
                     const auto out = check::run<T>(*v, gc.p, m, r, opt);
                     auto met = check::compare(out, eh.ref, eh.bound, check::unit_roundoff<T>(), eh.store);
                     check::add_unrounded(met, out, ref_unrounded);
-                    rows.push_back({v->name, name, check::mode_name(m), label, met, 0});
+                    rows.push_back({v->name, name, std::string(enum_name(m)), label, met, 0});
                 }
             };
             if (wants(precision::bf16)) half.template operator()<bf16>("bf16");
@@ -179,7 +178,7 @@ void check_all(const check_args& a) {
                             check::metrics m = r.same;
                             m.unrounded_max_abs = r.unrounded.max_abs;
                             m.unrounded_max_rel = r.unrounded.max_rel;
-                            rows.push_back({v->name, kv_dtype_name(t), "decode", label, m, 0});
+                            rows.push_back({v->name, std::string(enum_name(t)), "decode", label, m, 0});
                         });
                     }
                 }

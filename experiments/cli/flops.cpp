@@ -8,6 +8,9 @@
 #include <vector>
 #include "commands.hpp"
 #include "output.hpp"
+#include "family_flags.hpp"
+import attn.families;
+import attn.grids;
 import attn.count;
 import attn.results;
 
@@ -20,6 +23,8 @@ struct flops_args {
     bool wide_heads = false, measure = false, json = false, csv = false;
     std::uint64_t seed = 1;
     std::string out;
+    family_flags family;
+    bool d_model_given = false, heads_given = false;
 };
 
 /// Measuring runs the reference on counted scalars (tens of ns per operation): only when small.
@@ -35,7 +40,8 @@ const char* conventions_text =
     "               counted as add), mul, div, exp, compare. A dot product of length n is 2n-1.\n";
 
 std::string family_label(const problem& p) {
-    return p.family() == "GQA" ? "GQA:" + std::to_string(p.kv_heads) : p.family();
+    if (p.latent_family()) return "MLA " + std::string(enum_name(p.form));
+    return p.family() == family::gqa ? "GQA:" + std::to_string(p.kv_heads) : std::string(enum_label(p.family()));
 }
 
 nlohmann::json table_json(const flop_counts& c) {
@@ -57,16 +63,28 @@ void flops(flops_args a) {
     p.n_kv = a.n_kv ? a.n_kv : a.n;
     p.kv_heads = a.kv_heads ? a.kv_heads : p.heads;
     if (a.wide_heads) p.d_head = p.d_model;
+    if (names_latent(a.family)) {
+        require(!a.kv_heads && !a.wide_heads, "--kv-heads and --wide are not MLA's");
+        apply_family_flags(a.family, p, a.d_model_given, a.heads_given);
+    } else {
+        apply_family_flags(a.family, p, true, true);
+    }
     p.validate();
+    const bool latent = p.latent_family();
     const flop_counts c = analytic_flops(p);
     const bool measure = a.measure || c.full_flops() <= auto_measure_limit;
     flop_table measured;
     if (measure) measured = measured_flops(p, a.seed);
 
     // 1. the stage table
-    text_table st({"stage", "add", "mul", "div", "exp", "cmp", "full [FLOPs]", "MACs [mult-adds]",
-                   "matmul-only [FLOPs]", "measured [FLOPs]"});
+    std::vector<std::string> header{"stage"};
+    for (std::size_t o = 0; o < n_ops; ++o) header.emplace_back(op_name(op(o)));
+    for (const char* h : {"full [FLOPs]", "MACs [mult-adds]", "matmul-only [FLOPs]", "measured [FLOPs]"})
+        header.emplace_back(h);
+    text_table st(header);
     for (std::size_t s = 0; s < n_stages; ++s) {
+        // the q/k/v family's stages always; another family's where it has work
+        if (stage(s) > stage::proj_o && c.full.stage_total(stage(s)) == 0) continue;
         std::vector<std::string> r{std::string(stage_name(stage(s)))};
         for (std::size_t o = 0; o < n_ops; ++o) r.push_back(grouped(c.full.n[s][o]));
         r.push_back(grouped(c.full.stage_total(stage(s))));
@@ -92,7 +110,7 @@ void flops(flops_args a) {
     // 3. how the count moves with H at this d_model and N (MHA, d_head = d_model/H)
     text_table ht({"H", "d_head", "matmul-only [FLOPs]", "full [FLOPs]", "scale+softmax [FLOPs]", "full/matmul [x]"});
     nlohmann::json jh = nlohmann::json::array();
-    for (std::size_t h = 1; h <= p.d_model && h <= 256; h *= 2) {
+    for (std::size_t h = 1; !latent && h <= p.d_model && h <= 256; h *= 2) {
         if (p.d_model % h) continue;
         problem q = mha(p.d_model, h, p.n_q);
         q.n_kv = p.n_kv;
@@ -103,10 +121,10 @@ void flops(flops_args a) {
         std::uint64_t soft = 0;
         for (stage s : {stage::scale, stage::softmax_max, stage::softmax_exp, stage::softmax_sum, stage::softmax_div})
             soft += f.full.stage_total(s);
-        ht.add_row({std::to_string(h), std::to_string(q.head_dim()), grouped(f.matmul_flops()), grouped(f.full_flops()),
+        ht.add_row({std::to_string(h), std::to_string(q.qk_dim()), grouped(f.matmul_flops()), grouped(f.full_flops()),
                     grouped(soft), format_number(double(f.full_flops()) / double(f.matmul_flops()), 4)});
         jh.push_back({{"heads", h},
-                      {"d_head", q.head_dim()},
+                      {"d_head", q.qk_dim()},
                       {"matmul_only", f.matmul_flops()},
                       {"macs", f.total_macs()},
                       {"full", f.full_flops()},
@@ -119,8 +137,26 @@ void flops(flops_args a) {
     text_table xt({"family", "causal", "matmul-only closed form [tokens]", "first N [tokens]",
                    "full closed form [tokens]", "first N [tokens]"});
     nlohmann::json jx = nlohmann::json::array();
-    std::vector<problem> fams{single_head(p.d_model, 1)};
-    if (p.heads > 1) {
+    // MLA: both forms beside MHA, GQA:2 and MQA whose heads are MLA's d_h (DeepSeek-V2's Table 1)
+    std::vector<problem> fams;
+    if (latent) {
+        for (form f : {form::absorb, form::naive}) {
+            problem m = p;
+            m.form = f;
+            m.batch = m.n_q = m.n_kv = 1;
+            m.causal = false;
+            fams.push_back(m);
+        }
+        for (std::size_t g : {p.heads, std::size_t(2), std::size_t(1)}) {
+            if (g > p.heads || p.heads % g || (g == 2 && p.heads <= 2)) continue;
+            problem q = gqa(p.d_model, p.heads, g, 1);
+            q.d_head = p.nope_dim();
+            fams.push_back(q);
+        }
+    } else {
+        fams.push_back(single_head(p.d_model, 1));
+    }
+    if (!latent && p.heads > 1) {
         fams.push_back(mha(p.d_model, p.heads, 1));
         fams.push_back(mqa(p.d_model, p.heads, 1));
         if (p.kv_heads > 1 && p.kv_heads < p.heads) fams.push_back(gqa(p.d_model, p.heads, p.kv_heads, 1));
@@ -137,7 +173,7 @@ void flops(flops_args a) {
             jx.push_back({{"family", family_label(f)},
                           {"heads", f.heads},
                           {"kv_heads", f.kv_heads},
-                          {"d_head", f.head_dim()},
+                          {"d_head", f.qk_dim()},
                           {"causal", f.causal},
                           {"bias", f.bias},
                           {"matmul_closed_form", m.closed_form},
@@ -175,15 +211,17 @@ void flops(flops_args a) {
     text_table kt({"family", "G", "d_head", "K+V elements/token/layer", "fp16 [bytes/token/layer]",
                    "fp32 [bytes/token/layer]", "vs MHA [x]"});
     nlohmann::json jk = nlohmann::json::array();
-    const std::uint64_t mha_kv = kv_cache_elements_per_token(mha(p.d_model, p.heads, 1));
+    problem mha_shape = mha(p.d_model, p.heads, 1);
+    if (latent) mha_shape.d_head = p.nope_dim();
+    const std::uint64_t mha_kv = kv_cache_elements_per_token(mha_shape);
     for (const auto& f : fams) {
         const auto e = kv_cache_elements_per_token(f);
-        kt.add_row({family_label(f), std::to_string(f.kv_heads), std::to_string(f.head_dim()), grouped(e),
+        kt.add_row({family_label(f), std::to_string(f.kv_heads), std::to_string(f.qk_dim()), grouped(e),
                     grouped(kv_cache_bytes_per_token(f, 2)), grouped(kv_cache_bytes_per_token(f, 4)),
                     format_number(double(e) / double(mha_kv), 4)});
         jk.push_back({{"family", family_label(f)},
                       {"kv_heads", f.kv_heads},
-                      {"d_head", f.head_dim()},
+                      {"d_head", f.qk_dim()},
                       {"elements_per_token", e},
                       {"fp16_bytes_per_token", kv_cache_bytes_per_token(f, 2)},
                       {"fp32_bytes_per_token", kv_cache_bytes_per_token(f, 4)}});
@@ -198,7 +236,7 @@ void flops(flops_args a) {
                           {"d_model", p.d_model},
                           {"heads", p.heads},
                           {"kv_heads", p.kv_heads},
-                          {"d_head", p.head_dim()},
+                          {"d_head", p.qk_dim()},
                           {"causal", p.causal},
                           {"bias", p.bias}}},
                         {"unit", "FLOPs (scalar operations); MACs are multiply-adds"},
@@ -244,17 +282,22 @@ void flops(flops_args a) {
         std::printf("Default grid (%zu small cases: every family, causal or not, N_q =, <, > N_kv, bias or not, "
                     "batch 1 and 2): analytic == measured on %zu of %zu.\n\n",
                     grid.size(), grid_equal, grid.size());
-        std::printf("Against H at d_model=%zu, N_q=%zu, N_kv=%zu (MHA, d_head = d_model/H): matmul FLOPs do not "
-                    "move with H; scale+softmax work grows with H*N_q*N_kv.\n",
-                    p.d_model, p.n_q, p.n_kv);
-        ht.print();
+        if (!latent) {
+            std::printf("Against H at d_model=%zu, N_q=%zu, N_kv=%zu (MHA, d_head = d_model/H): matmul FLOPs do not "
+                        "move with H; scale+softmax work grows with H*N_q*N_kv.\n",
+                        p.d_model, p.n_q, p.n_kv);
+            ht.print();
+        }
         std::printf("\nSequence length N (self-attention) at which the attention stages' FLOPs overtake the "
                     "projections'\n(closed form = real root; first N = smallest integer where attention > "
                     "projections, by search over the analytic counts):\n");
         xt.print();
         std::printf("\nFLOPs against sequence length (%s):\n", family_label(p).c_str());
         nt.print();
-        std::printf("\nKey/value cache per token per layer (one K and one V vector per key/value head):\n");
+        std::printf(latent
+                        ? "\nKey/value cache per token per layer (MLA absorbed: one latent row d_c + d_h^R; naive: K "
+                          "and V per head; MHA, GQA, MQA with MLA's d_h as their head width):\n"
+                        : "\nKey/value cache per token per layer (one K and one V vector per key/value head):\n");
         kt.print();
     }
     require(!measure || exact, "measured count differs from the analytic count for " + p.describe());
@@ -267,8 +310,12 @@ void flops(flops_args a) {
 void add_flops(CLI::App& app) {
     auto a = std::make_shared<flops_args>();
     auto* cmd = app.add_subcommand("flops", "FLOPs by stage and convention, measured vs analytic, crossover, KV cache");
-    cmd->add_option("--d-model", a->p.d_model, "model width")->capture_default_str();
-    cmd->add_option("--heads", a->p.heads, "query heads H")->capture_default_str();
+    cmd->add_option("--d-model", a->p.d_model, "model width")->capture_default_str()->each([a](const std::string&) {
+        a->d_model_given = true;
+    });
+    cmd->add_option("--heads", a->p.heads, "query heads H")->capture_default_str()->each([a](const std::string&) {
+        a->heads_given = true;
+    });
     cmd->add_option("--kv-heads", a->kv_heads, "key/value heads G (default H)");
     cmd->add_flag("--wide", a->wide_heads, "wide-head counterfactual: every head d_model wide");
     cmd->add_option("--seq", a->n, "query length N_q")->capture_default_str();
@@ -277,6 +324,7 @@ void add_flops(CLI::App& app) {
     cmd->add_flag("--causal", a->p.causal, "bottom-right aligned causal mask");
     cmd->add_flag("--bias", a->p.bias, "projection biases");
     cmd->add_flag("--measure", a->measure, "measure with the counting scalar even when large");
+    add_family_flags(cmd, a->family);
     cmd->add_option("--seed", a->seed, "seed of the measured run's inputs")->capture_default_str();
     cmd->add_flag("--json", a->json, "print JSON instead of tables");
     cmd->add_flag("--csv", a->csv, "print the stage table as CSV");

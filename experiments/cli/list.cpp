@@ -13,7 +13,7 @@ void add_list(CLI::App& app) {
         for (const auto& v : registry()) {
             std::string prec;
             for (const precision p : all_precisions)
-                if (v.supports(p)) prec += (prec.empty() ? "" : " ") + std::string(precision_name(p));
+                if (v.supports(p)) prec += (prec.empty() ? "" : " ") + std::string(enum_name(p));
             std::printf("%-10s %-16s %-8s %s\n", v.name.c_str(), prec.c_str(), v.threaded ? "yes" : "1",
                         v.description.c_str());
         }

@@ -43,6 +43,10 @@ std::string render_ceilings(const peak::ceilings& c, int repetitions) {
         row("bf16 dot (vdpbf16ps)", 1, c.bf16_dot_1t_gflops, "GFLOP/s");
         row("bf16 dot (vdpbf16ps)", c.threads, c.bf16_dot_all_gflops, "GFLOP/s");
     }
+    row("read (sum of b, c)", 1, c.read_1t_gbs, "GB/s");
+    row("read (sum of b, c)", c.threads, c.read_all_gbs, "GB/s");
+    for (const auto& f : c.read_footprints)
+        row(("read over " + format_bytes(f.bytes)).c_str(), f.threads, f.gbs, "GB/s");
     row("triad a=b+s*c", 1, c.triad_1t_gbs, "GB/s");
     row("triad a=b+s*c", c.threads, c.triad_all_gbs, "GB/s");
     for (const auto& p : c.stream)
@@ -55,16 +59,26 @@ std::string render_ceilings(const peak::ceilings& c, int repetitions) {
     s += "triad: 3 arrays of " + format_bytes(c.triad_array_bytes) + " (" + std::to_string(c.triad_elements) +
          " f32 each, 2 MiB-aligned, huge pages requested), 12 byte per element counted (write-allocate not counted); "
          "GB/s = 10^9 byte/s\n";
+    s += "read: arrays b and c of the triad summed, each thread its share, four independent sums: bytes read; the "
+         "memory ceiling of a decode step (it reads its cache and writes almost nothing)\n";
+    if (!c.read_footprints.empty())
+        s += "read over F: the same over the first F/2 of b and of c; a read-only stream runs at DRAM speed (within "
+             "15% of the read rows) from " +
+             format_bytes(peak::dram_footprint(c, 1)) + " on 1 thread and " +
+             format_bytes(peak::dram_footprint(c, c.threads)) + " on " + std::to_string(c.threads) +
+             ": a decode cache below that is read partly from the caches (the last-level cache sysfs reports: " +
+             format_bytes(machine().l3_bytes) + ")\n";
     if (c.fma_1t_gflops.median > 0)
         s += "scaling 1 -> " + std::to_string(c.threads) + " threads: FMA " +
-             format_number(c.fma_all_gflops.median / c.fma_1t_gflops.median, 2) + "x, triad " +
+             format_number(c.fma_all_gflops.median / c.fma_1t_gflops.median, 2) + "x, read " +
+             format_number(c.read_all_gbs.median / c.read_1t_gbs.median, 2) + "x, triad " +
              format_number(c.triad_all_gbs.median / c.triad_1t_gbs.median, 2) + "x\n";
     if (!c.stream.empty()) {
         s += "stream I FLOP/B: arrays b and c of the triad read once, each batch feeding 2I FMAs (I FLOP per byte "
              "read); "
-             "against the roofline min(triad, FMA / I) of the medians above:";
+             "against the roofline min(read, FMA / I) of the medians above:";
         for (const auto& p : c.stream) {
-            const double roof = roofline_gbs(c.triad_all_gbs.median, c.fma_all_gflops.median, p.flop_per_byte);
+            const double roof = roofline_gbs(c.read_all_gbs.median, c.fma_all_gflops.median, p.flop_per_byte);
             s += " " + format_number(p.flop_per_byte, 1) + ": " + format_number(100 * p.gbs.median / roof, 0) +
                  "% of " + format_number(roof, 1) + ";";
         }
@@ -72,7 +86,8 @@ std::string render_ceilings(const peak::ceilings& c, int repetitions) {
     }
     s += "other load: CPUs that other processes kept busy during the repetitions (0 on a quiet machine)\n";
     double busy = 0, spread = 1;
-    std::vector<const peak::stats*> all{&c.fma_1t_gflops, &c.fma_all_gflops, &c.triad_1t_gbs, &c.triad_all_gbs};
+    std::vector<const peak::stats*> all{&c.fma_1t_gflops, &c.fma_all_gflops, &c.read_1t_gbs,
+                                        &c.read_all_gbs,  &c.triad_1t_gbs,   &c.triad_all_gbs};
     for (const auto& p : c.stream) all.push_back(&p.gbs);
     for (const auto* st : all) {
         busy = std::max(busy, st->others_busy_cpus);
@@ -114,6 +129,8 @@ void run_peak(const peak_args& a) {
         for (const auto& [ceiling, key, threads, unit] :
              {std::tuple{"fma_f32", "fma_f32_gflops_1_thread", 1, "GFLOP/s"},
               std::tuple{"fma_f32", "fma_f32_gflops_all_threads", all, "GFLOP/s"},
+              std::tuple{"read", "read_gbs_1_thread", 1, "GB/s"},
+              std::tuple{"read", "read_gbs_all_threads", all, "GB/s"},
               std::tuple{"triad", "triad_gbs_1_thread", 1, "GB/s"},
               std::tuple{"triad", "triad_gbs_all_threads", all, "GB/s"},
               std::tuple{"bf16_dot", "bf16_dot_gflops_1_thread", 1, "GFLOP/s"},

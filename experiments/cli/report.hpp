@@ -12,6 +12,7 @@
 #include "process.hpp"
 import attn.sweep;
 import attn.results;
+import attn.peak;
 
 namespace attn::cli::reporting {
 
@@ -79,9 +80,23 @@ void add_peers(run_context& c);
 /// How a peer case runs: the peer harness in the project's Python, given this binary.
 std::vector<std::string> peer_command(const run_context& c);
 
-/// The harness's counters a case record keeps (the median over its repetitions of each), and
-/// perf.json's and perf.csv's columns after the times.
-extern const std::vector<std::string> counter_keys;
+/// The run's measured peak (peak.json), where the peak stage stored one.
+struct peak_file {
+    bool present = false;
+    peak::ceilings ceilings;
+};
+inline peak_file read_peak(const fs::path& dir) {
+    peak_file p;
+    if (fs::exists(dir / "peak.json")) {
+        p.ceilings = peak::read_ceilings((dir / "peak.json").string());
+        p.present = true;
+    }
+    return p;
+}
+
+/// A case record's summary over its rounds (report_perf.cpp): the medians of its times (Google
+/// Benchmark's median aggregates), every counter of attn.figures' table, the rounds' spread.
+void summarise(json& rec, const sweep_case& k, const std::vector<std::vector<json>>& rounds, const peak_file& peak);
 
 /// cases/*.json -> perf.json and perf.csv, sorted by case (the order does not depend on the
 /// order cases finished in, so an interrupted and resumed run writes the same files).

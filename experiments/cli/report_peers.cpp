@@ -42,7 +42,7 @@ void add_peers(run_context& c) {
     }
     json not_served = json::array();
     for (const auto& u : unserved_precisions(c.cases, runnable))
-        not_served.push_back({{"provider", u.provider}, {"precision", u.precision}, {"message", u.why}});
+        not_served.push_back({{"provider", u.provider}, {"precision", enum_name(u.precision)}, {"message", u.why}});
     const auto peers = peer_cases(c.cases, runnable);
     c.cases.insert(c.cases.end(), peers.begin(), peers.end());
     c.write("peers.json", json{{"providers", c.spec.peers},

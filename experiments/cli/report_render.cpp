@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -13,8 +14,36 @@
 #include "output.hpp"
 #include "report.hpp"
 import attn.count;
+import attn.figures;
 
 namespace attn::cli::reporting {
+
+namespace {
+
+/// The sweep's grids and the figures each is drawn as (attn::grid::drawn_as: those it names, or
+/// those its axes call for), from the run's own sweep.toml; where a folder has none readable
+/// (written by hand), every grid its cases name, drawn as whatever their axes allow.
+json grids_drawn(const fs::path& dir, const json& rows) {
+    json out = json::array();
+    try {
+        const auto spec = parse_sweep(read_text(dir / "sweep.toml"), (dir / "sweep.toml").string(), stage_names());
+        for (const auto& g : spec.grids) {
+            json fs = json::array();
+            for (const auto f : g.drawn_as()) fs.push_back(enum_name(f));
+            out.push_back({{"name", g.name}, {"figures", fs}, {"declared", !g.figures.empty()}});
+        }
+        return out;
+    } catch (const error&) {
+    }
+    std::set<std::string> names;
+    for (const auto& r : rows)
+        for (const auto& g : r.value("grids", json::array())) names.insert(g.get<std::string>());
+    for (const auto& n : names)
+        out.push_back({{"name", n}, {"figures", {"vs_n", "vs_heads", "threads", "decode"}}, {"declared", false}});
+    return out;
+}
+
+} // namespace
 
 void aggregate_perf(const fs::path& dir) {
     const fs::path cases = dir / "cases";
@@ -24,13 +53,16 @@ void aggregate_perf(const fs::path& dir) {
         const auto name = e.path().filename().string();
         if (e.path().extension() == ".json" && name[0] != '.') recs.push_back(read_json(e.path()));
     }
-    auto key = [](const json& r) {
-        const auto& k = r["case"];
-        return std::make_tuple(k.value("mode", std::string()), k.value("variant", std::string()),
-                               k.value("precision", std::string()), k.value("d_model", 0), k.value("heads", 0),
-                               k.value("kv_heads", 0), k.value("n_q", 0), k.value("n_kv", 0), k.value("context", 0),
-                               k.value("batch", 0), k.value("threads", 0), k.value("causal", false),
-                               k.value("d_head", 0), k.value("bias", false), k.value("magnitude", 1.0));
+    // sorted by the case's fields (mode and variant first; the family, which the shape derives, and
+    // the form last), not by finishing order
+    const auto fields = case_fields();
+    auto key = [&](const json& r) {
+        std::vector<json> k{r["case"].value("mode", json(nullptr)), r["case"].value("variant", json(nullptr))};
+        for (const auto f : fields)
+            if (f != "family" && f != "form") k.push_back(r["case"].value(std::string(f), json(nullptr)));
+        k.push_back(r["case"].value("family", json(nullptr)));
+        k.push_back(r["case"].value("form", json(nullptr)));
+        return k;
     };
     std::vector<std::size_t> order(recs.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -38,6 +70,11 @@ void aggregate_perf(const fs::path& dir) {
         const auto ka = key(recs[a]), kb = key(recs[b]);
         return ka != kb ? ka < kb : a < b;
     });
+    const std::vector<std::string> times{"time_ms",      "time_ms_min", "time_ms_max", "cpu_time_ms",
+                                         "core_time_ms", "rounds",      "round_spread"};
+    std::vector<counter> columns;
+    for (const auto& sp : counter_table)
+        if (sp.part != part::probe) columns.push_back(sp.id);
     json rows = json::array();
     for (auto i : order) {
         const auto& r = recs[i];
@@ -48,46 +85,51 @@ void aggregate_perf(const fs::path& dir) {
         row["status"] = r["status"];
         row["repetitions"] = r.value("repetitions", json::array()).size();
         const json s = r.value("summary", json::object());
-        for (const char* k : {"time_ms", "time_ms_min", "time_ms_max", "cpu_time_ms", "core_time_ms"})
-            row[k] = s.value(k, json(nullptr));
-        for (const auto& k : counter_keys) row[k] = s.value(k, json(nullptr));
-        // core and layer: how much faster than this row any implementation could be at the FMA ceiling
-        const json g = row["gflops_matmul"], peak = row["peak_gflops"];
-        row["ceiling_speedup"] = g.is_number() && peak.is_number()
-                                     ? json(attn::ceiling_speedup(g.get<double>(), peak.get<double>()))
-                                     : json(nullptr);
-        // a % of peak above 100, or against a ceiling measured on a loaded machine, is marked
-        const json pct = row["pct_peak"], load = row["peak_load_cpus"];
-        row["peak_in_doubt"] =
-            pct.is_number() ? json(attn::peak_in_doubt(pct.get<double>(), load.is_number() ? load.get<double>() : -1))
-                            : json(nullptr);
+        for (const auto& k : times) row[k] = s.value(k, json(nullptr));
+        for (const auto c : columns) { // a record written before the table may carry an older name
+            const auto& sp = spec(c);
+            json v = s.value(std::string(sp.name), json(nullptr));
+            if (v.is_null() && !sp.legacy.empty()) v = s.value(std::string(sp.legacy), json(nullptr));
+            row[std::string(sp.name)] = v;
+        }
+        // records written before these two were derived with the others
+        const json g = row["gflops_matmul"], peak = row["peak_gflops"], pct = row["pct_peak"];
+        if (row["ceiling_speedup"].is_null() && g.is_number() && peak.is_number())
+            row["ceiling_speedup"] = ceiling_speedup(g.get<double>(), peak.get<double>());
+        if (row["peak_in_doubt"].is_null() && pct.is_number()) {
+            const json load = row["peak_load_cpus"];
+            row["peak_in_doubt"] = peak_in_doubt(pct.get<double>(), load.is_number() ? load.get<double>() : -1) ? 1 : 0;
+        }
         row["error"] = r.value("error", std::string());
         rows.push_back(row);
     }
-    json j = {{"unit",
-               {{"time_ms", "milliseconds per call, median over repetitions"},
-                {"gflops_matmul", "10^9 matmul-only FLOP/s"},
-                {"gflops_full", "10^9 FLOP/s, full count"},
-                {"pct_peak", "% of the measured FMA peak at the case's thread count"},
-                {"peak_load_cpus", "CPUs other processes kept busy while that FMA peak was measured (-1: unknown)"},
-                {"peak_in_doubt", "pct_peak above 100 or peak_load_cpus >= 0.5 (attn::peak_in_doubt): the "
-                                  "peak was measured low, on a loaded machine; rerun `attnbench peak` quiet"},
-                {"ceiling_speedup", "the measured FMA peak over gflops_matmul: the largest speed-up over this "
-                                    "row any implementation of the counted FLOPs could reach (core, layer)"},
-                {"bytes", "bytes moved (the harness's model)"},
-                {"intensity", "FLOP per byte"},
-                {"scratch_mib", "peak extra memory of the kernel, MiB"},
-                {"decode", "time_ms: the whole step; core_time_ms: the attention core alone over the cache; "
-                           "the other columns as attnbench-bench's context key attnbench_counters says"}}},
-              {"cases", rows}};
+    // the schema the plots read: the case's fields, the shape's (every field but the provider and
+    // its threads), every column's unit and meaning
+    json units = {{"time_ms", "milliseconds per call, the median over the rounds of Google Benchmark's median of "
+                              "each round's repetitions"},
+                  {"time_ms_min", "milliseconds, the fastest repetition"},
+                  {"time_ms_max", "milliseconds, the slowest repetition"},
+                  {"cpu_time_ms", "milliseconds of CPU time per call (all threads), median"},
+                  {"core_time_ms", "decode: the attention core alone over the cache, milliseconds per call"},
+                  {"rounds", "harness runs of the case, alternating with its shape's peers"},
+                  {"round_spread", "(slowest - fastest) / median of the rounds' median times"}};
+    for (const auto c : columns)
+        units[std::string(spec(c).name)] = std::string(spec(c).unit) + ": " + std::string(spec(c).meaning);
+    json schema = {{"case_fields", json::array()},
+                   {"shape_fields", json::array()},
+                   {"units", units},
+                   {"grids", grids_drawn(dir, rows)}};
+    for (const auto f : fields) {
+        schema["case_fields"].push_back(std::string(f));
+        if (f != "threads") schema["shape_fields"].push_back(std::string(f));
+    }
+    json j = {{"schema", schema}, {"unit", units}, {"cases", rows}};
     attn::write_atomic((dir / "perf.json").string(), j.dump(2) + "\n");
-    std::vector<std::string> cols{"id",       "variant",     "mode",        "precision",   "d_model",     "heads",
-                                  "kv_heads", "d_head",      "n_q",         "n_kv",        "context",     "batch",
-                                  "threads",  "causal",      "bias",        "magnitude",   "status",      "repetitions",
-                                  "time_ms",  "time_ms_min", "time_ms_max", "cpu_time_ms", "core_time_ms"};
-    cols.insert(cols.end(), counter_keys.begin(), counter_keys.end());
-    cols.push_back("ceiling_speedup");
-    cols.push_back("peak_in_doubt");
+    std::vector<std::string> cols{"id", "variant"};
+    for (const auto f : fields) cols.emplace_back(f);
+    cols.insert(cols.end(), {"status", "repetitions"});
+    cols.insert(cols.end(), times.begin(), times.end());
+    for (const auto c : columns) cols.emplace_back(spec(c).name);
     cols.push_back("error");
     attn::write_atomic((dir / "perf.csv").string(), rows_csv(rows, cols));
 }

@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 #include "commands.hpp"
+#include "family_flags.hpp"
+import attn.families;
 import attn.variants;
 import attn.npy;
 
@@ -20,6 +22,7 @@ struct run_args {
     std::size_t heads = 0, kv_heads = 0;
     bool causal = false;
     int threads = 1;
+    family_flags family;
 };
 
 /// The file's values (already exact doubles) rounded once to T, to nearest even.
@@ -37,18 +40,10 @@ void run_as(const variant& var, const problem& p, const weights<double>& w, cons
             const run_args& a) {
     require_precision(var, precision_of<T>);
     weights<T> wt;
-    for (auto [from, to] : {std::pair{&w.wq, &wt.wq},
-                            {&w.wk, &wt.wk},
-                            {&w.wv, &wt.wv},
-                            {&w.wo, &wt.wo},
-                            {&w.bq, &wt.bq},
-                            {&w.bk, &wt.bk},
-                            {&w.bv, &wt.bv},
-                            {&w.bo, &wt.bo}})
-        *to = narrow<T>(*from);
+    for (const auto& t : w.t) wt.t.push_back(narrow<T>(t));
     const auto xq = narrow<T>(x.values), xk = narrow<T>(xkv.values);
     std::vector<T> y(p.batch * p.n_q * p.d_model);
-    layer_workspace<T> ws;
+    layer_buffers<T> ws;
     run_options opt;
     opt.threads = a.threads;
     run_layer<T>(var, p, wt, xq.data(), xk.data(), y.data(), opt, ws);
@@ -77,13 +72,21 @@ void run(const run_args& a) {
     p.heads = a.heads;
     p.kv_heads = a.kv_heads ? a.kv_heads : a.heads;
     p.causal = a.causal;
+    if (names_latent(a.family)) {
+        require(!a.kv_heads, "--kv-heads is not MLA's: its keys and values are per query head");
+        require(a.heads || !a.family.config.empty(), "--heads is required (or --config)");
+        apply_family_flags(a.family, p, true, a.heads > 0);
+    } else {
+        apply_family_flags(a.family, p, true, true);
+        require(a.heads > 0, "--heads is required");
+    }
     require(p.heads % p.kv_heads == 0,
             "heads=" + std::to_string(p.heads) + " is not divisible by kv_heads=" + std::to_string(p.kv_heads));
-    const weights<double> w = npy::load_state_dict(a.weights_dir, p);
+    const weights<double> w = family_ops_of(p).load(a.weights_dir, p);
     p.validate();
     require_finite(x.values, a.input);
     require_finite(xkv.values, a.kv_input.empty() ? a.input : a.kv_input);
-    switch (parse_precision(a.precision)) {
+    switch (parse_enum<precision>(a.precision)) {
     case precision::f64:
         run_as<double>(var, p, w, x, xkv, a);
         break;
@@ -107,14 +110,17 @@ void add_run(CLI::App& app) {
     auto a = std::make_shared<run_args>();
     auto* cmd = app.add_subcommand("run", "run one attention layer on .npy inputs with PyTorch-named weights");
     cmd->add_option("--variant", a->variant, "implementation (see `attnbench list`)")->capture_default_str();
-    cmd->add_option("--weights", a->weights_dir, "directory of nn.MultiheadAttention state_dict .npy files")
+    cmd->add_option("--weights", a->weights_dir,
+                    "directory of state_dict .npy files: nn.MultiheadAttention's, or DeepSeek's MLA names "
+                    "(wq or wq_a/q_norm/wq_b, wkv_a, kv_norm, wkv_b, wo .weight) with --family mla")
         ->required();
     cmd->add_option("--input", a->input, "query input, [B, N, d_model] or [N, d_model], float16/float32/float64")
         ->required();
     cmd->add_option("--kv-input", a->kv_input, "key/value input for cross-attention (default: --input)");
-    cmd->add_option("--heads", a->heads, "query heads H")->required()->check(CLI::Range(1, 1 << 20));
+    cmd->add_option("--heads", a->heads, "query heads H (required but with --config)")->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--kv-heads", a->kv_heads, "key/value heads G (default H)")->check(CLI::Range(1, 1 << 20));
     cmd->add_flag("--causal", a->causal, "bottom-right aligned causal mask");
+    add_family_flags(cmd, a->family);
     cmd->add_option("--precision", a->precision,
                     "storage type: f64, f32, bf16 or f16 (inputs and weights rounded to it, to nearest even; "
                     "products and softmax in fp32 for bf16/f16; output .npy float64 for f64, else float32)")

@@ -65,8 +65,9 @@ void toy(const toy_args& a) {
         print_matrix(m);
         std::printf("\n");
     }
-    std::printf("reference::layer on the same input agrees with the step-by-step run to %.3g (max abs difference).\n\n",
-                r.layer_max_abs_diff);
+    std::printf(
+        "the reference layer on the same input agrees with the step-by-step run to %.3g (max abs difference).\n\n",
+        r.layer_max_abs_diff);
     std::printf("Every number the document prints, compared at the document's own rounding:\n");
     t.print();
     std::printf("\n%zu of %zu printed numbers agree; %zu disagree.\n", ok, n, n - ok);

@@ -1,7 +1,12 @@
-"""attnbench's peer harness: other libraries' attention, timed on attnbench's cases and written
-in attnbench-bench's schema (Google Benchmark JSON: one benchmark per repetition, named by the
-case's id and labelled with the case as JSON plus a "peer" object), so `attnbench report`, its
-plots and `attnbench compare` treat a peer like a variant.
+"""attnbench's peer harness: other libraries' attention on attnbench's cases, timed by Google
+Benchmark's own Python bindings (google_benchmark, pinned in scripts/requirements.txt) and written
+in attnbench-bench's JSON schema (one benchmark per case, named by the case's id and labelled with
+the case as JSON plus a "peer" object), so `attnbench report`, its plots and `attnbench compare`
+read a peer like a variant.
+
+Peers produce times, the C++ produces figures: this harness records each repetition's time and
+which kernel ran, nothing else. GFLOP/s, bytes, % of peak and the roofline of a peer's case are
+computed by the report with the same C++ that computes ours (attn::quantities, attn::derive).
 
 A case's provider (its "variant" field) names the peer:
   torch-sdpa     torch.nn.functional.scaled_dot_product_attention on [B, H, N, d] (core, decode)
@@ -10,16 +15,18 @@ A case's provider (its "variant" field) names the peer:
 A decode case is the attention core of one step (one query row over the L+1 cached keys); its
 benchmark is named ID/core, as the harness names our own decode core.
 
-Per case: `attnbench peer-io` writes the inputs attnbench-bench would draw and the case's costs
-from attn.count (counts.json: Python computes no cost formula); the provider is built at the
-case's thread count; on the first case of every shape its output is judged by
+Per case: `attnbench peer-io` writes the inputs attnbench-bench would draw; the provider is built
+at the case's thread count; on the first case of every shape its output is judged by
 `attnbench peer-io --judge` against the fp64 reference, on the timed inputs and on a draw with
-4x larger queries and keys (a wrong peer is reported as the case's
-error, never timed); then warm-up, calibration to --benchmark_min_time, and
---benchmark_repetitions timed repetitions. `--available P` exits 0 when provider P can run
-(its library imports) and 77 otherwise, printing the install command.
+4x larger queries and keys (a wrong peer is reported as the case's error, never timed;
+--no-judge skips it in a report's later rounds of a shape judged in its first); then Google
+Benchmark warms it up, calibrates the calls per repetition to --benchmark_min_time and times
+--benchmark_repetitions repetitions (its median, mean, stddev and cv beside them). The timer takes
+the case's device: the host's wall clock on the CPU, CUDA events around each call on a GPU.
+`--available P` exits 0 when provider P can run (its library imports) and 77 otherwise, printing
+the install command.
 
-usage: harness.py (--case JSON ... | --cases FILE) [--peak peak.json] [--attnbench PATH]
+usage: harness.py (--case JSON ... | --cases FILE) [--attnbench PATH] [--no-judge]
                   [--benchmark_out=F] [--benchmark_repetitions=N] [--benchmark_min_time=S]
        harness.py --available PROVIDER
 """
@@ -27,16 +34,12 @@ import argparse
 import ctypes
 import importlib
 import json
-import math
 import os
-import platform
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
-import time
-from datetime import datetime, timezone
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -85,10 +88,6 @@ def benchmark_args(argv):
     return gb, rest
 
 
-def seconds(text):
-    return float(text[:-1]) if text.endswith("s") else float(text)
-
-
 def load_cases(args):
     cases = [json.loads(c) for c in args.case]
     if args.cases:
@@ -100,10 +99,8 @@ def load_cases(args):
     return cases
 
 
-def peer_io(attnbench, case, d, peak=None, judge=None, magnitude=1.0):
+def peer_io(attnbench, case, d, judge=None, magnitude=1.0):
     cmd = [attnbench, "peer-io", "--case", json.dumps(case), "--dir", d, "--magnitude", repr(magnitude)]
-    if peak:
-        cmd += ["--peak", peak]
     if judge:
         cmd += ["--judge", judge]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -125,38 +122,27 @@ def load_inputs(case, d, fault):
     return {"q": q, "k": k, "v": v}
 
 
-def time_calls(call, repetitions, min_time):
-    """Warm-up (at least 2 calls and 0.1 s or min_time), then calibrates the calls per
-    repetition to min_time, as Google Benchmark does; returns (calls, [(wall s, cpu s)])."""
-    start, times = time.perf_counter(), []
-    while len(times) < 2 or time.perf_counter() - start < min(0.1, min_time):
-        t0 = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t0)
-    one = sorted(times)[len(times) // 2]
-    n = max(1, math.ceil(min_time / max(one, 1e-9)))
-    reps = []
-    for _ in range(repetitions):
-        w0, c0 = time.perf_counter(), time.process_time()
-        for _ in range(n):
+def peer_timer(call, device):
+    """The function Google Benchmark times for a peer's call, and whether it reports the time
+    itself: on the CPU, GB's wall clock around the loop; on a GPU, CUDA events around each call
+    (the launch is asynchronous: the host clock would time the queueing), as manual time."""
+    if device == "cpu":
+        def timed(state):
+            while state:
+                call()
+        return timed, False
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def timed_gpu(state):
+        while state:
+            start.record()
             call()
-        reps.append((time.perf_counter() - w0, time.process_time() - c0))
-    return n, reps
-
-
-def counters(case, counts, t):
-    """attnbench-bench's counters from attn.count's costs (counts.json) and a time t in s."""
-    c = {"bytes": counts["bytes"], "intensity": counts["intensity"]}
-    g = counts["matmul_flops"] * 1e-9 / t
-    if "peak_gflops" in counts:
-        c["peak_gflops"] = counts["peak_gflops"]
-        c["pct_peak"] = 100.0 * g / counts["peak_gflops"]
-        c["peak_load_cpus"] = counts.get("peak_load_cpus", -1)
-    if case["mode"] == "decode":
-        c.update(core_us=t * 1e6, kv_gbs=counts["kv_read_bytes"] * 1e-9 / t, gflops_core=g)
-    else:
-        c.update(gflops_matmul=g, gflops_full=counts["full_flops"] * 1e-9 / t)
-    return c
+            end.record()
+            end.synchronize()
+            state.set_iteration_time(start.elapsed_time(end) * 1e-3)
+    return timed_gpu, True
 
 
 def judge(args, case, peer, make, d, magnitude):
@@ -178,44 +164,49 @@ def judge(args, case, peer, make, d, magnitude):
                            f" (inputs of magnitude {magnitude:g})")
 
 
-def run_case(cid, case, args, gb, index, checked):
-    """The benchmarks of one case (its repetitions, or one error entry)."""
+def register_case(bench, cid, case, args, checked):
+    """Prepares one case's peer (inputs, judgement) and registers its benchmark with Google
+    Benchmark; a case that cannot run registers a benchmark that skips with the reason (as
+    attnbench-bench's SkipWithError), so the run goes on."""
     name = cid + ("/core" if case["mode"] == "decode" else "")
-    reps = int(gb.get("benchmark_repetitions", "1"))
-    base = {"name": name, "family_index": index, "per_family_instance_index": 0, "run_name": name,
-            "run_type": "iteration", "repetitions": reps, "threads": 1, "time_unit": "ms"}
     label = dict(case)
     try:
         provider = case["variant"]
         make = factory(provider)
         if case["mode"] not in PROVIDERS[provider][2]:
             raise RuntimeError(f"{provider} runs {', '.join(PROVIDERS[provider][2])}, not {case['mode']}")
-        with tempfile.TemporaryDirectory(prefix="attnbench-peer-") as d:
-            peer_io(args.attnbench, case, d, peak=args.peak)
-            with open(os.path.join(d, "counts.json")) as f:
-                counts = json.load(f)
-            peer = make(case, load_inputs(case, d, args.fault), int(case.get("threads", 1)))
-            label["peer"] = peer.info
-            shape = json.dumps({k: v for k, v in case.items() if k not in ("threads", "grids")}, sort_keys=True)
-            if shape not in checked:
-                for m in JUDGED_MAGNITUDES:
-                    judge(args, case, peer if m == 1 else None, make, d, m)
-                checked.add(shape)
-            n, times = time_calls(peer.call, reps, seconds(gb.get("benchmark_min_time", "0.5")))
+        d = tempfile.mkdtemp(prefix="attnbench-peer-", dir=args.workdir)
+        peer_io(args.attnbench, case, d)
+        peer = make(case, load_inputs(case, d, args.fault), int(case.get("threads", 1)))
+        label["peer"] = peer.info
+        shape = json.dumps({k: v for k, v in case.items() if k not in ("threads", "grids")}, sort_keys=True)
+        if shape not in checked and not args.no_judge:
+            for m in JUDGED_MAGNITUDES:
+                judge(args, case, peer if m == 1 else None, make, d, m)
+        checked.add(shape)
+        fn, manual = peer_timer(peer.call, case.get("device", "cpu"))
     except Exception as e:  # the case fails, the run goes on (as attnbench-bench's SkipWithError)
         msg = f"{type(e).__name__}: {e}" if not isinstance(e, RuntimeError) else str(e)
         print(f"{name}: error: {msg}", file=sys.stderr)
-        return [dict(base, error_occurred=True, error_message=msg, iterations=0, real_time=0, cpu_time=0,
-                     label=json.dumps(label))]
-    out = []
-    for r, (wall, cpu) in enumerate(times):
-        t = wall / n
-        b = dict(base, repetition_index=r, iterations=n, real_time=t * 1e3, cpu_time=cpu / n * 1e3,
-                 label=json.dumps(label))
-        b.update(counters(case, counts, t))
-        out.append(b)
-        print(f"{name:<60} {t * 1e3:10.3f} ms  x{n}", file=sys.stderr)
-    return out
+
+        def skipped(state, msg=msg):
+            state.skip_with_error(msg)
+            while state:
+                pass
+        fn, manual, peer = skipped, False, None
+    text = json.dumps(label)
+
+    def timed(state, fn=fn, text=text):
+        fn(state)
+        state.set_label(text)
+    b = bench.RegisterBenchmark(name, timed).unit(gbench().kMillisecond)
+    b = b.use_manual_time() if manual else b.use_real_time()
+    return peer  # kept alive until the run ends
+
+
+def gbench():
+    import google_benchmark
+    return google_benchmark
 
 
 def with_ids(cases, attnbench):
@@ -249,9 +240,11 @@ def main(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--case", action="append", default=[])
     ap.add_argument("--cases")
-    ap.add_argument("--peak")
+    ap.add_argument("--peak", help="ignored: the report derives a peer's figures from its times")
     ap.add_argument("--attnbench", default=os.environ.get("ATTNBENCH", os.path.join(ROOT, "build/release/attnbench")))
     ap.add_argument("--available", metavar="PROVIDER")
+    ap.add_argument("--no-judge", action="store_true",
+                    help="time without judging (a report's later rounds of shapes judged in its first)")
     ap.add_argument("--fault", choices=FAULTS, help="testing only: misconfigure the peer's inputs")
     args = ap.parse_args(rest)
     if args.available:
@@ -260,24 +253,31 @@ def main(argv):
         return 0 if ok else 77
     if not shutil.which(args.attnbench) and not os.path.exists(args.attnbench):
         raise SystemExit(f"harness.py: error: attnbench not found at {args.attnbench} (build it, or pass --attnbench)")
+    try:
+        bench = gbench()._benchmark
+    except ImportError as e:
+        raise SystemExit(f"harness.py: error: google_benchmark is not installed ({e}); run bash scripts/setup.sh")
     cases = with_ids(load_cases(args), args.attnbench)
-    checked, benchmarks = set(), []
-    for i, (cid, case) in enumerate(cases):
-        benchmarks += run_case(cid, case, args, gb, i, checked)
-    doc = {"context": {"date": datetime.now(timezone.utc).isoformat(), "host_name": platform.node(),
-                       "executable": os.path.abspath(__file__), "num_cpus": os.cpu_count(),
-                       "library_build_type": "release", "attnbench_peer_harness": "experiments/peers/harness.py",
-                       "attnbench_python": sys.version.split()[0]},
-           "benchmarks": benchmarks}
-    out = gb.get("benchmark_out")
-    text = json.dumps(doc, indent=2) + "\n"
-    if out:
-        tmp = out + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(text)
+    out = gb.pop("benchmark_out", None)
+    with tempfile.TemporaryDirectory(prefix="attnbench-peers-") as work:
+        args.workdir = work
+        checked = set()
+        peers = [register_case(bench, cid, case, args, checked) for cid, case in cases]
+        tmp = out + ".tmp" if out else None
+        # Google Benchmark 1.9 (the bindings') wants a unit on min_time, 1.7 (Debian's C++ library,
+        # attnbench-bench's) reads plain seconds: the report passes seconds
+        if "benchmark_min_time" in gb and gb["benchmark_min_time"][-1:].isdigit():
+            gb["benchmark_min_time"] += "s"
+        flags = [f"--{k}={v}" for k, v in gb.items()]
+        if tmp:
+            flags += [f"--benchmark_out={tmp}", "--benchmark_out_format=json"]
+        bench.AddCustomContext("attnbench_peer_harness", "experiments/peers/harness.py")
+        bench.AddCustomContext("attnbench_python", sys.version.split()[0])
+        bench.Initialize([sys.argv[0]] + flags)
+        bench.RunSpecifiedBenchmarks()
+        del peers
+    if tmp:
         os.replace(tmp, out)  # atomic, as attnbench-bench writes its JSON
-    else:
-        sys.stdout.write(text)
     return 0
 
 

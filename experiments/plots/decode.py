@@ -4,9 +4,9 @@
 Reads the decode rows of a report run's perf.json (attnbench-bench's decode mode: the whole
 step and the attention core alone over the cache, per case) and draws the four figures and
 writes the section's tables and prose (decode_text.py). Every figure it shows -- bytes,
-intensity, roofline, % of the triad, where a cache outgrows the last-level cache, the byte
-ratio H/G -- is read from the JSON, where the harness wrote it from attn.count; this file
-draws and words, and computes nothing but medians' ratios.
+intensity, roofline, % of the read ceiling and of the triad, where a cache outgrows the last-level
+cache, the byte ratio H/G -- is read from the JSON, where the report wrote it (attn.figures); this
+file draws and words, and computes nothing but medians' ratios.
 
     python3 experiments/plots/decode.py results/<run-id>     # the figures alone
 """
@@ -75,8 +75,9 @@ class Decode:
     `rows`/`get`; every type's rows are `all_rows`/`getp`."""
 
     def __init__(self, perf, meta=None):
-        rows = [r for r in perf["cases"] if r["mode"] == "decode" and r["status"] == "ok" and r.get("time_ms")]
-        self.failed = [r for r in perf["cases"] if r["mode"] == "decode" and r["status"] != "ok"]
+        mine = plotting.rows_of(perf, "decode")  # the grids drawn as the decode figures
+        rows = [r for r in mine if r["mode"] == "decode" and r["status"] == "ok" and r.get("time_ms")]
+        self.failed = [r for r in mine if r["mode"] == "decode" and r["status"] != "ok"]
         self.rows = self.all_rows = []
         if not rows:
             return
@@ -97,8 +98,17 @@ class Decode:
         self.ls = sorted({r["context"] for r in self.rows})
         self.reps = max(r["repetitions"] for r in self.rows)
         self.by = {(r["batch"], r["kv_heads"], r["context"]): r for r in self.rows}
-        self.triad = first["peak_gbs"]  # the run's triad at the cases' thread count (peak.json)
+        # the run's ceilings at the cases' thread count (peak.json): the read-only stream, a decode
+        # step's memory ceiling, and the triad beside it for reference (a run from before the read
+        # probe has the triad alone, under its old name)
+        self.triad = first.get("triad_ceiling_gbs") or first.get("peak_gbs")
+        self.read = first.get("read_ceiling_gbs")
+        self.memory = self.read or self.triad
+        self.memory_name = "read ceiling" if self.read else "triad"
         self.llc_mib = first.get("llc_mib") or 0
+        # from this many MiB on a read-only stream ran at DRAM speed (attnbench peak's scan); twice
+        # the last-level cache in a run from before the scan
+        self.dram_mib = first.get("dram_from_mib") or 2 * self.llc_mib
         cpu = (meta or {}).get("cpu_model", "")
         self.sub = (f"d_model {self.d_model}, H {self.h}, d_head {self.dh}, {self.dtype} cache, variant '{self.variant}', "
                     f"{self.threads} threads; median of {self.reps} repetitions" + (f"; {cpu}" if cpu else ""))
@@ -142,26 +152,35 @@ def plot_time_vs_context(dec, d):
 
 
 def plot_bandwidth_vs_context(dec, d):
-    """The attention core's cache read rate against L, with the triad and the arithmetic roofs."""
+    """The attention core's cache read rate against L, with the read ceiling (the triad for
+    reference) and the arithmetic roofs."""
     h, ls = dec.h, dec.ls
     fig, axes = plt.subplots(1, len(dec.batches), figsize=(6.2 * len(dec.batches), 4.6), squeeze=False, sharey=True)
     for ax, b in zip(axes[0], dec.batches):
         for g in dec.gs:
             x, y = dec.series(b, g, "kv_gbs")
             ax.plot(x, y, label=label(g, h), **style(g))
-        along = [(l, next((dec.get(b, g, l)["triad_alongside_gbs"] for g in dec.gs
-                           if dec.get(b, g, l) and dec.get(b, g, l).get("triad_alongside_gbs")), None)) for l in ls]
-        along = [p for p in along if p[1]]
-        if along:
-            ax.plot(*zip(*along), ls="none", marker="x", color="gray", ms=6, label="triad measured alongside")
-        ax.axhline(dec.triad, color="black", lw=1.5, ls="--",
-                   label=f"triad ceiling (attnbench peak) {dec.triad:.1f} GB/s")
-        ax.axhline(0.7 * dec.triad, color="gray", lw=1, ls=":", label="70% of triad")
-        top_triad = max([dec.triad] + [p[1] for p in along])
-        for g in dec.gs:  # the roofline's arithmetic side, where it lies below a triad drawn
+        def alongside(key):
+            pts = [(l, next((dec.get(b, g, l)[key] for g in dec.gs
+                             if dec.get(b, g, l) and dec.get(b, g, l).get(key)), None)) for l in ls]
+            return [p for p in pts if p[1]]
+        read_along, triad_along = alongside("read_alongside_gbs"), alongside("triad_alongside_gbs")
+        if read_along:
+            ax.plot(*zip(*read_along), ls="none", marker="x", color="black", ms=6, label="read measured alongside")
+        if triad_along:
+            ax.plot(*zip(*triad_along), ls="none", marker="+", color="gray", ms=6,
+                    label="triad measured alongside" + (" (reference)" if dec.read else ""))
+        ax.axhline(dec.memory, color="black", lw=1.5, ls="--",
+                   label=f"{dec.memory_name} (attnbench peak) {dec.memory:.1f} GB/s")
+        if dec.read:
+            ax.axhline(dec.triad, color="gray", lw=1.2, ls=(0, (5, 2, 1, 2)),
+                       label=f"triad (attnbench peak, reference) {dec.triad:.1f} GB/s")
+        ax.axhline(0.7 * dec.memory, color="gray", lw=1, ls=":", label=f"70% of the {dec.memory_name}")
+        top = max([dec.memory] + [p[1] for p in read_along])
+        for g in dec.gs:  # the roofline's arithmetic side, where it lies below the memory ceiling drawn
             row = next((dec.get(b, g, l) for l in ls if dec.get(b, g, l)), None)
             cap = row.get("arith_roof_gbs") if row else None
-            if cap and cap < top_triad:
+            if cap and cap < top:
                 ax.axhline(cap, color=style(g)["color"], lw=1.2, ls="-.",
                            label=f"{label(g, h)} arithmetic roof: FMA peak / {row['intensity']:g} FLOP/B = {cap:.1f} GB/s")
         log2_axis(ax, ls)
@@ -172,9 +191,10 @@ def plot_bandwidth_vs_context(dec, d):
     axes[0][0].set_ylim(0, 1.08 * max(ax.dataLim.y1 for ax in axes[0]))  # shared: every panel's data in view
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, bbox_to_anchor=(0.5, -0.16))
-    fig.suptitle("Rate at which the attention core reads the key/value cache vs the measured triad ceiling\n"
-                 "(above the triads: the data still fits the last-level cache; ×: the triad measured in the same "
-                 "harness run as that batch and L)\n" + dec.sub, fontsize=9, y=1.08)
+    probes = ("×: the read probe measured in the same harness run as that batch and L, +: the triad" if dec.read
+              else "+: the triad measured in the same harness run as that batch and L")
+    fig.suptitle(f"Rate at which the attention core reads the key/value cache vs the measured {dec.memory_name}\n"
+                 f"(above it: the data still fits the last-level cache; {probes})\n" + dec.sub, fontsize=9, y=1.08)
     save(fig, d, "decode_bandwidth_vs_context")
 
 
@@ -244,7 +264,7 @@ def plot_dtypes(dec, d):
     panels = [("kv_bytes_per_cached_token", "KV cache bytes per cached token\n(K and V, every key/value head; "
                "int8 with its scales)", "{:.0f}"),
               ("us_per_token", "time per generated token (µs)\n(whole decode step / batch)", "{:.0f}"),
-              ("pct_roof_alongside", "cache read rate, % of the type's roofline\nmin(triad alongside, FMA peak / "
+              ("pct_roof_alongside", "cache read rate, % of the type's roofline\nmin(read alongside, FMA peak / "
                "FLOP per cache byte)", "{:.0f}")]
     for ax, (key, ylabel, fmt) in zip(axes, panels):
         for i, t in enumerate(dec.dtypes):

@@ -1,6 +1,7 @@
 """The words of the report's decoding section: the speed-up tables, the paragraph on weights
 against cache, the byte ratio H/G, the overshoot where MHA's cache leaves the last-level cache,
-and the bandwidth against the triad and the roofline. Every figure quoted comes from the decode
+and the bandwidth against the read ceiling (the triad beside it for reference) and the roofline.
+Every figure quoted comes from the decode
 rows of perf.json (decode.Decode); the only arithmetic here is the ratio of two medians (the
 speed-up) and the thresholds the wording uses.
 """
@@ -20,6 +21,23 @@ def span(a, b, d):
 def first(r, *keys):
     """The first of the keys the row has a value for (perf.json writes null where none)."""
     return next((r[k] for k in keys if r.get(k) is not None), None)
+
+
+# The one rule for a share of a memory ceiling above 100 % (attn::share_mark): ‡ the cache is
+# smaller than twice the last-level cache, so it is read from there in part or whole; † it is not,
+# so the measurement is to distrust.
+MARKS = {1: " ‡", 2: " †"}
+MARK_NOTES = {1: "‡ read from the caches: the case's cache is smaller than the footprint from which a read-only "
+                 "stream ran at DRAM speed on its threads (`attnbench peak`'s scan, dram_from_mib), so it is read from "
+                 "the caches in part or whole and a share of a DRAM ceiling can exceed 100 % without saying anything "
+                 "about DRAM.",
+              2: "† a measurement to distrust: the cache is at least the footprint from which a read-only stream ran "
+                 "at DRAM speed, so it streams from DRAM, and no kernel reads DRAM faster than the read probe does; a "
+                 "share above 100 % says the probe or the case was measured at a noisy moment."}
+
+
+def mark(r):
+    return MARKS.get(int(r.get("share_mark") or 0), "")
 
 
 def name(dec, g):
@@ -55,13 +73,17 @@ def case_table(dec):
                 r = dec.get(b, g, l)
                 if not r:
                     continue
-                along = r.get("pct_triad_alongside")
+                along = first(r, "pct_read_alongside", "pct_triad_alongside")
+                m = mark(r)
                 rows.append([b, name(dec, g), l, fmt(r["cache_mib"], 1), fmt(r["time_ms"] * 1e3, 0),
                              fmt(r["us_per_token"], 0), fmt(r["core_us"], 0), fmt(r["kv_gbs"], 1),
-                             fmt(r["pct_triad"], 0), fmt(along, 0) if along is not None else "–",
-                             fmt(first(r, "pct_roof_alongside", "pct_roof"), 0), fmt(r["gflops_matmul"], 1)])
+                             fmt(first(r, "pct_read", "pct_triad"), 0) + m,
+                             fmt(along, 0) + m if along is not None else "–",
+                             fmt(first(r, "pct_roof_alongside", "pct_roof"), 0) + m, fmt(r["pct_triad"], 0),
+                             fmt(r["gflops_matmul"], 1)])
     return md_table(["batch", "family", "L", "cache MiB", "µs/step", "µs/token", "core µs", "core GB/s",
-                     "% triad", "% triad alongside", "% roof", "step GFLOP/s"], rows)
+                     f"% {dec.memory_name}", f"% {dec.memory_name} alongside", "% roof", "% triad (ref.)",
+                     "step GFLOP/s"], rows)
 
 
 def family_paragraph(dec):
@@ -105,7 +127,7 @@ def family_paragraph(dec):
         if last < 0.9 * ratio and q:
             if q["cache_mib"] < 2 * q["weight_mib"]:
                 below_w.append(name(dec, g))
-            elif q["arith_roof_gbs"] < q["peak_gbs"]:  # the roofline's arithmetic side binds
+            elif q["arith_roof_gbs"] < dec.memory:  # the roofline's arithmetic side binds
                 below_c.append(name(dec, g))
             elif m and q["kv_gbs"] < m["kv_gbs"]:
                 below_k.append(f"{name(dec, g)} ({fmt(q['kv_gbs'], 1)} GB/s against MHA's {fmt(m['kv_gbs'], 1)})")
@@ -115,62 +137,72 @@ def family_paragraph(dec):
     if overshoot and dec.llc_mib:
         s.append(f"The ratio does not grow smoothly: MHA's cache leaves the {fmt(dec.llc_mib, 0)} MiB last-level cache at "
                  f"L ≈ {mha['llc_context']:.0f} (batch {b0}), while a G times smaller cache stays cached up to an H/G "
-                 "times longer context, so in between MHA streams from DRAM (the triad measured "
-                 f"{fmt(dec.triad, 1)} GB/s) while the smaller cache is read from the last-level cache: the speed-up "
+                 f"times longer context, so in between MHA streams from DRAM (the {dec.memory_name} measured "
+                 f"{fmt(dec.memory, 1)} GB/s) while the smaller cache is read from the last-level cache: the speed-up "
                  f"overshoots the byte ratio ({', '.join(overshoot)})"
                  + (", then comes back towards it once both caches are in DRAM." if settles else "."))
     if below_w:
         s.append(f"It ends below the byte ratio for {', '.join(below_w)}: at the longest context measured the cache "
                  "is still smaller than twice the weights every step reads.")
     if below_k:
-        s.append(f"It ends below the byte ratio for {', '.join(below_k)} at L = {lmax}: their roofline is the triad, "
+        s.append(f"It ends below the byte ratio for {', '.join(below_k)} at L = {lmax}: their roofline is the "
+                 f"{dec.memory_name}, "
                  "as MHA's is, but the decode core reads their caches more slowly than MHA's (cache GB/s at that L "
                  "in brackets).")
     if below_c:
         s.append(f"It ends below the byte ratio for {', '.join(below_c)}: with H/G query heads per key/value head "
                  "every cache byte carries H/(2G) FLOPs, and at the measured FMA peak that arithmetic caps the read "
-                 "rate below the triad (the roofline, below).")
+                 f"rate below the {dec.memory_name} (the roofline, below).")
     return " ".join(s)
 
 
 def bandwidth_paragraph(dec, peak):
-    """Caches larger than 64 MiB: the core's read rate against the triad (the run's and the one
-    measured alongside) and against the roofline; which families arithmetic caps, and what the
-    streaming probe of `attnbench peak` reaches at their intensity."""
+    """Caches at least twice the last-level cache: the core's read rate against the read ceiling
+    (the run's and the one measured alongside; the triad for reference) and against the roofline;
+    which families arithmetic caps, and what the streaming probe of `attnbench peak` reaches at
+    their intensity."""
     parts, capped = [], []
     for g in dec.gs:
-        rs = [r for r in dec.rows if r["kv_heads"] == g and r["cache_mib"] > 64]
+        rs = [r for r in dec.rows if r["kv_heads"] == g and r["cache_mib"] >= dec.dram_mib]
         if not rs:
             continue
-        col = lambda k: [r[k] for r in rs if r.get(k) is not None]  # noqa: E731
-        kv, pct, along, roof = col("kv_gbs"), col("pct_triad"), col("pct_triad_alongside"), col("pct_roof_alongside")
-        roof = roof or col("pct_roof")
+        col = lambda *ks: [first(r, *ks) for r in rs if first(r, *ks) is not None]  # noqa: E731
+        kv, pct = col("kv_gbs"), col("pct_read", "pct_triad")
+        along, roof = col("pct_read_alongside", "pct_triad_alongside"), col("pct_roof_alongside", "pct_roof")
+        triad = col("pct_triad")
         parts.append(f"{name(dec, g)} {span(min(kv), max(kv), 1)} GB/s, {span(min(pct), max(pct), 0)}% of the run's "
-                     "triad" + (f" ({span(min(along), max(along), 0)}% of the triad measured alongside)" if along else "")
-                     + f", {span(min(roof), max(roof), 0)}% of its roofline")
+                     f"{dec.memory_name}" + (f" ({span(min(along), max(along), 0)}% of the one measured alongside)"
+                                             if along else "")
+                     + f", {span(min(roof), max(roof), 0)}% of its roofline"
+                     + (f" ({span(min(triad), max(triad), 0)}% of the triad)" if dec.read and triad else ""))
         n = sum(1 for r in rs if first(r, "roof_alongside_gbs", "roof_gbs")
-                < 0.7 * first(r, "triad_alongside_gbs", "peak_gbs"))
+                < 0.7 * first(r, "read_alongside_gbs", "read_ceiling_gbs", "triad_alongside_gbs", "triad_ceiling_gbs",
+                              "peak_gbs"))
         if n:
             capped.append(f"{name(dec, g)} in {n} of its {len(rs)} cases ({rs[0]['intensity']:g} FLOP/B caps its read "
                           f"rate at {fmt(rs[0]['arith_roof_gbs'], 1)} GB/s)")
     if not parts:
         return ""
-    s = ("Bandwidth for caches larger than 64 MiB (KV bytes over the attention core's time, every batch and L): "
-         + "; ".join(parts) + ". The roofline is min(triad, FMA peak / I) with I = H/(2G) FLOPs per cache byte and the "
+    where = (f"the {fmt(dec.dram_mib, 0)} MiB from which a read-only stream ran at DRAM speed on these threads "
+             f"(`attnbench peak`'s scan; the last-level cache sysfs reports is {fmt(dec.llc_mib, 0)} MiB)"
+             if dec.dram_mib != 2 * dec.llc_mib else f"twice the {fmt(dec.llc_mib, 0)} MiB last-level cache")
+    s = (f"Bandwidth for caches of at least {where} (KV bytes over the "
+         "attention core's time, every batch and L): " + "; ".join(parts) +
+         f". The roofline is min({dec.memory_name}, FMA peak / I) with I = H/(2G) FLOPs per cache byte and the "
          f"measured {fmt(dec.rows[0]['peak_gflops'], 0)} GFLOP/s FMA peak.")
     probe = []
     stream = (peak or {}).get("peak", {}).get("stream_fma", [])
     for g in dec.gs:
         r = next(r for r in dec.rows if r["kv_heads"] == g)
         for p in stream:
-            if abs(p["flop_per_byte"] - r["intensity"]) < 1e-9 and r["arith_roof_gbs"] < r["peak_gbs"]:
+            if abs(p["flop_per_byte"] - r["intensity"]) < 1e-9 and r["arith_roof_gbs"] < dec.memory:
                 probe.append(f"{name(dec, g)}'s {p['flop_per_byte']:g} FLOP/B: {fmt(p['gbs']['median'], 1)} GB/s "
                              f"against a roof of {fmt(p['roof_gbs'], 1)}")
     if probe:
         s += (" Where the arithmetic side binds, a loop that only streams and does FMAs (`attnbench peak`, its stream "
               "rows) reaches (GB/s against the roofline): " + "; ".join(probe) + ".")
     if capped:
-        s += (" No kernel can read at 70% of the triad for " + "; ".join(capped)
+        s += (f" No kernel can read at 70% of the {dec.memory_name} for " + "; ".join(capped)
               + ": the step is bound by arithmetic there, not by memory, even at the FMA peak.")
     return s
 
@@ -189,7 +221,7 @@ def dtype_tables(dec):
            "cache (err/bound ≤ 1 passes); *unrounded* is the core's error against fp64 on the cache before rounding, "
            "what the narrower type gives up (max |error| with the inputs in ±1, and as a multiple of the fp32 "
            f"bound). At L = {l}, batch {b}; speed-up: the family's f32 time per token over this type's.\n"]
-    rows, cached = [], False
+    rows, marks = [], set()
     for g in dec.gs:
         base = dec.getp(b, g, l, "f32")
         for t in dec.dtypes:
@@ -197,26 +229,22 @@ def dtype_tables(dec):
             if not r:
                 continue
             roof = first(r, "pct_roof_alongside", "pct_roof")
-            # llc_context (attn::decode_context_exceeding): the longest L whose cache fits the LLC
-            in_llc = bool(r.get("llc_context")) and l <= r["llc_context"]
-            cached |= in_llc
-            mark = " ‡" if in_llc else ""
+            m = mark(r)
+            marks.add(int(r.get("share_mark") or 0))
             rows.append([name(dec, g), t, fmt(r["kv_bytes_per_cached_token"], 0), fmt(r["cache_mib"], 0),
                          fmt(r["us_per_token"], 0),
                          f"{fmt(base['us_per_token'] / r['us_per_token'], 2)}×" if base else "–",
-                         fmt(r["kv_gbs"], 1), fmt(first(r, "pct_triad_alongside", "pct_triad"), 0) + mark,
-                         fmt(roof, 0) + mark if roof is not None else "–", f"{r['intensity']:.3g}",
+                         fmt(r["kv_gbs"], 1),
+                         fmt(first(r, "pct_read_alongside", "pct_read", "pct_triad_alongside", "pct_triad"), 0) + m,
+                         fmt(roof, 0) + m if roof is not None else "–", f"{r['intensity']:.3g}",
                          f"{r['check_ratio']:.2g}" if r.get("check_ratio") is not None else "–",
                          f"{r['unrounded_max_abs']:.2g}" if r.get("unrounded_max_abs") is not None else "–",
                          f"{r['unrounded_ratio']:.3g}" if r.get("unrounded_ratio") is not None else "–"])
     out.append(md_table(["family", "cache", "bytes / cached token", "cache MiB", "µs / token", "speed-up vs f32",
-                         "core GB/s", "% triad", "% type's roof", "FLOP / cache byte", "err/bound (same cache)",
-                         "unrounded max err", "unrounded err / fp32 bound"], rows) + "\n")
-    if cached:
-        out.append(f"‡ The cache is no larger than the {fmt(dec.llc_mib, 0)} MiB last-level cache at this L (to within one "
-                   "token), so it is read partly from there rather than from DRAM: a share of the DRAM triad (and of a roofline built on it) can "
-                   "exceed 100 % and says little about DRAM bandwidth. The MHA/GQA/MQA section's longer contexts "
-                   "and `attnbench decode` give the DRAM-bound figures.\n")
+                         "core GB/s", f"% {dec.memory_name}", "% type's roof", "FLOP / cache byte",
+                         "err/bound (same cache)", "unrounded max err", "unrounded err / fp32 bound"], rows) + "\n")
+    for k in sorted(marks & set(MARK_NOTES)):
+        out.append(MARK_NOTES[k] + "\n")
     gmin = dec.gs[0]
     if gmin < dec.h:
         rows = []
@@ -249,7 +277,8 @@ def section(dec, peak, figure_lines):
               f"{dec.d_model}, H {dec.h}, d_head {dec.dh}, fp32): per case the whole decode step (project the new token "
               "of every sequence, append it to the cache, attend over L+1 keys, project out) and the attention core "
               f"alone over the cache, medians of {dec.reps} repetitions. The G of one batch and L ran in one process, "
-              "their repetitions interleaved at random with each other's and with a triad measured alongside. "
+              "their repetitions interleaved at random with each other's and with a read probe and a triad measured "
+              "alongside. "
               f"Speed-up of a step over MHA (G = {dec.h}): MHA's median step time divided by the family's.\n")
     md += figure_lines
     md.append(speedup_tables(dec) + "\n")
@@ -257,13 +286,23 @@ def section(dec, peak, figure_lines):
     bw = bandwidth_paragraph(dec, peak)
     if bw:
         md.append(bw + "\n")
-    md.append("Every decode case (% roof: of the roofline with the triad measured alongside):\n")
+    if dec.read:
+        md.append("Every decode case. Each % of a memory ceiling is of the read ceiling (the read-only stream "
+                  "`attnbench peak` measures, which a step that reads its cache and writes almost nothing can at most "
+                  "reach; the triad, whose 12 counted bytes per element include a write, is given for reference), and "
+                  "% roof of min(that ceiling measured alongside, FMA peak / I):\n")
+    else:  # a folder written before the read probe existed
+        md.append("Every decode case. Each % of a memory ceiling is of the triad (this run measured no read-only "
+                  "stream), and % roof of min(the triad measured alongside, FMA peak / I):\n")
     md.append(case_table(dec) + "\n")
+    marks = {int(r.get("share_mark") or 0) for r in dec.rows}
+    for k in sorted(marks & set(MARK_NOTES)):
+        md.append(MARK_NOTES[k] + "\n")
     if dec.failed:
         md.append("Not timed: " + "; ".join(f"{r['id']} ({r.get('error', r['status'])})" for r in dec.failed) + ".\n")
     dt = dtype_tables(dec) if len(getattr(dec, "dtypes", [])) > 1 else ""
     if dt:
         md.append(dt)
-    md.append("perf.csv's decode rows have every figure above and the rest (bytes, intensity, FLOP/s, the triad "
+    md.append("perf.csv's decode rows have every figure above and the rest (bytes, intensity, FLOP/s, the probes "
               "measured alongside).\n")
     return "\n".join(md)

@@ -15,10 +15,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from perf import style  # noqa: E402
-from plotting import md_table, num  # noqa: E402
+from plotting import md_table, num, rows_of, shape_fields  # noqa: E402
 
 
-SHAPE = ("mode", "d_model", "heads", "kv_heads", "n_q", "n_kv", "context", "batch", "threads", "causal")
+def shape_of(perf):
+    """The fields two providers' cases must share to be compared: the shape's and the threads."""
+    return shape_fields(perf) + ("threads",)
 
 
 def is_peer(r):
@@ -93,12 +95,12 @@ def section(d, perf):
                             for (v, lib, ver, op, kern), ts in sorted(libs.items(), key=lambda x: x[0][0])]) + "\n")
     calc = utest()
     ours = defaultdict(list)
-    keyed = SHAPE + ("precision",)
+    keyed = shape_of(perf)
     for r in rows:
         if not is_peer(r):
             ours[tuple(r.get(k) for k in keyed)].append(r)
     table = []
-    for r in sorted(peers, key=lambda r: (r["mode"], r["variant"], [r[k] for k in SHAPE])):
+    for r in sorted(peers, key=lambda r: (r["mode"], r["variant"], [str(r.get(k)) for k in keyed])):
         key = tuple(r.get(k) for k in keyed)
         if not ours.get(key):
             continue
@@ -115,19 +117,25 @@ def section(d, perf):
         shape += f" B={r['batch']}" + (" causal" if r["causal"] and not decode else "")
         shape += f" {r['precision']}" if r.get("precision", "f32") != "f32" else ""
         ceiling = r.get("ceiling_speedup")
+        spread = best.get("round_spread")
         table.append([r["mode"], shape, r["threads"], f"{best['variant']} {num(measured(best), 4)}" + rate(best),
                       f"{r['variant']} {num(measured(r), 4)}" + rate(r), f"{measured(r) / measured(best):.2f}×",
+                      f"{100 * spread:.0f}% ({best.get('rounds')})" if spread is not None else "–",
                       f"{ceiling:.2f}×" if ceiling else "–", p])
     if table:
         md.append("Per shape and thread count: our fastest variant's median time and each peer's, the peer's over "
                   "ours (above 1×: we are faster), and the two-sided Mann–Whitney U p-value of the wall times over "
                   "the repetitions (their counts in brackets; with n a side the smallest p possible is "
-                  "2/C(2n, n): 0.33 for 2, 0.1 for 3, 0.008 for 5). In brackets: GFLOP/s of the counted matmul "
-                  "FLOPs and % of the measured FMA peak at that thread count (core, layer). Ceiling: the measured "
-                  "peak over the peer's GFLOP/s, the largest peer / ours any implementation of the counted FLOPs "
-                  "could reach on this machine (attn::ceiling_speedup).\n")
+                  "2/C(2n, n): 0.33 for 2, 0.1 for 3, 0.008 for 5). Ours and the peers ran in alternating rounds "
+                  "(ours, peer, ours, peer ...), each side's time the median of its rounds' medians, so the "
+                  "machine's drift hits both; our rounds' spread ((slowest − fastest) / median; the rounds in "
+                  "brackets) says how far drift alone moved us: a ratio nearer 1 than that spread does not rank "
+                  "the two. In brackets after the times: GFLOP/s of the counted matmul FLOPs and % of the "
+                  "measured FMA peak at that thread count (core, layer). Ceiling: the measured peak over the "
+                  "peer's GFLOP/s, the largest peer / ours any implementation of the counted FLOPs could reach on "
+                  "this machine (attn::ceiling_speedup).\n")
         md.append(md_table(["mode", "shape", "threads", "ours [ms] (GFLOP/s, % peak)", "peer [ms] (GFLOP/s, % peak)",
-                            "peer / ours", "ceiling", "U-test p"], table) + "\n")
+                            "peer / ours", "our rounds' spread", "ceiling", "U-test p"], table) + "\n")
     return "\n".join(md)
 
 
@@ -135,9 +143,11 @@ def threads_figure(figdir, perf, save):
     """Speed-up over 1 thread and parallel efficiency (speed-up / threads) for every shape run at
     two or more thread counts; None when there is none."""
     series = defaultdict(dict)
-    for r in (perf or {}).get("cases", []):
+    keys = shape_fields(perf)
+    names = {k: i for i, k in enumerate(keys)}
+    for r in rows_of(perf, "threads"):
         if r["status"] == "ok" and measured(r):
-            shape = tuple(r[k] for k in SHAPE if k != "threads")
+            shape = tuple(r.get(k) for k in keys)
             series[(r["variant"],) + shape][r["threads"]] = measured(r)
     lines = {k: v for k, v in series.items() if len(v) >= 2 and 1 in v}
     # the shapes where one of our variants ran at several thread counts (the threads grids), each
@@ -149,20 +159,22 @@ def threads_figure(figdir, perf, save):
     # one panel per mode: shapes along x, a bar per provider and thread count above 1 (peers
     # hatched), its height the parallel efficiency; the speed-up is the bar's label
     ts_all = sorted({t for v in lines.values() for t in v})
-    modes = sorted({k[1] for k in lines})
+    at = lambda s, k: s[names[k]] if k in names else None  # noqa: E731  (a shape's field)
+    modes = sorted({at(k[1:], "mode") for k in lines})
     provs = sorted({k[0] for k in lines})
     peers = peer_names(perf)
     rows = []
-    widths = [max(4.5, 1.5 + 1.1 * len({k[1:] for k in lines if k[1] == m})) for m in modes]
+    widths = [max(4.5, 1.5 + 1.1 * len({k[1:] for k in lines if at(k[1:], "mode") == m})) for m in modes]
     fig, axes = plt.subplots(1, len(modes), figsize=(sum(widths), 4.8), squeeze=False,
                              gridspec_kw={"width_ratios": widths})
     for ax, mode in zip(axes[0], modes):
-        keys = sorted({k[1:] for k in lines if k[1] == mode})
+        keys = sorted({k[1:] for k in lines if at(k[1:], "mode") == mode}, key=lambda s: [str(x) for x in s])
         bars = [(p, t) for p in provs for t in ts_all[1:] if any(t in lines.get((p,) + s, {}) for s in keys)]
         width = 0.8 / max(1, len(bars))
         labels = []
         for i, s in enumerate(keys):
-            _, dm, h, g, n, _, ctx, b, causal = s
+            dm, h, g, n, ctx, b, causal = (at(s, k) for k in ("d_model", "heads", "kv_heads", "n_q", "context", "batch",
+                                                             "causal"))
             shape = f"H={h}" + (f" G={g}" if g != h else "") + (f"\nL={ctx}" if mode == "decode" else f"\nN={n}")
             shape += (f" B={b}" if b != 1 else "") + (" causal" if causal and mode != "decode" else "")
             labels.append(shape + (f"\nd_model={dm}" if dm != 512 else ""))
@@ -182,7 +194,7 @@ def threads_figure(figdir, perf, save):
             for p in provs:
                 v = lines.get((p,) + s)
                 if v:
-                    _, dm, h, g, n, _, ctx, b, causal = s
+                    dm, h, g, n, ctx = (at(s, k) for k in ("d_model", "heads", "kv_heads", "n_q", "context"))
                     shape = f"d_model={dm} H={h}" + (f" G={g}" if g != h else "")
                     shape += f" L={ctx}" if mode == "decode" else f" N={n}"
                     sp = v[1] / v[max(v)]
@@ -191,7 +203,7 @@ def threads_figure(figdir, perf, save):
         ax.axhline(1.0, color="black", ls=":", lw=1)
         ax.set_xticks(range(len(keys)))
         ax.set_xticklabels(labels, fontsize=7)
-        top = max([v[1] / v[t] / t for k, v in lines.items() if k[1] == mode for t in v] + [1.0])
+        top = max([v[1] / v[t] / t for k, v in lines.items() if at(k[1:], "mode") == mode for t in v] + [1.0])
         ax.set_ylim(0, top * 1.25)
         ax.set_ylabel("parallel efficiency: speed-up / threads")
         ax.set_title(f"{mode} (bar labels: speed-up over 1 thread)", fontsize=9)

@@ -7,7 +7,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from plotting import md_table, num, plain_log_y, pow2_axis, save  # noqa: E402
+from plotting import (config_key, config_text, grids_drawn_as, md_table, num, plain_log_y, pow2_axis,  # noqa: E402
+                      rows_of, save, shape_fields)
 
 
 def figure_path(fig, figdir, stem):
@@ -52,9 +53,13 @@ def style(name):
     return s
 
 
-# A panel's fixed sizes; the thread count is not one of them: each variant is drawn at the most
-# threads it ran with (single-threaded variants at 1), and its legend entry says how many.
-CONFIG_KEYS = ("mode", "d_model", "heads", "kv_heads", "batch", "causal", "context")
+# A panel's fixed sizes are the shape's fields (perf.json's schema) but the x axis, the fields that
+# move with it and the precision (a line style); the thread count is not one of them: each variant
+# is drawn at the most threads it ran with (single-threaded variants at 1), and its legend entry
+# says how many.
+def config_keys(perf, x):
+    moves = {"n_q": {"n_kv"}, "heads": {"kv_heads", "d_head", "family"}}.get(x, set())
+    return tuple(k for k in shape_fields(perf) if k not in {x, "precision"} | moves)
 
 
 def threads_of(r):
@@ -66,29 +71,16 @@ def variant_label(v, pts):
     return f"{v} ({t} thread{'s' if t != 1 else ''})"
 
 
-def config_text(c):
-    mode, d, h, g, b, causal, ctx = c
-    s = f"{mode}, d_model={d}, H={h}"
-    if g != h:
-        s += f", G={g}"
-    s += f", batch {b}"
-    if causal:
-        s += ", causal"
-    if mode == "decode":
-        s += f", context {ctx}"
-    return s
-
-
-def ok_rows(perf):
-    return [r for r in perf["cases"] if r["status"] == "ok" and r.get("time_ms")]
+def ok_rows(rows):
+    return [r for r in rows if r["status"] == "ok" and r.get("time_ms")]
 
 
 def series_over(rows, x_key, fixed_keys):
-    """{config: {variant: [(x, row)]}} for configs (the fixed_keys) with >= 2 distinct x values;
-    each variant at the most threads it ran with in that config."""
+    """{config: {variant: [(x, row)]}} for every config (the fixed_keys) of the rows with >= 2
+    distinct x values; each variant at the most threads it ran with in that config."""
     groups = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        groups[tuple(r[k] for k in fixed_keys)][series_name(r)].append((r[x_key], r))
+        groups[config_key(r, fixed_keys)][series_name(r)].append((r[x_key], r))
     for by_variant in groups.values():
         for v, pts in by_variant.items():
             most = max(threads_of(r) for _, r in pts)
@@ -101,15 +93,18 @@ def series_over(rows, x_key, fixed_keys):
     return out
 
 
-def pick_configs(series):
-    """Per mode, the configuration with the most points (ties: larger d_model)."""
-    best = {}
-    for cfg, by_variant in series.items():
-        npts = sum(len(p) for p in by_variant.values())
-        score = (npts, cfg[1])
-        if cfg[0] not in best or score > best[cfg[0]][0]:
-            best[cfg[0]] = (score, cfg)
-    return [best[m][1] for m in sorted(best)]
+def undrawn(perf, figure, x_key, series):
+    """The grids drawn as `figure` none of whose cases landed in a drawn panel, with why: one x
+    value per line (or none ran)."""
+    drawn = {g for by_v in series.values() for pts in by_v.values() for _, r in pts for g in r.get("grids", [])}
+    out = []
+    for g in sorted(grids_drawn_as(perf, figure) - drawn):
+        rows = [r for r in perf["cases"] if g in r.get("grids", [])]
+        ok = ok_rows(rows)
+        why = ("none of its cases ran" if not ok else
+               f"one {x_key} per panel ({', '.join(sorted({str(r[x_key]) for r in ok}))}): nothing to draw against it")
+        out.append((g, why))
+    return out
 
 
 def peak_for(peak, threads):
@@ -125,11 +120,14 @@ def peak_for(peak, threads):
 
 
 def plot_vs_n(d, figdir, perf, peak):
-    """time, GFLOP/s and % of peak against N, one panel per mode, one line per variant."""
-    series = series_over(ok_rows(perf), "n_q", CONFIG_KEYS)
-    configs = pick_configs(series)
+    """time, GFLOP/s and % of peak against N for the grids drawn so (vs_n): one panel per
+    configuration their cases form, one line per variant; and the grids that could not be drawn,
+    with why."""
+    series = series_over(ok_rows(rows_of(perf, "vs_n")), "n_q", config_keys(perf, "n_q"))
+    configs = sorted(series, key=lambda c: [str(v) for _, v in c])
+    skipped = undrawn(perf, "vs_n", "n_q", series)
     if not configs:
-        return []
+        return [], skipped
     figures = []
     for metric, stem, ylabel, title in (
         ("time_ms", "perf_time_vs_n", "time per call [ms] (median)", "Time against sequence length"),
@@ -174,29 +172,26 @@ def plot_vs_n(d, figdir, perf, peak):
             ax.set_title(config_text(cfg), fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
             ax.legend(fontsize=8, title="variant", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
-        fig.suptitle(f"{title} (attention {'/'.join(c[0] for c in configs)}; fp32 unless marked bf16/f16)",
-                     y=1.02)
+        modes = sorted({dict(c).get("mode", "?") for c in configs})
+        fig.suptitle(f"{title} (attention {'/'.join(modes)}; fp32 unless marked bf16/f16)", y=1.02)
         fig.tight_layout()
         figures.append((stem, figure_path(fig, figdir, stem), [config_text(c) for c in configs]))
-    return figures
+    return figures, skipped
 
 
 def plot_free_lunch(d, figdir, perf):
-    """time against H at fixed d_model and N: the parameters and matmul FLOPs stay put."""
-    keys = ("mode", "d_model", "n_q", "batch", "causal", "context")
-    rows = [r for r in ok_rows(perf) if r["kv_heads"] == r["heads"]]
-    series = series_over(rows, "heads", keys)
+    """time against H at fixed d_model and N for the grids drawn so (vs_heads): the parameters and
+    matmul FLOPs stay put. Returns (path, configs, series, skipped) or (None, ..., skipped)."""
+    rows = [r for r in ok_rows(rows_of(perf, "vs_heads")) if r["kv_heads"] == r["heads"]]
+    series = series_over(rows, "heads", config_keys(perf, "heads"))
+    skipped = undrawn(perf, "vs_heads", "heads", series)
     if not series:
-        return None
-    best = {}
-    for cfg, by_v in series.items():
-        npts = sum(len(p) for p in by_v.values())
-        if cfg[0] not in best or (npts, cfg[1]) > best[cfg[0]][0]:
-            best[cfg[0]] = ((npts, cfg[1]), cfg)
-    configs = [best[m][1] for m in sorted(best, key=lambda m: m != "layer")]
+        return None, [], {}, skipped
+    configs = sorted(series, key=lambda c: (dict(c).get("mode") != "layer", [str(v) for _, v in c]))
     fig, axes = plt.subplots(1, len(configs), figsize=(6.4 * len(configs), 4.8), squeeze=False)
     for ax, cfg in zip(axes[0], configs):
-        mode, dm, n, b, causal, ctx = cfg
+        c = dict(cfg)
+        mode, dm, n, b, causal = c.get("mode"), c.get("d_model"), c.get("n_q"), c.get("batch"), c.get("causal")
         hs = sorted({x for pts in series[cfg].values() for x, _ in pts})
         for v in sorted(series[cfg]):
             ax.plot(*zip(*[(h, r["time_ms"]) for h, r in series[cfg][v]]),
@@ -210,7 +205,7 @@ def plot_free_lunch(d, figdir, perf):
         ax.legend(fontsize=8, title="variant", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.suptitle("The 'free lunch': same parameters and matmul FLOPs for every H, not the same time", y=1.02)
     fig.tight_layout()
-    return figure_path(fig, figdir, "free_lunch"), configs, series
+    return figure_path(fig, figdir, "free_lunch"), configs, series, skipped
 
 
 def perf_table(perf, peak):
@@ -244,7 +239,9 @@ def free_lunch_table(configs, series):
             base = t.get(hs[0])
             rows.append([variant_label(v, series[cfg][v])] + [num(t.get(h), 4) for h in hs] +
                         [f"{t[hs[-1]] / base:.2f}×" if base and hs[-1] in t else "–"])
-        out.append(f"{cfg[0]}, d_model = {cfg[1]}, N = {cfg[2]}, batch {cfg[3]}: median time [ms] by H "
+        c = dict(cfg)
+        out.append(f"{c.get('mode')}, d_model = {c.get('d_model')}, N = {c.get('n_q')}, batch {c.get('batch')}: "
+                   "median time [ms] by H "
                    "(each variant at the most threads it ran with)\n\n"
                    + md_table(["variant"] + [f"H={h}" for h in hs] + [f"H={hs[-1]} / H={hs[0]}"], rows))
     return "\n\n".join(out)

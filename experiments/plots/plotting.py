@@ -82,3 +82,56 @@ def num(v, digits=3):
     if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
         return str(v)
     return f"{v:.{digits}g}" if abs(v) < 1e4 else f"{v:,.0f}"
+
+
+# perf.json's schema (written by the report's C++, attn.cases' case_fields): the case's fields, the
+# shape's (every field but the provider and its threads), and the sweep's grids with the figures
+# each is drawn as. A perf.json from before the schema gets the fields it had then.
+LEGACY_SHAPE = ("mode", "precision", "d_model", "heads", "kv_heads", "d_head", "n_q", "n_kv", "context", "batch",
+                "causal", "bias", "magnitude")
+
+
+def shape_fields(perf):
+    return tuple((perf or {}).get("schema", {}).get("shape_fields") or LEGACY_SHAPE)
+
+
+def grids_drawn_as(perf, figure):
+    """Names of the sweep's grids that are drawn as `figure` (vs_n, vs_heads, threads, decode)."""
+    grids = (perf or {}).get("schema", {}).get("grids")
+    if grids is None:  # a perf.json from before figures were declared: every grid, every figure
+        return {g for r in (perf or {}).get("cases", []) for g in r.get("grids", [])}
+    return {g["name"] for g in grids if figure in g["figures"]}
+
+
+def rows_of(perf, figure):
+    """The rows of the grids drawn as `figure` (a case asked for by several grids is in each)."""
+    names = grids_drawn_as(perf, figure)
+    return [r for r in (perf or {}).get("cases", []) if names & set(r.get("grids", []))]
+
+
+def config_key(r, keys):
+    return tuple((k, r.get(k)) for k in keys)
+
+
+def config_text(cfg):
+    """One line naming a panel's fixed sizes: 'core, d_model=512, H=8, batch 1, causal'."""
+    c = dict(cfg)
+    s = str(c.get("mode", "?"))
+    if c.get("family") and c.get("family") not in ("mha", "gqa", "mqa", "single-head", "wide"):
+        s += f", {c['family']}" + (f" {c['form']}" if c.get("form") not in (None, "none") else "")
+    for k, label in (("d_model", "d_model"), ("heads", "H")):
+        if k in c:
+            s += f", {label}={c[k]}"
+    if "kv_heads" in c and c["kv_heads"] != c.get("heads"):
+        s += f", G={c['kv_heads']}"
+    if "n_q" in c:
+        s += f", N={c['n_q']}"
+    if "batch" in c:
+        s += f", batch {c['batch']}"
+    if c.get("causal"):
+        s += ", causal"
+    if c.get("mode") == "decode" and "context" in c:
+        s += f", context {c['context']}"
+    if c.get("device") not in (None, "cpu"):
+        s += f", {c['device']}"
+    return s

@@ -103,6 +103,42 @@ def claims_section(cl):
     return out + md_table(["id", "claim (paraphrased)", "source", "checked by", "verdict"], rows) + "\n"
 
 
+FIGURE_WORDS = {"vs_n": "time, GFLOP/s and % of peak against N", "vs_heads": "time against H (the free lunch)",
+                "threads": "the threads sweep", "decode": "the decoding section's figures",
+                "table": "the medians table alone"}
+
+
+def figures_by_grid(perf, drawn, skipped_n, skipped_h):
+    """One line per grid of the sweep: the figures it is drawn as (named in the sweep, or what
+    its axes call for), or why a figure it asked for is not there."""
+    grids = (perf or {}).get("schema", {}).get("grids") or []
+    if not grids:
+        return ""
+    lines = []
+    axis = {"vs_n": ("n_q", "N"), "vs_heads": ("heads", "H"), "threads": ("threads", "thread count")}
+    for g in grids:
+        cases = [r for r in perf["cases"] if g["name"] in r.get("grids", [])]
+        ran = bool(cases)
+        parts = []
+        for f in g["figures"]:
+            why = {"vs_n": skipped_n, "vs_heads": skipped_h}.get(f, {}).get(g["name"])
+            values = {r.get(axis[f][0]) for r in cases} if f in axis else set()
+            if f == "table":
+                parts.append("the medians table alone (it varies no axis a figure draws)")
+            elif why:
+                parts.append(f"not drawn as {FIGURE_WORDS[f]}: {why}")
+            elif ran and f in axis and len(values) < 2:
+                parts.append(f"not drawn as {FIGURE_WORDS[f]}: its cases ran at one {axis[f][1]}"
+                             + (" (its variants are not threaded)" if f == "threads" else ""))
+            elif not ran or not drawn.get(f):
+                parts.append(f"not drawn as {FIGURE_WORDS[f]}: none of its cases ran ok")
+            else:
+                parts.append(FIGURE_WORDS[f])
+        lines.append(f"- `{g['name']}`" + (" (figures named in the sweep)" if g.get("declared") else "") + ": "
+                     + "; ".join(parts))
+    return "What each grid of the sweep is drawn as:\n\n" + "\n".join(lines) + "\n"
+
+
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "."
     figdir = os.path.join(d, "figures")
@@ -133,8 +169,9 @@ def main():
     if perf:
         perf_section.assign_styles(r["variant"] for r in perf["cases"])
         perf_section.PEERS.update(r["variant"] for r in perf["cases"] if peers_section.is_peer(r))
-    perf_figs = perf_section.plot_vs_n(d, figdir, perf, peak) if perf else []
-    lunch = perf_section.plot_free_lunch(d, figdir, perf) if perf else None
+    perf_figs, skipped_n = perf_section.plot_vs_n(d, figdir, perf, peak) if perf else ([], [])
+    lunch_path, lunch_configs, lunch_series, skipped_h = (perf_section.plot_free_lunch(d, figdir, perf) if perf
+                                                          else (None, [], {}, []))
 
     md = [f"# attnbench report: {run.get('run_id', os.path.basename(os.path.abspath(d)))}\n"]
     md.append(f"Sweep **{run.get('preset', '?')}** ({run.get('sweep_source', '?')}), started "
@@ -157,10 +194,14 @@ def main():
     md.append(md_table(["stage", "status", "seconds"], rows) + "\n")
     if peak:
         p = peak["peak"]
-        md.append(f"Measured ceilings (`attnbench peak`, medians): fp32 FMA {p['fma_f32_gflops_1_thread']['median']:.1f} "
-                  f"GFLOP/s on 1 thread, {p['fma_f32_gflops_all_threads']['median']:.1f} GFLOP/s on {p['threads']}; "
-                  f"triad {p['triad_gbs_1_thread']['median']:.1f} / {p['triad_gbs_all_threads']['median']:.1f} GB/s. "
-                  "Every % of peak below refers to the FMA figure at the case's thread count.\n")
+        read = (f"read-only stream {p['read_gbs_1_thread']['median']:.1f} / {p['read_gbs_all_threads']['median']:.1f} "
+                "GB/s (a decode step's memory ceiling); " if "read_gbs_1_thread" in p else "")
+        md.append(f"Measured ceilings (`attnbench peak`, medians, 1 / {p['threads']} threads): fp32 FMA "
+                  f"{p['fma_f32_gflops_1_thread']['median']:.1f} / {p['fma_f32_gflops_all_threads']['median']:.1f} "
+                  f"GFLOP/s; {read}triad {p['triad_gbs_1_thread']['median']:.1f} / "
+                  f"{p['triad_gbs_all_threads']['median']:.1f} GB/s. Every % of peak below refers to the FMA figure at "
+                  "the case's thread count; every % of a memory ceiling in the decoding section to the "
+                  + ("read-only stream's" if read else "triad's") + ".\n")
         if "bf16_dot_gflops_1_thread" in p:
             one, every = p["bf16_dot_gflops_1_thread"]["median"], p["bf16_dot_gflops_all_threads"]["median"]
             md.append(f"This CPU has AVX512_BF16: bf16 dot products (vdpbf16ps) ran at {one:.1f} GFLOP/s on 1 thread "
@@ -181,17 +222,21 @@ def main():
         md.append(f"{len(perf['cases'])} cases, {n_ok} ok"
                   + (f", {len(perf['cases']) - n_ok} failed or skipped (listed in the table with their errors)"
                      if n_ok < len(perf["cases"]) else "") + ".\n")
+        threads_png, threads_table = peers_section.threads_figure(figdir, perf, save)
+        dec = decode_plots.Decode(perf, meta)
+        md.append(figures_by_grid(perf, {"vs_n": bool(perf_figs), "vs_heads": bool(lunch_path),
+                                         "threads": bool(threads_png), "decode": bool(dec.rows)},
+                                  dict(skipped_n), dict(skipped_h)))
         for stem, path, cfgs in perf_figs:
             md.append(f"![{stem}]({path})\n")
-        if lunch:
-            path, configs, series = lunch
+        if lunch_path:
+            path, configs, series = lunch_path, lunch_configs, lunch_series
             md.append("### The free lunch\n")
             md.append("Splitting d_model into more, narrower heads keeps the parameters (4·d_model²) and the matmul "
                       "FLOPs constant; the time is another matter: each head's matmuls get thinner (d_head shrinks), so "
                       "arithmetic intensity per head drops, and the softmax work grows with H·N².\n")
             md.append(f"![free_lunch]({path})\n")
             md.append(perf_section.free_lunch_table(configs, series) + "\n")
-        threads_png, threads_table = peers_section.threads_figure(figdir, perf, save)
         if threads_png:
             md.append("### Threads sweep\n")
             md.append("Each shape run at several thread counts: the speed-up over its own 1-thread time and the "

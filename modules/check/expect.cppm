@@ -34,6 +34,8 @@
 // times a score need not be small), the stored V (u_s V_i), the stored context (through W_o,
 // the smaller of worst case and lambda sqrt(sum W_o^2 |ctx|^2)), and the output (u_s |out|). `unrounded_*` is
 // informational: the error against fp64 on the unrounded inputs, what storing in the format costs a user.
+// The layer terms above are the q/k/v family's: a family owns its composition, so it derives its
+// layer's bound from these building blocks (attn.bounds; family_ops::expect); core mode is here.
 module;
 #include <algorithm>
 #include <bit>
@@ -44,160 +46,67 @@ module;
 #include <string>
 #include <vector>
 export module attn.check:expect;
-import :bounds;
 import :inputs;
 import attn.core;
+import attn.bounds;
+import attn.families;
 import attn.reference;
 
 export namespace attn::check {
 
-/// The reference output (fp64) and the per-element bound in units of roundoff (multiply by
-/// the variant's u plus the reference's 2^-53), plus, for a storage format, what its roundings
-/// add (absolute). Computed once per precision, shared by every variant.
-struct expectation {
-    std::vector<double> ref, bound, store;
-};
-
-/// The fp64 reference's output on `in`.
+/// The fp64 reference's output on `in` (core mode: p is the core's problem).
 inline std::vector<double> reference_output(const problem& p, mode m, const inputs& in) {
-    const std::size_t d = p.head_dim(), rq = p.batch * p.n_q;
+    const std::size_t rq = p.batch * p.n_q;
     if (m == mode::core) {
         const auto q = detail::widen(in.q), k = detail::widen(in.k), v = detail::widen(in.v);
-        std::vector<double> ref(rq * p.q_width());
-        reference::core<double>(p, {interleaved_heads<const double>(q.data(), p.batch, p.n_q, p.heads, d),
-                                    interleaved_heads<const double>(k.data(), p.batch, p.n_kv, p.kv_heads, d),
-                                    interleaved_heads<const double>(v.data(), p.batch, p.n_kv, p.kv_heads, d),
-                                    interleaved_heads<double>(ref.data(), p.batch, p.n_q, p.heads, d)});
+        std::vector<double> ref(rq * p.o_width());
+        reference::core<double>(p, {interleaved_heads<const double>(q.data(), p.batch, p.n_q, p.heads, p.qk_dim()),
+                                    interleaved_heads<const double>(k.data(), p.batch, p.n_kv, p.kv_heads, p.qk_dim()),
+                                    interleaved_heads<const double>(v.data(), p.batch, p.n_kv, p.kv_heads, p.v_dim()),
+                                    interleaved_heads<double>(ref.data(), p.batch, p.n_q, p.heads, p.v_dim())});
         return ref;
     }
     const auto w = in.w.cast<double>();
     const auto xq = detail::widen(in.x_q), xkv = detail::widen(in.x_kv);
     std::vector<double> ref(rq * p.d_model);
-    reference::layer<double>(p, w, xq.data(), xkv.data(), ref.data());
+    reference_layer<double>(p, w, xq.data(), xkv.data(), ref.data());
     return ref;
 }
 
 /// For bf16 and f16, `in` must be rounded<T> already (the reference sees what the kernel sees).
+/// Core mode here; a layer's bound is its family's (family_ops::expect).
 inline expectation expect(const problem& p, mode m, const inputs& in, precision prec = precision::f32) {
-    const std::size_t d = p.head_dim(), rq = p.batch * p.n_q, rkv = p.batch * p.n_kv;
+    if (m == mode::layer)
+        return family_ops_of(p).expect(p, in.w.cast<double>(), detail::widen(in.x_q), detail::widen(in.x_kv), prec);
+    const std::size_t dv = p.v_dim(), rq = p.batch * p.n_q;
     const bool half = prec == precision::bf16 || prec == precision::f16;
     const double us = half ? unit_roundoff(prec) : 0.0, u32 = 0x1.0p-24;
     expectation e;
     e.ref = reference_output(p, m, in);
     std::vector<double> v_max;
-    if (m == mode::core) {
-        const auto q = detail::widen(in.q), k = detail::widen(in.k), v = detail::widen(in.v);
-        const auto row = detail::context_bounds(p, detail::absolute(q), detail::absolute(k), detail::absolute(v),
-                                                nullptr, nullptr, nullptr, 0, v_max);
-        e.bound.resize(e.ref.size());
-        for (std::size_t r = 0; r < rq; ++r)
-            for (std::size_t h = 0; h < p.heads; ++h)
-                for (std::size_t t = 0; t < d; ++t) e.bound[(r * p.heads + h) * d + t] = row[r * p.heads + h];
-        if (half) { // the output rounded as stored: u_s |out|, out within its fp32 bound of ref
-            e.store.resize(e.ref.size());
-            for (std::size_t i = 0; i < e.ref.size(); ++i) e.store[i] = us * (std::abs(e.ref[i]) + u32 * e.bound[i]);
-        }
-        return e;
-    }
-    const auto w = in.w.cast<double>();
-    const auto xq = detail::widen(in.x_q), xkv = detail::widen(in.x_kv);
-    auto bias = [](const std::vector<double>& b) { return b.empty() ? nullptr : b.data(); };
-    // the projections, and their magnitude bounds |x| |W|^T + |b|
-    auto project = [&](const std::vector<double>& x, std::size_t rows, const std::vector<double>& wt,
-                       const std::vector<double>& b, std::size_t out, bool magnitude) {
-        std::vector<double> y(rows * out);
-        const auto xa = magnitude ? detail::absolute(x) : x, wa = magnitude ? detail::absolute(wt) : wt,
-                   ba = magnitude ? detail::absolute(b) : b;
-        reference::linear<double>({xa.data(), wa.data(), bias(ba), y.data(), rows, p.d_model, out});
-        return magnitude ? y : detail::absolute(y);
-    };
-    const auto q = project(xq, rq, w.wq, w.bq, p.q_width(), false),
-               k = project(xkv, rkv, w.wk, w.bk, p.kv_width(), false),
-               v = project(xkv, rkv, w.wv, w.bv, p.kv_width(), false);
-    const auto qm = project(xq, rq, w.wq, w.bq, p.q_width(), true),
-               km = project(xkv, rkv, w.wk, w.bk, p.kv_width(), true),
-               vm = project(xkv, rkv, w.wv, w.bv, p.kv_width(), true);
-    std::vector<double> score_st;
-    const auto ctx = detail::context_bounds(p, q, k, v, &qm, &km, &vm, p.d_model, v_max, &score_st);
-    // Storage roundings, per context element (r, h, t), from the reference's signed projections:
-    // stored q and k move every score of the row by <= D = u_s (1 + u_s)^2 score_st, so each
-    // weight by a factor within exp(+-2D), and the element by <= expm1(2D) (P|V|)_t; stored v
-    // moves it by <= u_s (P|V|)_t. Both are correlated across the row (charged through W_o at
-    // worst case); the stored context's own rounding, u_s |ctx|, is independent per element.
-    std::vector<double> corr, ctx_abs;
-    if (half) {
-        auto signed_proj = [&](const std::vector<double>& x, std::size_t rows, const std::vector<double>& wt,
-                               const std::vector<double>& b, std::size_t out) {
-            std::vector<double> y(rows * out);
-            reference::linear<double>({x.data(), wt.data(), bias(b), y.data(), rows, p.d_model, out});
-            return y;
-        };
-        const auto qs = signed_proj(xq, rq, w.wq, w.bq, p.q_width()),
-                   ks = signed_proj(xkv, rkv, w.wk, w.bk, p.kv_width()),
-                   vs = signed_proj(xkv, rkv, w.wv, w.bv, p.kv_width());
-        auto attend = [&](const std::vector<double>& values) {
-            std::vector<double> o(rq * p.q_width());
-            reference::core<double>(p, {interleaved_heads<const double>(qs.data(), p.batch, p.n_q, p.heads, d),
-                                        interleaved_heads<const double>(ks.data(), p.batch, p.n_kv, p.kv_heads, d),
-                                        interleaved_heads<const double>(values.data(), p.batch, p.n_kv, p.kv_heads, d),
-                                        interleaved_heads<double>(o.data(), p.batch, p.n_q, p.heads, d)});
-            return o;
-        };
-        corr = attend(v); // P |V| (v holds |v|)
-        ctx_abs = detail::absolute(attend(vs));
-        for (std::size_t i = 0; i < corr.size(); ++i)
-            corr[i] *= std::expm1(2 * us * (1 + us) * (1 + us) * score_st[i / d]) + us;
-    }
-    e.bound = detail::output_bounds(p, w, ctx, v_max);
-    // the storage roundings through W_o: the correlated part at worst case, the context's own
-    // rounding at the smaller of worst case and lambda sqrt(sum W^2 |ctx|^2); then the output
-    // rounded as stored
-    if (half) {
+    const auto q = detail::widen(in.q), k = detail::widen(in.k), v = detail::widen(in.v);
+    const auto row = detail::context_bounds(p, detail::absolute(q), detail::absolute(k), detail::absolute(v), nullptr,
+                                            nullptr, nullptr, 0, v_max);
+    e.bound.resize(e.ref.size());
+    for (std::size_t r = 0; r < rq; ++r)
+        for (std::size_t h = 0; h < p.heads; ++h)
+            for (std::size_t t = 0; t < dv; ++t) e.bound[(r * p.heads + h) * dv + t] = row[r * p.heads + h];
+    if (half) { // the output rounded as stored: u_s |out|, out within its fp32 bound of ref
         e.store.resize(e.ref.size());
-        for (std::size_t c = 0; c < p.d_model; ++c)
-            for (std::size_t r = 0; r < rq; ++r) {
-                const std::size_t at = r * p.d_model + c;
-                double correlated = 0, worst = 0, squares = 0;
-                for (std::size_t t = 0; t < p.q_width(); ++t) {
-                    const double wt = w.wo[c * p.q_width() + t], x = ctx_abs[r * p.q_width() + t];
-                    correlated += std::abs(wt) * corr[r * p.q_width() + t];
-                    worst += std::abs(wt) * x;
-                    squares += wt * wt * x * x;
-                }
-                e.store[at] = correlated + us * (1 + us) * std::min(worst, detail::lambda * std::sqrt(squares)) +
-                              us * (std::abs(e.ref[at]) + u32 * e.bound[at]);
-            }
+        for (std::size_t i = 0; i < e.ref.size(); ++i) e.store[i] = us * (std::abs(e.ref[i]) + u32 * e.bound[i]);
     }
     return e;
 }
 
 /// A decode check over a cache of given values: the fp64 layer output for x_q [B, n_q, d_model]
-/// whose keys and values are k and v [B, n_kv, G*d_head] as they are, not projected -- a cache's
-/// contents, rounded or dequantized: exact inputs here. The queries are projected in fp64 and
-/// their projection error charged as in layer mode; the keys and values carry none.
+/// whose core reads the keys k and values v as the cache holds them (the core's layout, [B, n_kv,
+/// G*d_qk] and [B, n_kv, G*d_v]) -- a cache's contents, rounded or dequantized: exact inputs here.
+/// The family computes it (family_ops::expect_over_cache): the queries are projected in fp64 and
+/// their error charged as in layer mode; the keys and values carry none.
 inline expectation expect_over_cache(const problem& p, const weights<float>& wf, const std::vector<float>& x_q,
                                      const std::vector<float>& k_in, const std::vector<float>& v_in) {
-    const std::size_t d = p.head_dim(), rq = p.batch * p.n_q;
-    const auto w = wf.cast<double>();
-    const auto x = detail::widen(x_q), k = detail::widen(k_in), v = detail::widen(v_in);
-    auto bias = [](const std::vector<double>& b) { return b.empty() ? nullptr : b.data(); };
-    std::vector<double> q(rq * p.q_width()), qm(q.size()), ctx(q.size());
-    reference::linear<double>({x.data(), w.wq.data(), bias(w.bq), q.data(), rq, p.d_model, p.q_width()});
-    const auto xa = detail::absolute(x), wqa = detail::absolute(w.wq), bqa = detail::absolute(w.bq);
-    reference::linear<double>({xa.data(), wqa.data(), bias(bqa), qm.data(), rq, p.d_model, p.q_width()});
-    reference::core<double>(p, {interleaved_heads<const double>(q.data(), p.batch, p.n_q, p.heads, d),
-                                interleaved_heads<const double>(k.data(), p.batch, p.n_kv, p.kv_heads, d),
-                                interleaved_heads<const double>(v.data(), p.batch, p.n_kv, p.kv_heads, d),
-                                interleaved_heads<double>(ctx.data(), p.batch, p.n_q, p.heads, d)});
-    expectation e;
-    e.ref.resize(rq * p.d_model);
-    reference::linear<double>({ctx.data(), w.wo.data(), bias(w.bo), e.ref.data(), rq, p.q_width(), p.d_model});
-    const std::vector<double> none(k.size(), 0.0);
-    std::vector<double> v_max;
-    const auto row = detail::context_bounds(p, detail::absolute(q), detail::absolute(k), detail::absolute(v), &qm,
-                                            &none, &none, p.d_model, v_max);
-    e.bound = detail::output_bounds(p, w, row, v_max);
-    return e;
+    return family_ops_of(p).expect_over_cache(p, wf.cast<double>(), detail::widen(x_q), detail::widen(k_in),
+                                              detail::widen(v_in));
 }
 
 /// A reduced-precision flash kernel's one further rounding (PyTorch's CPU flash attention in bf16
@@ -206,14 +115,13 @@ inline expectation expect_over_cache(const problem& p, const weights<float>& wf,
 /// the core's output element (r, h, t) by u_s (P|V|)_t, charged worst case. Adds that to
 /// e.store; `in` rounded to the format as for expect().
 inline void charge_stored_weights(expectation& e, const problem& p, const inputs& in, precision prec) {
-    const std::size_t d = p.head_dim();
     const double us = unit_roundoff(prec);
     const auto q = detail::widen(in.q), k = detail::widen(in.k), v = detail::absolute(detail::widen(in.v));
     std::vector<double> pv(e.ref.size());
-    reference::core<double>(p, {interleaved_heads<const double>(q.data(), p.batch, p.n_q, p.heads, d),
-                                interleaved_heads<const double>(k.data(), p.batch, p.n_kv, p.kv_heads, d),
-                                interleaved_heads<const double>(v.data(), p.batch, p.n_kv, p.kv_heads, d),
-                                interleaved_heads<double>(pv.data(), p.batch, p.n_q, p.heads, d)});
+    reference::core<double>(p, {interleaved_heads<const double>(q.data(), p.batch, p.n_q, p.heads, p.qk_dim()),
+                                interleaved_heads<const double>(k.data(), p.batch, p.n_kv, p.kv_heads, p.qk_dim()),
+                                interleaved_heads<const double>(v.data(), p.batch, p.n_kv, p.kv_heads, p.v_dim()),
+                                interleaved_heads<double>(pv.data(), p.batch, p.n_q, p.heads, p.v_dim())});
     e.store.resize(e.ref.size(), 0.0);
     for (std::size_t i = 0; i < pv.size(); ++i) e.store[i] += us * (1 + us) * pv[i];
 }

@@ -1,4 +1,4 @@
-// attn.check:inputs -- what a check runs on: the mode (core or layer), the inputs drawn from a
+// attn.check:inputs -- what a check runs on (attn::mode core or layer), the inputs drawn from a
 // seed, the same inputs rounded to a storage format, and the tail of a problem (its last query
 // rows, which see the same keys as in the whole problem).
 module;
@@ -12,15 +12,13 @@ module;
 #include <vector>
 export module attn.check:inputs;
 import attn.core;
+import attn.families;
 
 export namespace attn::check {
 
-enum class mode { core, layer };
-inline const char* mode_name(mode m) { return m == mode::core ? "core" : "layer"; }
-
 /// The inputs of one check, drawn in float from a seed (so float and double runs see the same
-/// numbers). Core mode: q [B, n_q, H*d], k and v [B, n_kv, G*d] (the layout a projection
-/// writes). Layer mode: x_q, x_kv and weights.
+/// numbers). Core mode (p the core's problem): q [B, n_q, H*d_qk], k [B, n_kv, G*d_qk] and v
+/// [B, n_kv, G*d_v] (the layout a projection writes). Layer mode: x_q, x_kv and the family's weights.
 struct inputs {
     std::vector<float> q, k, v, x_q, x_kv;
     weights<float> w;
@@ -30,8 +28,8 @@ inline inputs make_inputs(const problem& p, mode m, std::uint64_t seed, double m
     inputs in;
     if (m == mode::core) {
         in.q = random_values<float>(p.batch * p.n_q * p.q_width(), seed * 16 + 1, magnitude);
-        in.k = random_values<float>(p.batch * p.n_kv * p.kv_width(), seed * 16 + 2, magnitude);
-        in.v = random_values<float>(p.batch * p.n_kv * p.kv_width(), seed * 16 + 3, 1.0);
+        in.k = random_values<float>(p.batch * p.n_kv * p.k_width(), seed * 16 + 2, magnitude);
+        in.v = random_values<float>(p.batch * p.n_kv * p.v_width(), seed * 16 + 3, 1.0);
     } else {
         in.x_q = random_values<float>(p.batch * p.n_q * p.d_model, seed * 16 + 4, magnitude);
         in.x_kv = random_values<float>(p.batch * p.n_kv * p.d_model, seed * 16 + 5, magnitude);
@@ -48,10 +46,9 @@ inputs rounded(const inputs& in) {
         for (auto& x : v) x = float(T(x));
         return v;
     };
-    return {
-        r(in.q),    r(in.k),
-        r(in.v),    r(in.x_q),
-        r(in.x_kv), {r(in.w.wq), r(in.w.wk), r(in.w.wv), r(in.w.wo), r(in.w.bq), r(in.w.bk), r(in.w.bv), r(in.w.bo)}};
+    inputs out{r(in.q), r(in.k), r(in.v), r(in.x_q), r(in.x_kv), {}};
+    for (const auto& t : in.w.t) out.w.t.push_back(r(t));
+    return out;
 }
 
 /// The last `rows` query rows of every sequence as a problem of their own. Under the

@@ -12,10 +12,13 @@
 //          row's largest value rather than to the element.
 module;
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 export module attn.core:kv;
 import :problem;
@@ -24,26 +27,31 @@ import :tensor;
 
 export namespace attn {
 
-enum class kv_dtype { f32, bf16, f16, int8 };
+enum class kv_dtype : std::uint8_t { f32, bf16, f16, int8 };
 
-inline const char* kv_dtype_name(kv_dtype t) {
-    switch (t) {
-    case kv_dtype::bf16:
-        return "bf16";
-    case kv_dtype::f16:
-        return "f16";
-    case kv_dtype::int8:
-        return "int8";
-    default:
-        return "f32";
-    }
+template <>
+struct names_of<kv_dtype> {
+    static constexpr std::string_view kind = "key/value cache type";
+    static constexpr std::array<name_entry<kv_dtype>, 4> table{{{kv_dtype::f32, "f32", "fp32"},
+                                                                {kv_dtype::bf16, "bf16", "bf16"},
+                                                                {kv_dtype::f16, "f16", "fp16"},
+                                                                {kv_dtype::int8, "int8", "int8"}}};
+    static std::span<const name_entry<kv_dtype>> entries() { return table; }
+};
+
+/// The cache type a decode case's storage type names; throws for f64 (no cache is stored in it).
+inline kv_dtype to_kv_dtype(dtype t) {
+    require(t != dtype::f64, "'f64' is not a key/value cache type (" + enum_known<kv_dtype>() + ")");
+    return t == dtype::bf16   ? kv_dtype::bf16
+           : t == dtype::f16  ? kv_dtype::f16
+           : t == dtype::int8 ? kv_dtype::int8
+                              : kv_dtype::f32;
 }
-
-/// The cache type a case's precision names; throws attn::error naming it otherwise.
-inline kv_dtype parse_kv_dtype(const std::string& s) {
-    for (kv_dtype t : {kv_dtype::f32, kv_dtype::bf16, kv_dtype::f16, kv_dtype::int8})
-        if (s == kv_dtype_name(t)) return t;
-    throw error("'" + s + "' is not a key/value cache type (f32, bf16, f16, int8)");
+inline constexpr dtype dtype_of(kv_dtype t) {
+    return t == kv_dtype::bf16   ? dtype::bf16
+           : t == kv_dtype::f16  ? dtype::f16
+           : t == kv_dtype::int8 ? dtype::int8
+                                 : dtype::f32;
 }
 
 /// Bytes of one stored element.

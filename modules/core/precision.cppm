@@ -10,41 +10,49 @@
 // archive for that one symbol). tests/test_precision.cpp holds both against bit-level formulas
 // over every 16-bit pattern.
 module;
+#include <array>
 #include <cstddef>
+#include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
 export module attn.core:precision;
-import :problem;
+import :error;
+import :names;
 
 export namespace attn {
 
 using bf16 = __bf16;
 using f16 = _Float16;
 
-enum class precision { f64, f32, bf16, f16 };
+enum class precision : std::uint8_t { f64, f32, bf16, f16 };
+
+template <>
+struct names_of<precision> {
+    static constexpr std::string_view kind = "precision";
+    static constexpr std::array<name_entry<precision>, 4> table{{{precision::f64, "f64", "fp64"},
+                                                                 {precision::f32, "f32", "fp32"},
+                                                                 {precision::bf16, "bf16", "bf16"},
+                                                                 {precision::f16, "f16", "fp16"}}};
+    static std::span<const name_entry<precision>> entries() { return table; }
+};
 
 inline constexpr precision all_precisions[] = {precision::f64, precision::f32, precision::bf16, precision::f16};
 
-inline constexpr std::string_view precision_name(precision p) {
-    switch (p) {
-    case precision::f64:
-        return "f64";
-    case precision::f32:
-        return "f32";
-    case precision::bf16:
-        return "bf16";
-    case precision::f16:
-        return "f16";
-    }
-    return "?";
+/// The compute precision a case's storage type names; throws for int8 (a cache type only).
+inline precision to_precision(dtype t) {
+    require(t != dtype::int8, "precision 'int8' is a key/value cache type: it applies to mode 'decode' only");
+    return t == dtype::f64    ? precision::f64
+           : t == dtype::bf16 ? precision::bf16
+           : t == dtype::f16  ? precision::f16
+                              : precision::f32;
 }
-
-/// "f64", "f32", "bf16" or "f16"; anything else throws attn::error naming the value.
-inline precision parse_precision(std::string_view s) {
-    for (const precision p : all_precisions)
-        if (precision_name(p) == s) return p;
-    throw error("unknown precision '" + std::string(s) + "' (known: f64, f32, bf16, f16)");
+inline constexpr dtype dtype_of(precision p) {
+    return p == precision::f64    ? dtype::f64
+           : p == precision::bf16 ? dtype::bf16
+           : p == precision::f16  ? dtype::f16
+                                  : dtype::f32;
 }
 
 /// Bytes one stored element takes.

@@ -1,6 +1,7 @@
 // attn.core:problem -- the description of one attention computation, its validation,
 // and the named families. Single-head, MHA, MQA and GQA are one computation with
-// different (heads, kv_heads): query head h reads key/value head floor(h*G/H).
+// different (heads, kv_heads): query head h reads key/value head floor(h*G/H). The query/key
+// width and the value width are separate (equal for those families; a family may differ).
 module;
 #include <algorithm>
 #include <cmath>
@@ -15,55 +16,14 @@ module;
 #include <string_view>
 #include <utility>
 export module attn.core:problem;
+export import :error;
+export import :names;
 
 export namespace attn {
 
-/// An input or usage error: one line that names the bad value. `where()` tells which check raised it.
-class error : public std::runtime_error {
-  public:
-    explicit error(const std::string& what, std::source_location where = std::source_location::current())
-        : std::runtime_error(what), where_(where) {}
-    const std::source_location& where() const noexcept { return where_; }
-
-  private:
-    std::source_location where_;
-};
-
-/// An allocation that failed, saying what it was for ("cannot allocate 34.4 GB for the K/V cache
-/// of case X"). A std::bad_alloc, so whatever catches that catches it; the binaries' main turn
-/// any bad_alloc into one line and exit status 3.
-class out_of_memory : public std::bad_alloc {
-  public:
-    explicit out_of_memory(std::string what) : what_(std::move(what)) {}
-    const char* what() const noexcept override { return what_.c_str(); }
-
-  private:
-    std::string what_;
-};
-
-/// Runs f(); a failed allocation inside (std::bad_alloc, or std::length_error: a size no
-/// container can hold) becomes out_of_memory naming `what` and the `bytes` it needed. The one
-/// mechanism for allocation failures: the large allocation sites wrap their work in it.
-template <class F>
-decltype(auto) allocating(const std::string& what, double bytes, F&& f) {
-    try {
-        return f();
-    } catch (const out_of_memory&) {
-        throw; // an inner site named it already
-    } catch (const std::bad_alloc&) {
-    } catch (const std::length_error&) {
-    }
-    char size[48];
-    std::snprintf(size, sizeof size, "%.3g GB", bytes * 1e-9);
-    throw out_of_memory("cannot allocate " + std::string(size) + " for " + what);
-}
-
-/// Throws attn::error(message) unless `ok`.
-inline void require(bool ok, const std::string& message, std::source_location where = std::source_location::current()) {
-    if (!ok) throw error(message, where);
-}
-
-/// The stages of one attention layer, in the order the reference computes them.
+/// The stages of one attention layer, in the order the reference computes them: the q/k/v
+/// family's projections, the attention core, the output projection, then the stages only MLA's
+/// layer has (its down- and up-projections, norms, rotary embedding and absorbed maps).
 enum class stage : int {
     proj_q,
     proj_k,
@@ -77,17 +37,54 @@ enum class stage : int {
     softmax_div,
     pv,
     proj_o,
+    q_down,   ///< MLA: x W_q^a (the query latent)
+    q_norm,   ///< MLA: RMSNorm of the query latent
+    kv_down,  ///< MLA: x W_kv^a (the key/value latent and the shared rope key)
+    kv_norm,  ///< MLA: RMSNorm of the key/value latent
+    rope,     ///< MLA: the rotary embedding of the rope parts of queries and keys
+    kv_up,    ///< MLA naive: the latent decompressed into per-head keys and values (W_kv^b)
+    absorb_q, ///< MLA absorbed: each head's query mapped into the latent (W^UK folded in)
+    absorb_o, ///< MLA absorbed: each head's latent context mapped to its values (W^UV)
     count_
 };
 
 inline constexpr std::string_view stage_name(stage s) {
-    constexpr std::string_view names[] = {"proj_q",      "proj_k",      "proj_v",      "qk",
-                                          "scale",       "mask",        "softmax_max", "softmax_exp",
-                                          "softmax_sum", "softmax_div", "pv",          "proj_o"};
+    constexpr std::string_view names[] = {"proj_q",  "proj_k",      "proj_v",      "qk",          "scale",
+                                          "mask",    "softmax_max", "softmax_exp", "softmax_sum", "softmax_div",
+                                          "pv",      "proj_o",      "q_down",      "q_norm",      "kv_down",
+                                          "kv_norm", "rope",        "kv_up",       "absorb_q",    "absorb_o"};
     return names[static_cast<int>(s)];
 }
 
-/// One attention computation. y = Attention(x_q W_q^T + b_q, x_kv W_k^T + b_k, x_kv W_v^T + b_v) W_o^T + b_o.
+/// The stages of the attention core (QK^T to P V); every other stage is per token (a projection).
+inline constexpr bool is_attention_stage(stage s) { return s >= stage::qk && s <= stage::pv; }
+
+/// MLA's widths beyond the problem's own (DeepSeek-V2 section 2.1): the query latent d_c'
+/// (q_lora_rank; 0: queries straight from x through W_q), the key/value latent d_c
+/// (kv_lora_rank) and the rotary part of each query/key head d_h^R (qk_rope_head_dim). The
+/// problem's d_head is the whole query/key head, qk_nope_head_dim + qk_rope_head_dim, and its
+/// d_v the value head (v_head_dim). All zero for the other families.
+struct latent_widths {
+    std::size_t q_rank = 0;  ///< q_lora_rank d_c'
+    std::size_t kv_rank = 0; ///< kv_lora_rank d_c
+    std::size_t rope = 0;    ///< qk_rope_head_dim d_h^R
+    bool operator==(const latent_widths&) const = default;
+};
+
+/// The family a shape of the one computation belongs to: wide when each of several heads is as
+/// wide as the model, else single-head, MHA (G = H), MQA (G = 1) or GQA.
+inline family family_of(std::size_t d_model, std::size_t heads, std::size_t kv_heads, std::size_t d_head) {
+    if (heads > 1 && d_head == d_model) return family::wide;
+    if (heads == 1) return family::single_head;
+    if (kv_heads == heads) return family::mha;
+    if (kv_heads == 1) return family::mqa;
+    return family::gqa;
+}
+
+/// One attention computation. y = Attention(x_q W_q^T + b_q, x_kv W_k^T + b_k, x_kv W_v^T + b_v) W_o^T + b_o
+/// for the families of the one computation; a named family (attn.families) owns its own layer
+/// around the same attention core. The core sees queries and keys of width qk_dim() and values
+/// (and its output) of width v_dim().
 struct problem {
     std::size_t batch = 1;
     std::size_t n_q = 1;  ///< query length
@@ -95,16 +92,27 @@ struct problem {
     std::size_t d_model = 1;
     std::size_t heads = 1;    ///< query heads H
     std::size_t kv_heads = 1; ///< key/value heads G; H % G == 0
-    std::size_t d_head = 0;   ///< 0 means d_model / H
+    std::size_t d_head = 0;   ///< query/key width per head; 0 means d_model / H
+    std::size_t d_v = 0;      ///< value (and context) width per head; 0 means the query/key width
     bool causal = false;      ///< bottom-right aligned: query i sees keys j <= i + n_kv - n_q
     bool bias = false;
-    std::optional<double> scale; ///< default 1/sqrt(d_head)
+    std::optional<double> scale;              ///< default 1/sqrt(qk_dim())
+    std::optional<attn::family> named_family; ///< a named family; unset: derived from the shape (family_of)
+    attn::form form = attn::form::none;       ///< MLA: naive or absorb; none for the other families
+    latent_widths latent;                     ///< MLA's latent and rope widths
 
-    std::size_t head_dim() const { return d_head ? d_head : d_model / heads; }
-    double softmax_scale() const { return scale ? *scale : 1.0 / std::sqrt(double(head_dim())); }
-    std::size_t q_width() const { return heads * head_dim(); }
-    std::size_t kv_width() const { return kv_heads * head_dim(); }
+    std::size_t qk_dim() const { return d_head ? d_head : d_model / heads; }
+    std::size_t v_dim() const { return d_v ? d_v : qk_dim(); }
+    double softmax_scale() const { return scale ? *scale : 1.0 / std::sqrt(double(qk_dim())); }
+    std::size_t q_width() const { return heads * qk_dim(); }    ///< all query heads
+    std::size_t k_width() const { return kv_heads * qk_dim(); } ///< all key heads
+    std::size_t v_width() const { return kv_heads * v_dim(); }  ///< all value heads
+    std::size_t o_width() const { return heads * v_dim(); }     ///< the concatenated context of every head
     std::size_t kv_head_of(std::size_t h) const { return h * kv_heads / heads; }
+    attn::family family() const { return named_family ? *named_family : family_of(d_model, heads, kv_heads, qk_dim()); }
+    bool latent_family() const { return named_family == attn::family::mla; }
+    /// MLA: the query/key head's part without the rotary embedding (qk_nope_head_dim).
+    std::size_t nope_dim() const { return qk_dim() - latent.rope; }
 
     /// How many keys query row i sees (bottom-right causal alignment); 0 is possible when n_q > n_kv.
     std::size_t visible(std::size_t i) const {
@@ -127,19 +135,15 @@ struct problem {
         return n_q * (n_kv - n_q) + n_q * (n_q + 1) / 2;
     }
 
-    std::string family() const {
-        if (heads > 1 && head_dim() == d_model) return "wide";
-        if (heads == 1) return "single-head";
-        if (kv_heads == heads) return "MHA";
-        if (kv_heads == 1) return "MQA";
-        return "GQA";
-    }
-
     std::string describe() const {
-        std::string s = family() + " B=" + std::to_string(batch) + " Nq=" + std::to_string(n_q) +
-                        " Nkv=" + std::to_string(n_kv) + " d_model=" + std::to_string(d_model) +
-                        " H=" + std::to_string(heads) + " G=" + std::to_string(kv_heads) +
-                        " d_head=" + std::to_string(head_dim());
+        std::string s = std::string(enum_label(family())) + " B=" + std::to_string(batch) +
+                        " Nq=" + std::to_string(n_q) + " Nkv=" + std::to_string(n_kv) +
+                        " d_model=" + std::to_string(d_model) + " H=" + std::to_string(heads) +
+                        " G=" + std::to_string(kv_heads) + " d_head=" + std::to_string(qk_dim());
+        if (v_dim() != qk_dim()) s += " d_v=" + std::to_string(v_dim());
+        if (latent_family())
+            s += " C=" + std::to_string(latent.kv_rank) + " Cq=" + std::to_string(latent.q_rank) +
+                 " Dr=" + std::to_string(latent.rope) + " " + std::string(enum_name(form));
         if (causal) s += " causal";
         if (bias) s += " bias";
         return s;
@@ -159,21 +163,54 @@ struct problem {
         require(kv_heads <= heads, "kv_heads=" + std::to_string(kv_heads) + " exceeds heads=" + std::to_string(heads));
         require(heads % kv_heads == 0,
                 "heads=" + std::to_string(heads) + " is not divisible by kv_heads=" + std::to_string(kv_heads));
+        require(!named_family || !derived_family(*named_family) ||
+                    *named_family == family_of(d_model, heads, kv_heads, qk_dim()),
+                "family " + std::string(enum_label(named_family.value_or(family::mha))) + " does not match " +
+                    "d_model=" + std::to_string(d_model) + " H=" + std::to_string(heads) +
+                    " G=" + std::to_string(kv_heads) + " d_head=" + std::to_string(qk_dim()) + " (a " +
+                    std::string(enum_label(family_of(d_model, heads, kv_heads, qk_dim()))) + " shape)");
         // Every count the suite derives (elements, bytes, FLOPs of each convention) is a 64-bit
-        // integer; the largest are about 8 x B x H x N_q x N_kv x d_head (the attention's FLOPs with
-        // softmax) and 8 x B x (N_q + N_kv) x d_model x (H + G) x d_head (the projections'). They
-        // are estimated in long double, so no product wraps before it is compared.
-        const long double b = batch, nq = n_q, nkv = n_kv, d = head_dim();
+        // integer; the largest are about 4 x B x H x N_q x N_kv x (d_qk + d_v) (the attention's
+        // FLOPs with softmax) and 8 x B x (N_q + N_kv) x d_model x (H + G) x max(d_qk, d_v) (the
+        // projections'). They are estimated in long double, so no product wraps before it is compared.
+        const long double b = batch, nq = n_q, nkv = n_kv, d = std::max(qk_dim(), v_dim());
         const long double attention = 8.0L * b * heads * nq * nkv * d;
         const long double projection = 8.0L * b * (nq + nkv) * d_model * (heads + kv_heads) * d;
         const long double limit = 9.2e18L; // just under 2^63
         require(attention < limit && projection < limit,
                 "problem too large to count in 64 bits: batch=" + std::to_string(batch) + " heads=" +
                     std::to_string(heads) + " N_q=" + std::to_string(n_q) + " N_kv=" + std::to_string(n_kv) +
-                    " d_model=" + std::to_string(d_model) + " d_head=" + std::to_string(head_dim()) + ": about 2^" +
+                    " d_model=" + std::to_string(d_model) + " d_head=" + std::to_string(qk_dim()) + ": about 2^" +
                     std::to_string(int(std::log2(double(std::max(attention, projection))))) + " FLOPs, over 2^63");
         require(!scale || std::isfinite(*scale),
                 "softmax scale must be finite (got " + std::to_string(scale.value_or(0.0)) + ")");
+        if (latent_family()) {
+            const auto n = [](std::size_t x) { return std::to_string(x); };
+            require(form == attn::form::naive || form == attn::form::absorb,
+                    "MLA needs a form, naive or absorb (got " + std::string(enum_name(form)) + ")");
+            require(latent.kv_rank > 0, "MLA's kv_lora_rank must be >= 1 (got 0)");
+            require(latent.rope > 0 && latent.rope % 2 == 0,
+                    "MLA's qk_rope_head_dim must be even and >= 2 (got " + n(latent.rope) + ")");
+            require(qk_dim() > latent.rope, "MLA's query/key head d_head=" + n(qk_dim()) +
+                                                " must exceed qk_rope_head_dim=" + n(latent.rope) +
+                                                " (qk_nope_head_dim = d_head - qk_rope_head_dim >= 1)");
+            require(kv_heads == heads, "MLA decompresses a key and value per query head: kv_heads=" + n(kv_heads) +
+                                           " must equal heads=" + n(heads));
+            require(!bias, "MLA's projections have no biases (DeepSeek's reference code has none)");
+            const long double latent_work =
+                8.0L * batch * heads * n_q * n_kv * (latent.kv_rank + latent.rope) +
+                8.0L * batch * (n_q + n_kv) * heads * std::max(latent.kv_rank, latent.q_rank) * (qk_dim() + v_dim()) +
+                8.0L * batch * (n_q + n_kv) * d_model * (latent.q_rank + latent.kv_rank + latent.rope);
+            require(latent_work < limit, "problem too large to count in 64 bits: " + describe() + " (about 2^" +
+                                             std::to_string(int(std::log2(double(latent_work)))) +
+                                             " FLOPs, over 2^63)");
+        } else {
+            require(form == attn::form::none, "form " + std::string(enum_name(form)) + " is MLA's; family " +
+                                                  std::string(enum_name(family())) + " has one form");
+            require(latent == latent_widths{},
+                    "latent widths (kv_lora_rank, q_lora_rank, qk_rope_head_dim) are MLA's; family " +
+                        std::string(enum_name(family())) + " has none");
+        }
     }
 };
 

@@ -79,21 +79,30 @@ heads_view<T> interleaved_heads(T* data, std::size_t batch, std::size_t rows, st
     return {data, batch, heads, rows, dim, rows * heads * dim, dim, heads * dim};
 }
 
-/// The layer's parameters, row-major as in PyTorch's Linear: W is [out, in], y = x W^T + b.
-/// Shapes: wq [H*d_head, d_model], wk and wv [G*d_head, d_model], wo [d_model, H*d_head];
-/// biases are empty when the problem has none.
+/// A layer's parameters: the tensors of its family's weight set (attn.families names them and
+/// their shapes), in the family's order, row-major as in PyTorch's Linear (W is [out, in],
+/// y = x W^T + b). A tensor the problem does not have (biases without bias) is empty. Each family
+/// indexes its set by constants of its own (attn::qkv::wq, ...).
 template <class T>
 struct weights {
-    std::vector<T> wq, wk, wv, wo, bq, bk, bv, bo;
+    std::vector<std::vector<T>> t;
+
+    std::vector<T>& operator[](std::size_t i) { return t[i]; }
+    const std::vector<T>& operator[](std::size_t i) const { return t[i]; }
+    /// The tensor's data, or null when it is absent (an empty bias).
+    const T* data_or_null(std::size_t i) const { return t[i].empty() ? nullptr : t[i].data(); }
 
     /// Elements actually held: the measured parameter count.
     std::size_t count() const {
-        return wq.size() + wk.size() + wv.size() + wo.size() + bq.size() + bk.size() + bv.size() + bo.size();
+        std::size_t n = 0;
+        for (const auto& x : t) n += x.size();
+        return n;
     }
     template <class U>
     weights<U> cast() const {
-        auto c = [](const std::vector<T>& v) { return std::vector<U>(v.begin(), v.end()); };
-        return {c(wq), c(wk), c(wv), c(wo), c(bq), c(bk), c(bv), c(bo)};
+        weights<U> w;
+        for (const auto& x : t) w.t.emplace_back(x.begin(), x.end());
+        return w;
     }
 };
 
@@ -122,25 +131,6 @@ std::vector<T> random_values(std::size_t n, std::uint64_t seed, double bound = 1
     std::vector<T> v(n);
     for (auto& x : v) x = T(float(r.uniform(-bound, bound)));
     return v;
-}
-
-/// PyTorch-like initialisation: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), one stream per tensor.
-template <class T>
-weights<T> random_weights(const problem& p, std::uint64_t seed) {
-    const std::size_t d = p.d_model, qw = p.q_width(), kw = p.kv_width();
-    const double in_bound = 1.0 / std::sqrt(double(d)), out_bound = 1.0 / std::sqrt(double(qw));
-    weights<T> w;
-    w.wq = random_values<T>(qw * d, seed * 8 + 1, in_bound);
-    w.wk = random_values<T>(kw * d, seed * 8 + 2, in_bound);
-    w.wv = random_values<T>(kw * d, seed * 8 + 3, in_bound);
-    w.wo = random_values<T>(d * qw, seed * 8 + 4, out_bound);
-    if (p.bias) {
-        w.bq = random_values<T>(qw, seed * 8 + 5, in_bound);
-        w.bk = random_values<T>(kw, seed * 8 + 6, in_bound);
-        w.bv = random_values<T>(kw, seed * 8 + 7, in_bound);
-        w.bo = random_values<T>(d, seed * 8 + 8, out_bound);
-    }
-    return w;
 }
 
 /// Throws attn::error naming `what` and the first index holding NaN or Inf.

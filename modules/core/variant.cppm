@@ -1,7 +1,9 @@
 // attn.core:variant -- the interface every implementation fills in. A variant supplies two
 // kernels: the attention core (Q, K, V per head -> context) and a linear map (y = x W^T + b).
-// The full layer is the same composition for every variant (run_layer), so a variant that is
-// faster at either kernel is faster at the layer, and every variant serves every family.
+// A family's layer is its own composition of those two (attn.families), the same for every
+// variant, so a variant that is faster at either kernel is faster at every family's layer. A
+// variant declares what it serves beyond its kernels (families, devices, windows, its own shape
+// limits); a case outside that is refused in one line (attn.variants' refusal).
 // Every variant also serves every precision: a kernel set per storage type (f64, f32, bf16,
 // f16). In bf16 and f16 the operands and results are stored in the 16-bit format and the
 // arithmetic is fp32; by_conversion() makes such a set from a variant's fp32 kernels.
@@ -34,7 +36,8 @@ struct linear_io {
     std::size_t rows, in, out;
 };
 
-/// The attention core for one problem: q [B, H, n_q, d], k and v [B, G, n_kv, d], out [B, H, n_q, d].
+/// The attention core for one problem: q [B, H, n_q, d_qk], k [B, G, n_kv, d_qk], v [B, G, n_kv, d_v],
+/// out [B, H, n_q, d_v] (problem::qk_dim, v_dim). Views, so v may alias the leading columns of k.
 template <class T>
 struct core_io {
     heads_view<const T> q, k, v;
@@ -142,11 +145,22 @@ struct kv_kernels {
     }
 };
 
+/// What a variant serves beyond its precisions (its kernel sets say those): the families (empty:
+/// every family), the device it computes on, whether it serves a sliding window, and limits of
+/// its own (`limits`: "" for a problem it runs, else one line saying what it lacks).
+struct serves {
+    std::vector<attn::family> families;
+    attn::device device = attn::device::cpu;
+    bool windows = false;
+    std::function<std::string(const problem&)> limits;
+};
+
 /// One registered implementation. Empty kernels mean "not supported at this precision".
 struct variant {
     std::string name;
     std::string description; ///< one line: what it changes from the simpler variant
     bool threaded = false;   ///< honours run_options::threads
+    attn::serves serves;     ///< families, device, windows and limits (attn.variants' refusal reads it)
     /// Selector tags (attn.cases): "loops" marks the plain-loop variants, too slow for large sweeps;
     /// a sweep's "fast" selector is every variant without it, so a new variant joins by default.
     std::vector<std::string> tags;
@@ -243,36 +257,6 @@ inline void add_half_by_conversion(variant& v, const std::string& how = "fp32 ke
     v.bf16 = by_conversion<bf16>(v.f32);
     v.f16 = by_conversion<f16>(v.f32);
     v.bf16_path = v.f16_path = "by conversion: " + how;
-}
-
-/// Buffers of a layer run: the projected Q, K, V and the concatenated heads. Reused across calls.
-template <class T>
-struct layer_workspace {
-    std::vector<T> q, k, v, ctx;
-};
-
-/// The full layer with a variant's kernels: project, attend per head, concatenate, project out.
-/// x_q is [B, n_q, d_model], x_kv is [B, n_kv, d_model], y is [B, n_q, d_model].
-template <class T>
-void run_layer(const variant& var, const problem& p, const weights<T>& w, const T* x_q, const T* x_kv, T* y,
-               const run_options& opt, layer_workspace<T>& ws) {
-    const auto& k = var.get<T>();
-    require(k.core && k.linear, "variant '" + var.name + "' has no kernels at this precision");
-    const std::size_t rq = p.batch * p.n_q, rkv = p.batch * p.n_kv, d = p.head_dim();
-    ws.q.resize(rq * p.q_width());
-    ws.k.resize(rkv * p.kv_width());
-    ws.v.resize(rkv * p.kv_width());
-    ws.ctx.resize(rq * p.q_width());
-    auto bias = [](const std::vector<T>& b) { return b.empty() ? nullptr : b.data(); };
-    k.linear({x_q, w.wq.data(), bias(w.bq), ws.q.data(), rq, p.d_model, p.q_width()}, opt);
-    k.linear({x_kv, w.wk.data(), bias(w.bk), ws.k.data(), rkv, p.d_model, p.kv_width()}, opt);
-    k.linear({x_kv, w.wv.data(), bias(w.bv), ws.v.data(), rkv, p.d_model, p.kv_width()}, opt);
-    const core_io<T> io{interleaved_heads<const T>(ws.q.data(), p.batch, p.n_q, p.heads, d),
-                        interleaved_heads<const T>(ws.k.data(), p.batch, p.n_kv, p.kv_heads, d),
-                        interleaved_heads<const T>(ws.v.data(), p.batch, p.n_kv, p.kv_heads, d),
-                        interleaved_heads<T>(ws.ctx.data(), p.batch, p.n_q, p.heads, d)};
-    k.core(p, io, opt);
-    k.linear({ws.ctx.data(), w.wo.data(), bias(w.bo), y, rq, p.q_width(), p.d_model}, opt);
 }
 
 } // namespace attn

@@ -1,5 +1,6 @@
 // attn.count:flops -- operations by stage and kind under the three conventions, parameters by
-// tensor, the crossover length, and the counting scalar (see attn.count).
+// tensor and the crossover length, in closed form (see attn.count). The measured count, the
+// reference on counting scalars, is attn.check's: these formulas import the problem types alone.
 module;
 #include <algorithm>
 #include <array>
@@ -12,50 +13,12 @@ module;
 #include <vector>
 export module attn.count:flops;
 import attn.core;
-import attn.cases;
-import attn.reference;
 
 export namespace attn {
 
-/// The kinds of scalar operation the reference performs. A subtraction is counted as an add.
-enum class op : int { add, mul, div, exp, cmp, count_ };
-
-inline constexpr std::size_t n_stages = static_cast<std::size_t>(stage::count_);
-inline constexpr std::size_t n_ops = static_cast<std::size_t>(op::count_);
-
-inline constexpr std::string_view op_name(op o) {
-    constexpr std::string_view names[] = {"add", "mul", "div", "exp", "cmp"};
-    return names[static_cast<int>(o)];
-}
-
-/// Operation counts by stage and kind; every operation is one FLOP in the full count.
-struct flop_table {
-    std::array<std::array<std::uint64_t, n_ops>, n_stages> n{};
-
-    std::uint64_t& at(stage s, op o) { return n[std::size_t(s)][std::size_t(o)]; }
-    std::uint64_t at(stage s, op o) const { return n[std::size_t(s)][std::size_t(o)]; }
-    std::uint64_t stage_total(stage s) const {
-        std::uint64_t t = 0;
-        for (auto v : n[std::size_t(s)]) t += v;
-        return t;
-    }
-    std::uint64_t op_total(op o) const {
-        std::uint64_t t = 0;
-        for (const auto& row : n) t += row[std::size_t(o)];
-        return t;
-    }
-    std::uint64_t total() const {
-        std::uint64_t t = 0;
-        for (std::size_t s = 0; s < n_stages; ++s) t += stage_total(stage(s));
-        return t;
-    }
-    bool operator==(const flop_table&) const = default;
-};
-
-/// The projection stages (Q, K, V, output) as opposed to the attention stages (QK^T .. P V).
-inline constexpr bool is_projection(stage s) {
-    return s == stage::proj_q || s == stage::proj_k || s == stage::proj_v || s == stage::proj_o;
-}
+/// The per-token stages (the projections, and MLA's norms, rotary embedding and absorbed maps) as
+/// opposed to the attention stages (QK^T .. P V).
+inline constexpr bool is_projection(stage s) { return !is_attention_stage(s); }
 
 /// All three conventions for one problem.
 struct flop_counts {
@@ -86,60 +49,136 @@ struct flop_counts {
     std::uint64_t attention_matmul() const { return matmul_flops() - projection_matmul(); }
 };
 
-/// The analytic count: closed-form per stage, causal rows discounted exactly through
-/// problem::visible. P = visible pairs, Z = rows seeing any key, per (batch, head).
-inline flop_counts analytic_flops(const problem& p) {
-    p.validate();
-    flop_counts c;
+namespace detail {
+
+/// y = x W^T + b: each output is 1 multiply, in-1 multiply-adds, and one add for the bias.
+inline void count_linear(flop_counts& c, stage s, std::uint64_t rows, std::uint64_t in, std::uint64_t out,
+                         std::uint64_t bias) {
+    c.full.at(s, op::mul) += rows * out * in;
+    c.full.at(s, op::add) += rows * out * (in - 1 + bias);
+    c.macs[std::size_t(s)] += rows * out * in;
+}
+
+/// The attention core's stages on its problem a: P visible pairs, Z rows seeing any key, per
+/// (batch, head).
+inline void count_attention(flop_counts& c, const problem& a) {
     auto& f = c.full;
-    const std::uint64_t B = p.batch, d = p.d_model, dh = p.head_dim(), qw = p.q_width(), kw = p.kv_width();
-    const std::uint64_t rq = B * p.n_q, rkv = B * p.n_kv, bias = p.bias ? 1 : 0;
-    // y = x W^T + b: each output is 1 multiply, in-1 multiply-adds, and one add for the bias.
-    auto linear = [&](stage s, std::uint64_t rows, std::uint64_t in, std::uint64_t out) {
-        f.at(s, op::mul) = rows * out * in;
-        f.at(s, op::add) = rows * out * (in - 1 + bias);
-        c.macs[std::size_t(s)] = rows * out * in;
-    };
-    linear(stage::proj_q, rq, d, qw);
-    linear(stage::proj_k, rkv, d, kw);
-    linear(stage::proj_v, rkv, d, kw);
-    linear(stage::proj_o, rq, qw, d);
-    const std::uint64_t heads = B * p.heads, P = p.visible_pairs(), Z = p.rows_with_keys();
-    f.at(stage::qk, op::mul) = heads * P * dh;
-    f.at(stage::qk, op::add) = heads * P * (dh - 1);
-    c.macs[std::size_t(stage::qk)] = heads * P * dh;
+    const std::uint64_t dqk = a.qk_dim(), dv = a.v_dim();
+    const std::uint64_t heads = std::uint64_t(a.batch) * a.heads, P = a.visible_pairs(), Z = a.rows_with_keys();
+    f.at(stage::qk, op::mul) = heads * P * dqk;
+    f.at(stage::qk, op::add) = heads * P * (dqk - 1);
+    c.macs[std::size_t(stage::qk)] = heads * P * dqk;
     f.at(stage::scale, op::mul) = heads * P;
     f.at(stage::softmax_max, op::cmp) = heads * (P - Z);
     f.at(stage::softmax_exp, op::add) = heads * P; // the subtraction of the row maximum
     f.at(stage::softmax_exp, op::exp) = heads * P;
     f.at(stage::softmax_sum, op::add) = heads * (P - Z);
     f.at(stage::softmax_div, op::div) = heads * P;
-    f.at(stage::pv, op::mul) = heads * P * dh;
-    f.at(stage::pv, op::add) = heads * (P - Z) * dh;
-    c.macs[std::size_t(stage::pv)] = heads * P * dh;
+    f.at(stage::pv, op::mul) = heads * P * dv;
+    f.at(stage::pv, op::add) = heads * (P - Z) * dv;
+    c.macs[std::size_t(stage::pv)] = heads * P * dv;
+}
+
+/// RMSNorm of `rows` rows of n (attn.families:mla's order): n squares and n-1 adds, the mean (a
+/// divide), + eps, a sqrt and its reciprocal, then x * (1/r) * w: 3n mul, n add, 2 div, 1 sqrt.
+inline void count_rmsnorm(flop_counts& c, stage s, std::uint64_t rows, std::uint64_t n) {
+    c.full.at(s, op::mul) += rows * 3 * n;
+    c.full.at(s, op::add) += rows * n;
+    c.full.at(s, op::div) += rows * 2;
+    c.full.at(s, op::sqrt) += rows;
+}
+
+/// MLA (attn.core:latent; attn.families:mla computes it in this order).
+inline flop_counts analytic_latent(const problem& p) {
+    flop_counts c;
+    const std::uint64_t B = p.batch, d = p.d_model, H = p.heads, C = p.latent.kv_rank, Cq = p.latent.q_rank,
+                        Dr = p.latent.rope, Dn = p.nope_dim(), Dv = p.v_dim();
+    const std::uint64_t rq = B * p.n_q, rkv = B * p.n_kv;
+    if (Cq) {
+        count_linear(c, stage::q_down, rq, d, Cq, 0);
+        count_rmsnorm(c, stage::q_norm, rq, Cq);
+        count_linear(c, stage::proj_q, rq, Cq, H * (Dn + Dr), 0);
+    } else {
+        count_linear(c, stage::proj_q, rq, d, H * (Dn + Dr), 0);
+    }
+    count_linear(c, stage::kv_down, rkv, d, C + Dr, 0);
+    count_rmsnorm(c, stage::kv_norm, rkv, C);
+    // each rotated pair (a, b) -> (a cos - b sin, a sin + b cos): 4 mul, 2 add; every query head's
+    // rope part and the one shared key's
+    const std::uint64_t pairs = (rq * H + rkv) * (Dr / 2);
+    c.full.at(stage::rope, op::mul) = 4 * pairs;
+    c.full.at(stage::rope, op::add) = 2 * pairs;
+    if (p.form == form::absorb) {
+        count_linear(c, stage::absorb_q, rq * H, Dn, C, 0); // q_nope_h W^UK_h per head and row
+        count_linear(c, stage::absorb_o, rq * H, C, Dv, 0); // ctx_h W^UV_h^T per head and row
+    } else {
+        count_linear(c, stage::kv_up, rkv, C, H * (Dn + Dv), 0);
+    }
+    count_attention(c, core_problem(p));
+    count_linear(c, stage::proj_o, rq, H * Dv, d, 0);
     return c;
 }
 
-/// Parameters by tensor, in closed form from the problem's sizes.
+} // namespace detail
+
+/// The analytic count: closed-form per stage, causal rows discounted exactly through
+/// problem::visible. P = visible pairs, Z = rows seeing any key, per (batch, head). MLA's layer
+/// has stages of its own (detail::analytic_latent).
+inline flop_counts analytic_flops(const problem& p) {
+    p.validate();
+    if (p.latent_family()) return detail::analytic_latent(p);
+    flop_counts c;
+    const std::uint64_t B = p.batch, d = p.d_model;
+    const std::uint64_t qw = p.q_width(), kw = p.k_width(), vw = p.v_width(), ow = p.o_width();
+    const std::uint64_t rq = B * p.n_q, rkv = B * p.n_kv, bias = p.bias ? 1 : 0;
+    detail::count_linear(c, stage::proj_q, rq, d, qw, bias);
+    detail::count_linear(c, stage::proj_k, rkv, d, kw, bias);
+    detail::count_linear(c, stage::proj_v, rkv, d, vw, bias);
+    detail::count_linear(c, stage::proj_o, rq, ow, d, bias);
+    detail::count_attention(c, p);
+    return c;
+}
+
+/// Parameters by tensor, in closed form from the problem's sizes: the q/k/v family's four
+/// matrices and biases, MLA's down- and up-projections (wq when it has no query latent) and its
+/// two RMSNorm weight vectors, listed apart.
 struct param_counts {
     std::uint64_t wq = 0, wk = 0, wv = 0, wo = 0, bq = 0, bk = 0, bv = 0, bo = 0;
-    std::uint64_t weights() const { return wq + wk + wv + wo; }
+    std::uint64_t wq_a = 0, wq_b = 0, wkv_a = 0, wkv_b = 0, q_norm = 0, kv_norm = 0; ///< MLA
+    std::uint64_t weights() const { return wq + wk + wv + wo + wq_a + wq_b + wkv_a + wkv_b; }
     std::uint64_t biases() const { return bq + bk + bv + bo; }
-    std::uint64_t total() const { return weights() + biases(); }
+    std::uint64_t norms() const { return q_norm + kv_norm; }
+    std::uint64_t total() const { return weights() + biases() + norms(); }
 };
 
 inline param_counts analytic_params(const problem& p) {
     p.validate();
-    const std::uint64_t d = p.d_model, H = p.heads, G = p.kv_heads, dh = p.head_dim();
+    const std::uint64_t d = p.d_model, qw = p.q_width(), kw = p.k_width(), vw = p.v_width(), ow = p.o_width();
     param_counts c;
-    c.wq = H * dh * d;
-    c.wk = G * dh * d;
-    c.wv = G * dh * d;
-    c.wo = d * H * dh;
+    if (p.latent_family()) {
+        const std::uint64_t H = p.heads, C = p.latent.kv_rank, Cq = p.latent.q_rank, Dr = p.latent.rope,
+                            Dn = p.nope_dim(), Dv = p.v_dim();
+        if (Cq) {
+            c.wq_a = Cq * d;
+            c.q_norm = Cq;
+            c.wq_b = H * (Dn + Dr) * Cq;
+        } else {
+            c.wq = H * (Dn + Dr) * d;
+        }
+        c.wkv_a = (C + Dr) * d;
+        c.kv_norm = C;
+        c.wkv_b = H * (Dn + Dv) * C;
+        c.wo = d * H * Dv;
+        return c;
+    }
+    c.wq = qw * d;
+    c.wk = kw * d;
+    c.wv = vw * d;
+    c.wo = d * ow;
     if (p.bias) {
-        c.bq = H * dh;
-        c.bk = G * dh;
-        c.bv = G * dh;
+        c.bq = qw;
+        c.bk = kw;
+        c.bv = vw;
         c.bo = d;
     }
     return c;
@@ -161,25 +200,39 @@ struct crossover {
 
 /// Closed form. Per token, projections cost C (independent of N); per sequence, the attention
 /// stages cost H*(a2*P - a1*Z) with P visible pairs and Z rows that see a key:
-///   full:   a2 = 4 d_head + 5, a1 = d_head + 2 (qk 2dh-1, scale 1, max/sum -1 per row,
-///           exp+subtract 2, div 1, pv 2dh per pair with -dh per row);
-///           C = (qw + 2 kw)(2 d - 1 + b) + d (2 qw - 1 + b);
-///   matmul: a2 = 4 d_head, a1 = 0, C = 4 d (qw + kw).
+///   full:   a2 = 2 (d_qk + d_v) + 5, a1 = d_v + 2 (qk 2d_qk-1, scale 1, max/sum -1 per row,
+///           exp+subtract 2, div 1, pv 2d_v per pair with -d_v per row);
+///           C = (qw + kw + vw)(2 d - 1 + b) + d (2 ow - 1 + b);
+///   matmul: a2 = 2 (d_qk + d_v), a1 = 0, C = 2 d (qw + kw + vw + ow)
+/// (qw, kw, vw: the query, key and value widths H d_qk, G d_qk, G d_v; ow = H d_v).
 /// Non-causal P = N^2, Z = N:  N* = (C/H + a1) / a2.
 /// Causal P = N(N+1)/2, Z = N: N* = 2 (C/H + a1) / a2 - 1.
 /// For MHA without bias under matmul-only this is N* = 2 d_model (non-causal).
 inline double crossover_closed_form(const problem& p, convention c) {
-    const double d = double(p.d_model), H = double(p.heads), dh = double(p.head_dim()), qw = double(p.q_width()),
-                 kw = double(p.kv_width()), b = p.bias ? 1.0 : 0.0;
+    if (p.latent_family()) { // per-token stages from the count of one token, the pair terms of the core's problem
+        problem one = p;
+        one.batch = one.n_q = one.n_kv = 1;
+        one.causal = false;
+        const flop_counts f = analytic_flops(one);
+        const problem a = core_problem(p);
+        const double H = double(a.heads), dqk = double(a.qk_dim()), dv = double(a.v_dim());
+        const bool full = c == convention::full;
+        const double a2 = 2 * (dqk + dv) + (full ? 5 : 0), a1 = full ? dv + 2 : 0;
+        const double C = double(full ? f.projection_full() : f.projection_matmul());
+        return p.causal ? 2 * (C / H + a1) / a2 - 1 : (C / H + a1) / a2;
+    }
+    const double d = double(p.d_model), H = double(p.heads), dqk = double(p.qk_dim()), dv = double(p.v_dim());
+    const double qw = double(p.q_width()), kw = double(p.k_width()), vw = double(p.v_width()), ow = double(p.o_width()),
+                 b = p.bias ? 1.0 : 0.0;
     double a2, a1, C;
     if (c == convention::full) {
-        a2 = 4 * dh + 5;
-        a1 = dh + 2;
-        C = (qw + 2 * kw) * (2 * d - 1 + b) + d * (2 * qw - 1 + b);
+        a2 = 2 * (dqk + dv) + 5;
+        a1 = dv + 2;
+        C = (qw + kw + vw) * (2 * d - 1 + b) + d * (2 * ow - 1 + b);
     } else {
-        a2 = 4 * dh;
+        a2 = 2 * (dqk + dv);
         a1 = 0;
-        C = 4 * d * (qw + kw);
+        C = 2 * d * (qw + kw + vw + ow);
     }
     return p.causal ? 2 * (C / H + a1) / a2 - 1 : (C / H + a1) / a2;
 }
@@ -212,137 +265,6 @@ inline crossover attention_crossover(const problem& p, convention c) {
     x.closed_form = crossover_closed_form(p, c);
     x.first_n = crossover_search(p, c);
     return x;
-}
-
-namespace detail {
-inline thread_local flop_table* tally = nullptr;
-inline thread_local stage current = stage::proj_q;
-inline void tick(op o) {
-    if (tally) ++tally->at(current, o);
-}
-} // namespace detail
-
-/// A double that counts every arithmetic operation into the active tally, by the stage the
-/// reference last announced. Construction and copies are free; subtraction counts as an add.
-struct counted {
-    double v = 0;
-    counted() = default;
-    counted(double x) : v(x) {}
-
-    friend counted operator+(counted a, counted b) {
-        detail::tick(op::add);
-        return a.v + b.v;
-    }
-    friend counted operator-(counted a, counted b) {
-        detail::tick(op::add);
-        return a.v - b.v;
-    }
-    friend counted operator*(counted a, counted b) {
-        detail::tick(op::mul);
-        return a.v * b.v;
-    }
-    friend counted operator/(counted a, counted b) {
-        detail::tick(op::div);
-        return a.v / b.v;
-    }
-    friend bool operator<(counted a, counted b) {
-        detail::tick(op::cmp);
-        return a.v < b.v;
-    }
-    friend counted exp(counted a) {
-        detail::tick(op::exp);
-        return std::exp(a.v);
-    }
-};
-
-/// While alive, counted arithmetic on this thread goes into `t`.
-class counting_scope {
-  public:
-    explicit counting_scope(flop_table& t) : previous_(detail::tally) {
-        detail::tally = &t;
-        detail::current = stage::proj_q;
-    }
-    ~counting_scope() { detail::tally = previous_; }
-    counting_scope(const counting_scope&) = delete;
-    counting_scope& operator=(const counting_scope&) = delete;
-
-  private:
-    flop_table* previous_;
-};
-
-/// The measured count: reference::layer run on counted scalars (random inputs and weights).
-flop_table measured_flops(const problem& p, std::uint64_t seed = 1);
-
-/// The default grid the analytic count is held to, as grids of the one case type (layer mode,
-/// shapes alone): every family, causal and not, N_q = N_kv, N_q < N_kv and N_q > N_kv, with and
-/// without bias, batch 1 and 2, odd sizes.
-std::vector<grid> flop_check_grids();
-/// flop_check_grids() expanded: 160 problems.
-std::vector<problem> flop_check_grid();
-
-} // namespace attn
-
-namespace attn::reference {
-/// The counting scalar's hook: the reference announces each stage, the tally follows it.
-template <>
-struct stage_hook<counted> {
-    static void enter(stage s) noexcept { detail::current = s; }
-};
-} // namespace attn::reference
-
-namespace attn {
-
-flop_table measured_flops(const problem& p, std::uint64_t seed) {
-    p.validate();
-    const auto w = random_weights<counted>(p, seed);
-    const auto xq = random_values<counted>(p.batch * p.n_q * p.d_model, seed * 8 + 100);
-    const auto xkv = random_values<counted>(p.batch * p.n_kv * p.d_model, seed * 8 + 101);
-    std::vector<counted> y(p.batch * p.n_q * p.d_model);
-    flop_table t;
-    {
-        counting_scope scope(t);
-        reference::layer<counted>(p, w, xq.data(), xkv.data(), y.data());
-    }
-    return t;
-}
-
-std::vector<grid> flop_check_grids() {
-    struct family {
-        const char* name;
-        std::size_t d_model, heads, kv_heads, d_head;
-    };
-    const family families[] = {{"single head, odd width", 5, 1, 1, 0},
-                               {"MHA, d_head 2", 6, 3, 3, 0},
-                               {"MQA, odd d_head 3", 9, 3, 1, 0},
-                               {"GQA:2", 8, 4, 2, 0},
-                               {"wide: each head as wide as the model", 3, 2, 2, 3}};
-    const std::size_t lengths[][2] = {{1, 1}, {5, 5}, {3, 7}, {7, 3}}; // (N_q, N_kv)
-    std::vector<grid> grids;
-    for (const auto& f : families)
-        for (const auto& n : lengths) {
-            grid g;
-            g.name = std::string(f.name) + ", N_q " + std::to_string(n[0]) + " N_kv " + std::to_string(n[1]);
-            g.variants = {};
-            g.modes = {"layer"};
-            g.threads = {1};
-            g.d_model = {f.d_model};
-            g.heads = {f.heads};
-            g.kv_heads = {f.kv_heads};
-            g.d_head = {f.d_head};
-            g.seq = {n[0]};
-            g.kv_seq = {n[1]};
-            g.batch = {1, 2};
-            g.causal = {false, true};
-            g.bias = {false, true};
-            grids.push_back(std::move(g));
-        }
-    return grids;
-}
-
-std::vector<problem> flop_check_grid() {
-    std::vector<problem> out;
-    for (const auto& c : expand(flop_check_grids(), 1)) out.push_back(c.shape());
-    return out;
 }
 
 } // namespace attn

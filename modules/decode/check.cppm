@@ -12,9 +12,9 @@ module;
 export module attn.decode:check;
 import :step;
 import attn.core;
-import attn.cases;
 import attn.count;
 import attn.check;
+import attn.families;
 
 export namespace attn {
 
@@ -44,7 +44,7 @@ inline decode_inputs decode_check_inputs(const problem& layer, std::size_t conte
     full.n_q = full.n_kv = n;
     full.causal = true;
     decode_inputs r{fill == decode_fill::steps ? full : decode_problem(layer, context), {}};
-    r.in = check::make_inputs(r.checked, check::mode::layer, seed, magnitude);
+    r.in = check::make_inputs(r.checked, mode::layer, seed, magnitude);
     r.in.x_q.resize(B * r.checked.n_q * dm); // queries are the same tokens as the keys
     for (std::size_t b = 0; b < B; ++b)
         std::copy_n(r.in.x_kv.data() + (b * n + n - r.checked.n_q) * dm, r.checked.n_q * dm,
@@ -60,7 +60,7 @@ std::vector<T> run_decode(const variant& var, const problem& layer, std::size_t 
     const std::size_t n = context + 1, B = layer.batch, dm = layer.d_model, rows = d.checked.n_q;
     const weights<T> w = d.in.w.template cast<T>();
     const std::vector<T> x(d.in.x_kv.begin(), d.in.x_kv.end());
-    decode_workspace<T> ws(layer);
+    layer_buffers<T> ws;
     std::vector<T> x_t(B * dm), y_t(B * dm, T(-777));
     std::vector<T> out(B * rows * dm, T(-777));
     auto step = [&](std::size_t t, std::size_t row) {
@@ -81,10 +81,10 @@ std::vector<T> run_decode(const variant& var, const problem& layer, std::size_t 
 }
 
 /// The keys (or values) a cache holds as a decode core reads them, fp32, in a projection's
-/// layout [B, L, G*d_head].
+/// layout [B, L, G*d].
 template <class S>
 std::vector<float> cached(const kv_cache<S>& c, bool values) {
-    const std::size_t B = c.batch(), G = c.kv_heads(), d = c.d_head(), L = c.size();
+    const std::size_t B = c.batch(), G = c.heads(), d = values ? c.d_v() : c.d_k(), L = c.size();
     std::vector<float> out(B * L * G * d);
     for (std::size_t b = 0; b < B; ++b)
         for (std::size_t i = 0; i < L; ++i)
@@ -105,7 +105,7 @@ template <class T>
 check::metrics check_decode(const variant& var, const problem& layer, std::size_t context, decode_fill fill,
                             const run_options& opt, std::uint64_t seed, double magnitude = 1.0) {
     const auto d = detail::decode_check_inputs(layer, context, fill, seed, magnitude);
-    const check::expectation e = check::expect(d.checked, check::mode::layer, d.in);
+    const check::expectation e = check::expect(d.checked, mode::layer, d.in);
     kv_cache<T> cache(layer, context + 1);
     return check::compare(detail::run_decode<T>(var, layer, context, fill, opt, d, cache), e.ref, e.bound,
                           check::unit_roundoff<T>());
@@ -129,7 +129,7 @@ kv_check check_decode_kv(const variant& var, const problem& layer, std::size_t c
     const auto out = detail::run_decode<float>(var, layer, context, fill, opt, d, cache);
     const auto same = check::expect_over_cache(d.checked, d.in.w, d.in.x_q, detail::cached(cache, false),
                                                detail::cached(cache, true));
-    const auto plain = check::expect(d.checked, check::mode::layer, d.in);
+    const auto plain = check::expect(d.checked, mode::layer, d.in);
     const double u = check::unit_roundoff<float>();
     return {check::compare(out, same.ref, same.bound, u), check::compare(out, plain.ref, plain.bound, u)};
 }
@@ -141,85 +141,22 @@ template <class S>
 kv_check check_decode_core(const variant& var, const problem& step, const run_options& opt, std::uint64_t seed,
                            double magnitude = 1.0) {
     require(step.n_q == 1, "a decode core check has one query row (got n_q " + std::to_string(step.n_q) + ")");
-    const std::size_t B = step.batch, kw = step.kv_width(), n = step.n_kv;
-    const check::inputs in = check::make_inputs(step, check::mode::core, seed, magnitude);
-    kv_cache<S> cache(step, n);
-    std::vector<float> k_t(B * kw), v_t(B * kw);
-    for (std::size_t i = 0; i < n; ++i) {
-        for (std::size_t b = 0; b < B; ++b) {
-            std::copy_n(in.k.data() + (b * n + i) * kw, kw, k_t.data() + b * kw);
-            std::copy_n(in.v.data() + (b * n + i) * kw, kw, v_t.data() + b * kw);
-        }
-        cache.append(k_t.data(), v_t.data());
-    }
-    std::vector<float> out(B * step.q_width(), -777.0f);
+    const std::size_t B = step.batch, n = step.n_kv;
+    const check::inputs in = check::make_inputs(step, mode::core, seed, magnitude);
+    kv_cache<S> cache(B, {step.kv_heads, step.qk_dim(), step.v_dim(), false}, n);
+    const auto k = interleaved_heads<const float>(in.k.data(), B, n, step.kv_heads, step.qk_dim()),
+               v = interleaved_heads<const float>(in.v.data(), B, n, step.kv_heads, step.v_dim());
+    for (std::size_t i = 0; i < n; ++i) cache.append(k, v, i);
+    std::vector<float> out(B * step.o_width(), -777.0f);
     require_kv_core<float, S>(var);
-    attend(var, step, in.q.data(), cache, out.data(), opt);
+    attend(var, step, interleaved_heads<const float>(in.q.data(), B, 1, step.heads, step.qk_dim()), cache, out.data(),
+           opt);
     check::inputs same_in = in;
     same_in.k = detail::cached(cache, false);
     same_in.v = detail::cached(cache, true);
-    const auto same = check::expect(step, check::mode::core, same_in),
-               plain = check::expect(step, check::mode::core, in);
+    const auto same = check::expect(step, mode::core, same_in), plain = check::expect(step, mode::core, in);
     const double u = check::unit_roundoff<float>();
     return {check::compare(out, same.ref, same.bound, u), check::compare(out, plain.ref, plain.bound, u)};
-}
-
-/// One decode shape of the grid: no variants (check crosses it with its own), one thread.
-inline grid decode_shape(std::string name, std::size_t d_model, std::size_t heads, std::size_t kv_heads,
-                         std::vector<std::size_t> context, std::size_t batch = 1) {
-    grid g;
-    g.name = std::move(name);
-    g.variants = {};
-    g.modes = {"decode"};
-    g.threads = {1};
-    g.d_model = {d_model};
-    g.heads = {heads};
-    g.kv_heads = {kv_heads};
-    g.context = std::move(context);
-    g.batch = {batch};
-    return g;
-}
-
-/// The embedded decode grid, as grids of the one case type: every family (single-head, MHA, MQA,
-/// GQA, wide), L = 0, odd L, L long enough for the key split (> 256 keys: 2 chunks; > 4096: 16),
-/// batch > 1, biases, d_head 3, 16, 17, 20, 64 and 80, and scores of a few thousand.
-inline std::vector<grid> decode_grids() {
-    std::vector<grid> g{decode_shape("d_head 17", 17, 1, 1, {0, 7}), // L 0: one key
-                        decode_shape("MHA batch 2", 64, 4, 4, {129}, 2),
-                        decode_shape("MQA d_head 3", 48, 16, 1, {7}),
-                        decode_shape("GQA bias, two key chunks", 512, 8, 2, {300}, 3),
-                        decode_shape("d_head 80", 320, 4, 2, {33}, 2),
-                        decode_shape("wide", 32, 4, 4, {7}),
-                        decode_shape("MHA L 0", 64, 8, 8, {0}),
-                        decode_shape("MQA 16 key chunks", 128, 4, 1, {4999}, 2),
-                        decode_shape("inputs 12", 64, 4, 1, {33}),
-                        decode_shape("16 heads per kv head", 256, 16, 1, {700}, 2), // heads in the lanes
-                        decode_shape("8 heads per kv head", 512, 8, 1, {300}),
-                        decode_shape("32 heads per kv head", 640, 32, 1, {77})}; // two groups of lanes
-    g[3].bias = {true};
-    g[5].d_head = {32}; // the wide-head counterfactual
-    g[8].magnitude = {12.0};
-    g[11].bias = {true};
-    return g;
-}
-
-/// A case of the decode grid: the layer (batch, sizes), the context length L and the input magnitude.
-struct decode_case {
-    problem layer;
-    std::size_t context = 0;
-    double magnitude = 1.0;
-};
-
-/// decode_grids() expanded: 13 decode steps; the layer is the case's shape with one query.
-inline std::vector<decode_case> decode_grid() {
-    std::vector<decode_case> out;
-    for (const auto& c : expand(decode_grids(), 1)) {
-        problem layer = c.shape();
-        layer.n_q = layer.n_kv = 1;
-        layer.causal = false;
-        out.push_back({layer, c.context, c.magnitude});
-    }
-    return out;
 }
 
 } // namespace attn

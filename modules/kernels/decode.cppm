@@ -5,6 +5,10 @@
 //  - Lanes: a batch holds RB heads x C dims (RB = R rounded up to a power of two, at most lanes;
 //    RB * C = lanes), so a score costs d_head/C FMAs whether R is 1 (dot products), 4 (GQA) or
 //    16 (MQA): no lane is idle and the step stays bandwidth-bound (decode_item).
+//  - P V: with R < lanes (C > 1) a pass holds a few heads' output batches in registers
+//    (decode_pv); with the heads in the lanes (C = 1: MQA, MLA's absorbed form) one accumulator is
+//    one output dim of every head, so any value width (MLA's d_c = 512) runs as a loop over blocks
+//    of 16 dims in registers (decode_pv_heads), one broadcast FMA per cached value element.
 //  - Overlap: the rows decode_prefetch keys ahead are prefetched into L2 (not L1: the current and
 //    next K and V tiles together exceed it), across chunk boundaries; items go to threads in
 //    contiguous runs (guided schedule), so a thread's next item continues the keys it streams.
@@ -72,17 +76,19 @@ inline key_split split_keys(std::size_t n_kv) {
 }
 
 /// The decode core's shapes for a problem: its R = H/G query heads per key/value head go RB to a
-/// batch, in blocks of RB (R rounded up to a power of two, at most lanes), C = lanes / RB lanes each.
+/// batch, in blocks of RB (R rounded up to a power of two, at most lanes), C = lanes / RB lanes each;
+/// d the query/key width, dv the value width, dp dv padded to whole batches (the accumulators).
 struct decode_shape {
-    std::size_t rb = 1, c = lanes, blocks = 1, rows = 1, d = 0, dp = 0;
+    std::size_t rb = 1, c = lanes, blocks = 1, rows = 1, d = 0, dv = 0, dp = 0;
     inline explicit decode_shape(const problem& p) {
         const std::size_t r = p.heads / p.kv_heads;
         rb = r >= lanes ? lanes : std::bit_ceil(r);
         c = lanes / rb;
         blocks = (r + rb - 1) / rb;
         rows = blocks * rb;
-        d = p.head_dim();
-        dp = round_up(d, lanes);
+        d = p.qk_dim();
+        dv = p.v_dim();
+        dp = round_up(dv, lanes);
     }
     inline std::size_t qs_floats() const { return std::max(blocks * (d / c) * lanes, lanes); } ///< rearranged queries
     inline std::size_t s_floats() const { return decode_tile / c * lanes; } ///< one tile's scores, one block
@@ -182,7 +188,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         auto ahead = [&](const kv_rows<S>& x) {
             if (!n_next) return next_rows{};
             return next_rows{reinterpret_cast<const char*>(x.data.row(b, g, t0 + dist)), x.data.row_stride * sizeof(S),
-                             d * sizeof(S), n_next};
+                             x.data.dim * sizeof(S), n_next};
         };
         const next_rows k_next = ahead(io.k), v_next = ahead(io.v);
         // scores of every block of heads first, MK keys at a time, so that a narrow cache's keys
@@ -278,7 +284,10 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             (l * corr + group_sum<C>(sum)).store_aligned(mp + lanes);
             alignas(64) float cr[lanes];
             corr.store_aligned(cr);
-            decode_pv<C, DC>(part + blk * RB * dp, dp, d, cr, sb, v, vs, n, blk == 0 ? v_next : next_rows{});
+            if constexpr (C == 1) // heads in the lanes: this block's outputs dim-major
+                decode_pv_heads(part + blk * RB * dp, sh.dv, cr, sb, v, vs, n, blk == 0 ? v_next : next_rows{});
+            else
+                decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, blk == 0 ? v_next : next_rows{});
         }
     }
     float* m_out = part + sh.rows * dp;
@@ -308,7 +317,7 @@ template <class S>
 void decode_combine(const problem& p, const kv_core_io<S>& io, std::size_t b, std::size_t g, std::size_t r,
                     const float* parts, std::size_t chunks) {
     const decode_shape sh(p);
-    const std::size_t R = p.heads / p.kv_heads, d = sh.d, dp = sh.dp, rows = sh.rows;
+    const std::size_t R = p.heads / p.kv_heads, d = sh.dv, dp = sh.dp, rows = sh.rows;
     const std::size_t stride = sh.partial_floats();
     auto m_of = [&](std::size_t c) { return parts[c * stride + rows * dp + r]; };
     auto l_of = [&](std::size_t c) { return parts[c * stride + rows * dp + rows + r]; };
@@ -317,11 +326,13 @@ void decode_combine(const problem& p, const kv_core_io<S>& io, std::size_t b, st
     float* o = io.out.row(b, g * R + r, 0);
     std::fill(o, o + d, 0.0f);
     float l = 0.0f;
+    // heads in the lanes (C = 1): a block's outputs are dim-major, [dp][lanes]
+    const std::size_t first = sh.c == 1 ? r / lanes * lanes * dp + r % lanes : r * dp, step = sh.c == 1 ? lanes : 1;
     for (std::size_t c = 0; c < chunks; ++c) {
         const float f = std::exp(m_of(c) - mx);
         l += l_of(c) * f;
-        const float* a = parts + c * stride + r * dp;
-        for (std::size_t t = 0; t < d; ++t) o[t] += a[t] * f;
+        const float* a = parts + c * stride + first;
+        for (std::size_t t = 0; t < d; ++t) o[t] += a[t * step] * f;
     }
     const float inv = 1.0f / l; // l >= 1: the maximum's own term
     for (std::size_t t = 0; t < d; ++t) o[t] *= inv;
@@ -366,20 +377,26 @@ void decode_core_dispatch(std::size_t dc, const problem& p, const kv_core_io<S>&
 
 } // namespace detail
 
-/// The attention core for n_q == 1 (any causal flag: the one row sees every key), q [B, H, 1, d],
-/// k and v [B, G, n_kv, d] with any strides (a cache's views), out [B, H, 1, d].
-/// d_head up to 8 x lanes in registers; wider heads keep 8 x lanes in registers and do the rest
-/// as the scalar tail (correct, not fast).
+/// The batches of a head the core keeps in registers: min(d_qk, d_v) / lanes, at most 8.
+inline std::size_t decode_register_batches(const problem& p) {
+    return std::min<std::size_t>(std::min(p.qk_dim(), p.v_dim()) / lanes, 8);
+}
+
+/// The attention core for n_q == 1 (any causal flag: the one row sees every key), q [B, H, 1, d_qk],
+/// k [B, G, n_kv, d_qk] and v [B, G, n_kv, d_v] with any strides (a cache's views), out [B, H, 1, d_v].
+/// Heads up to 8 x lanes wide in registers; wider heads (or a value width other than the query/key
+/// width) keep min(d_qk, d_v) rounded down to batches, at most 8, in registers and do the rest as
+/// the scalar tail (correct, not fast).
 inline void decode_core(const problem& p, const core_io<float>& io, int threads) {
     const kv_core_io<float> kv{io.q, {io.k, {}}, {io.v, {}}, io.out};
-    detail::decode_core_dispatch(std::min<std::size_t>(p.head_dim() / lanes, 8), p, kv, threads);
+    detail::decode_core_dispatch(decode_register_batches(p), p, kv, threads);
 }
 
 /// decode_core over a cache of type S (bf16, f16, int8): k and v [B, G, n_kv, d] in S (int8 with
 /// a scale per row), q and out in fp32; the same function of the cache's values as fp32 would be.
 template <class S>
 void decode_core_kv(const problem& p, const kv_core_io<S>& io, int threads) {
-    detail::decode_core_dispatch(std::min<std::size_t>(p.head_dim() / lanes, 8), p, io, threads);
+    detail::decode_core_dispatch(decode_register_batches(p), p, io, threads);
 }
 
 } // namespace attn::kernels

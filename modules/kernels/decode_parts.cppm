@@ -166,4 +166,36 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
     }
 }
 
+/// The P V update with the heads in the lanes (C = 1: R >= lanes query heads share the key/value
+/// head, MQA and MLA's absorbed form): out holds this block's lanes heads dim-major, [d][lanes],
+/// so one accumulator is one output dim of every head. Per key j the weights of all the heads are
+/// one vector (score group j), and each value element is broadcast once and multiplies it: one
+/// FMA per element of v_j for all the heads, whatever d is (a runtime loop over blocks of TB dims,
+/// each block's accumulators in registers for the whole tile). corr is the running max's rescale
+/// per head, one lane each.
+template <class E>
+void decode_pv_heads(float* out, std::size_t d, const float* corr, const float* s, const E* v, std::size_t vs,
+                     std::size_t n, const next_rows& v_next) {
+    constexpr std::size_t TB = 16;
+    const batch cr = batch::load_aligned(corr);
+    std::size_t t0 = 0;
+    for (; t0 + TB <= d; t0 += TB) {
+        batch a[TB];
+        for (std::size_t i = 0; i < TB; ++i) a[i] = batch::load_aligned(out + (t0 + i) * lanes) * cr;
+        for (std::size_t j = 0; j < n; ++j) {
+            if (t0 == 0) v_next.fetch(j);
+            const batch pj = batch::load_aligned(s + j * lanes);
+            const E* vj = v + j * vs + t0;
+            for (std::size_t i = 0; i < TB; ++i) a[i] = isa::fused(pj, batch(float(vj[i])), a[i]);
+        }
+        for (std::size_t i = 0; i < TB; ++i) a[i].store_aligned(out + (t0 + i) * lanes);
+    }
+    for (; t0 < d; ++t0) { // d % TB dims, a vector of heads each
+        batch a = batch::load_aligned(out + t0 * lanes) * cr;
+        for (std::size_t j = 0; j < n; ++j)
+            a = isa::fused(batch::load_aligned(s + j * lanes), batch(float(v[j * vs + t0])), a);
+        a.store_aligned(out + t0 * lanes);
+    }
+}
+
 } // namespace attn::kernels::detail

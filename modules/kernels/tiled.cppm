@@ -56,12 +56,12 @@ struct tiled_scratch {
     std::size_t s_ld = 0, acc_ld = 0;
 
     tiled_scratch(const problem& p, tiles t) {
-        const std::size_t d = p.head_dim();
+        const std::size_t dqk = p.qk_dim(), dv = p.v_dim();
         s_ld = round_up(t.kv, nr);
-        acc_ld = round_up(d, nr);
-        qs.resize(t.q * d);
-        kp.resize(packed_size(d, t.kv));
-        vp.resize(packed_size(t.kv, d));
+        acc_ld = round_up(dv, nr);
+        qs.resize(t.q * dqk);
+        kp.resize(packed_size(dqk, t.kv));
+        vp.resize(packed_size(t.kv, dv));
         s.resize(t.q * s_ld);
         acc.resize(t.q * acc_ld);
         m.resize(t.q);
@@ -87,7 +87,7 @@ inline void scale_row(float* x, std::size_t n, float f) { // n is a multiple of 
 template <class T>
 void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_t h, std::size_t i0, std::size_t tq,
                tiles t, tiled_scratch& w) {
-    const std::size_t d = p.head_dim(), g = p.kv_head_of(h);
+    const std::size_t d = p.qk_dim(), dv = p.v_dim(), g = p.kv_head_of(h);
     const float scale = float(p.softmax_scale());
     for (std::size_t r = 0; r < tq; ++r) {
         float* qs = w.qs.data() + r * d;
@@ -120,14 +120,14 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
             if (corr != 1.0f) detail::scale_row(w.acc.data() + r * w.acc_ld, w.acc_ld, corr);
             w.m[r] = m_new;
         }
-        pack_b(io.v.row(b, g, j0), io.v.row_stride, 1, tk, d, w.vp.data()); // V
-        gemm_rows(r0, tq, d, tk, w.s.data(), w.s_ld, w.vp.data(), w.acc.data(), w.acc_ld, true);
+        pack_b(io.v.row(b, g, j0), io.v.row_stride, 1, tk, dv, w.vp.data()); // V
+        gemm_rows(r0, tq, dv, tk, w.s.data(), w.s_ld, w.vp.data(), w.acc.data(), w.acc_ld, true);
     }
     for (std::size_t r = 0; r < tq; ++r) {
         float* a = w.acc.data() + r * w.acc_ld;
         const float inv = w.l[r] == 0.0f ? 0.0f : 1.0f / w.l[r]; // no visible key: zeros, by definition
-        for (std::size_t c = 0; c < d; ++c) a[c] = w.l[r] == 0.0f ? 0.0f : a[c] * inv;
-        isa::narrow(a, io.out.row(b, h, i0 + r), d);
+        for (std::size_t c = 0; c < dv; ++c) a[c] = w.l[r] == 0.0f ? 0.0f : a[c] * inv;
+        isa::narrow(a, io.out.row(b, h, i0 + r), dv);
     }
 }
 

@@ -52,6 +52,10 @@ std::string to_json(const ceilings& c, int indent) {
     }
     j["triad_gbs_1_thread"] = stats_json(c.triad_1t_gbs);
     j["triad_gbs_all_threads"] = stats_json(c.triad_all_gbs);
+    if (!c.read_1t_gbs.samples.empty()) {
+        j["read_gbs_1_thread"] = stats_json(c.read_1t_gbs);
+        j["read_gbs_all_threads"] = stats_json(c.read_all_gbs);
+    }
     j["threads"] = c.threads;
     j["fma_accumulators_per_thread"] = c.accumulators;
     j["simd_arch"] = c.simd_arch;
@@ -66,19 +70,41 @@ std::string to_json(const ceilings& c, int indent) {
         x["fmas_per_batch"] = p.fmas;
         x["flop_per_byte"] = p.flop_per_byte;
         x["gbs"] = stats_json(p.gbs);
-        x["roof_gbs"] = roofline_gbs(c.triad_all_gbs.median, c.fma_all_gflops.median, p.flop_per_byte);
+        x["roof_gbs"] = roofline_gbs(c.read_all_gbs.samples.empty() ? c.triad_all_gbs.median : c.read_all_gbs.median,
+                                     c.fma_all_gflops.median, p.flop_per_byte);
         probe.push_back(x);
     }
     j["stream_fma"] = probe;
+    if (!c.read_footprints.empty()) {
+        nlohmann::ordered_json scan = nlohmann::ordered_json::array();
+        for (const auto& f : c.read_footprints) {
+            nlohmann::ordered_json x;
+            x["bytes"] = f.bytes;
+            x["threads"] = f.threads;
+            x["gbs"] = stats_json(f.gbs);
+            scan.push_back(x);
+        }
+        j["read_footprints"] = scan;
+        j["dram_footprint_bytes_1_thread"] = dram_footprint(c, 1);
+        j["dram_footprint_bytes_all_threads"] = dram_footprint(c, c.threads);
+    }
     j["units"] = {
         {"fma", "GFLOP/s, 10^9 FLOP/s, one FMA = 2 FLOP"},
         {"bf16_dot", "GFLOP/s of vdpbf16ps zmm (AVX512_BF16; present only where the CPU has it): 16 fp32 lanes, each "
                      "adding two bf16 products, 4 FLOP per lane"},
         {"triad", "GB/s, 10^9 byte/s, 12 byte per element (read b, c; write a; write-allocate not counted); arrays "
                   "2 MiB-aligned with MADV_HUGEPAGE, like the key/value cache (attn::big_allocator)"},
+        {"read", "GB/s read (10^9 byte/s) by a loop that only reads the triad's arrays b and c (each thread sums "
+                 "its share into four independent accumulators): the ceiling of a kernel that reads and writes "
+                 "almost nothing, as a decode step over its cache"},
         {"stream_fma", "GB/s read (10^9 byte/s) on all threads by a loop that feeds every batch read from the triad's "
                        "arrays b and c to fmas_per_batch FMAs (flop_per_byte = fmas_per_batch / 2); roof_gbs = "
-                       "min(triad, FMA / flop_per_byte) from the medians"}};
+                       "min(read, FMA / flop_per_byte) from the medians"},
+        {"read_footprints", "GB/s read by the read probe over the first bytes / 2 of b and of c (bytes in all): 1, 2 "
+                            "and 4 x the last-level cache sysfs reports, on 1 and all threads; "
+                            "dram_footprint_bytes_*: from this many bytes on a read-only stream runs within 15% of "
+                            "the main read figure (DRAM speed), so a decode cache smaller than it is read partly "
+                            "from the caches"}};
     return j.dump(indent > 0 ? indent : -1);
 }
 
@@ -97,6 +123,10 @@ ceilings from_value(nlohmann::ordered_json j, const std::string& where) {
     }
     c.triad_1t_gbs = stats_from(j, "triad_gbs_1_thread", where);
     c.triad_all_gbs = stats_from(j, "triad_gbs_all_threads", where);
+    if (j.contains("read_gbs_1_thread")) {
+        c.read_1t_gbs = stats_from(j, "read_gbs_1_thread", where);
+        c.read_all_gbs = stats_from(j, "read_gbs_all_threads", where);
+    }
     c.threads = j.value("threads", 1);
     c.accumulators = j.value("fma_accumulators_per_thread", 0);
     c.simd_arch = j.value("simd_arch", std::string());
@@ -112,6 +142,16 @@ ceilings from_value(nlohmann::ordered_json j, const std::string& where) {
             p.flop_per_byte = x.value("flop_per_byte", 0.0);
             p.gbs = stats_from(x, "gbs", where);
             c.stream.push_back(p);
+        }
+    if (j.contains("read_footprints") && j["read_footprints"].is_array())
+        for (const auto& x : j["read_footprints"]) {
+            require(x.is_object() && x.contains("gbs") && x.contains("bytes"),
+                    where + ": \"read_footprints\" entries need \"bytes\" and \"gbs\"");
+            footprint_point f;
+            f.bytes = x.value("bytes", std::size_t(0));
+            f.threads = x.value("threads", 1);
+            f.gbs = stats_from(x, "gbs", where);
+            c.read_footprints.push_back(f);
         }
     return c;
 }

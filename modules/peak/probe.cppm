@@ -111,4 +111,7 @@ stats triad_impl(triad_arrays& arr, int threads, int repetitions);
 /// The streaming probe on the triad's arrays b and c, in GB/s read.
 stats stream_impl(triad_arrays& arr, int threads, int fmas, int repetitions);
 
+/// The read probe on the triad's arrays b and c (their first `elements` each; 0: all), in GB/s read.
+stats read_impl(triad_arrays& arr, int threads, int repetitions, std::size_t elements = 0);
+
 } // namespace attn::peak

@@ -1,5 +1,7 @@
 // attn.peak -- the streaming probe: every batch read once from the triad's arrays feeds a fixed
-// number of FMAs, which shows where between the triad and the FMA ceiling the roofline bends.
+// number of FMAs, which shows where between the triad and the FMA ceiling the roofline bends; and
+// the read probe: the same arrays read with adds alone into four independent sums, which is what
+// a kernel that only reads (a decode step over its cache) can at most get from memory.
 module;
 #include <algorithm>
 #include <chrono>
@@ -59,12 +61,23 @@ stream_kernel stream_kernel_for(int fmas) {
     }
 }
 
-} // namespace
+/// Sums x[0, n) (n a multiple of the batch size) into four independent accumulators: one add per
+/// batch read, four chains so that the adds' latency never holds the loads back.
+float read_chains(const float* x, std::size_t n) {
+    batch acc[4] = {batch(0.0f), batch(0.0f), batch(0.0f), batch(0.0f)};
+    std::size_t i = 0;
+    for (; i + 4 * batch::size <= n; i += 4 * batch::size)
+        for (std::size_t k = 0; k < 4; ++k) acc[k] += batch::load_aligned(x + i + k * batch::size);
+    for (; i < n; i += batch::size) acc[0] += batch::load_aligned(x + i);
+    return xsimd::hadd((acc[0] + acc[1]) + (acc[2] + acc[3]));
+}
 
-/// Each thread reads its static share of b, then of c (the triad's arrays, read only).
-stats stream_impl(triad_arrays& arr, int threads, int fmas, int repetitions) {
-    const stream_kernel k = stream_kernel_for(fmas);
-    const std::size_t n = arr.n / batch::size * batch::size;
+/// Each thread runs `k` over its static share of b[0, n), then of c[0, n) (n <= arr.n; 0: all of
+/// them); GB/s of bytes read.
+template <class Kernel>
+stats read_each_share(triad_arrays& arr, int threads, int repetitions, Kernel k, const char* what,
+                      std::size_t elements = 0) {
+    const std::size_t n = (elements ? std::min(elements, arr.n) : arr.n) / batch::size * batch::size;
     const float *b = arr.b.get(), *c = arr.c.get();
     return repeated(repetitions, [&] {
         std::vector<float> sink(std::size_t(std::max(threads, 1)), 0.0f);
@@ -80,9 +93,27 @@ stats stream_impl(triad_arrays& arr, int threads, int fmas, int repetitions) {
         }
         const double sec = std::max(seconds_since(t0), 1e-9);
         escape(sink.data());
-        for (float v : sink) require(std::isfinite(v), "peak: streaming probe produced a non-finite value");
+        for (float v : sink)
+            require(std::isfinite(v), std::string("peak: the ") + what + " produced a non-finite value");
         return 2.0 * double(n) * sizeof(float) / sec * 1e-9;
     });
+}
+
+} // namespace
+
+stats read_impl(triad_arrays& arr, int threads, int repetitions, std::size_t elements) {
+    return read_each_share(arr, threads, repetitions, read_chains, "read probe", elements);
+}
+
+stats read_gbs(int threads, const options& opt) {
+    check_options(opt);
+    triad_arrays arr(std::max<std::size_t>(triad_array_bytes(opt) / sizeof(float), 16));
+    return read_impl(arr, resolve_threads(threads), opt.repetitions);
+}
+
+/// Each thread reads its static share of b, then of c (the triad's arrays, read only).
+stats stream_impl(triad_arrays& arr, int threads, int fmas, int repetitions) {
+    return read_each_share(arr, threads, repetitions, stream_kernel_for(fmas), "streaming probe");
 }
 
 stats stream_gbs(int threads, int fmas, const options& opt) {

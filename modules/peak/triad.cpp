@@ -66,6 +66,11 @@ stats triad_probe::measure(int threads, int repetitions) {
     return triad_impl(*arrays_, resolve_threads(threads), repetitions);
 }
 
+stats triad_probe::measure_read(int threads, int repetitions) {
+    require(repetitions >= 1, "peak: read repetitions must be >= 1 (got " + std::to_string(repetitions) + ")");
+    return read_impl(*arrays_, resolve_threads(threads), repetitions);
+}
+
 stats triad_gbs(int threads, const options& opt) { return triad_probe(opt).measure(threads, opt.repetitions); }
 
 } // namespace attn::peak

@@ -1,7 +1,8 @@
 """Validates attnbench-bench's decode mode on a grid: every case ran its whole step (ID) and its
-attention core (ID/core), checked and timed; a triad ran beside them and every core was paired
-with it; the counters are present, positive and consistent with the case (cache bytes
-2 B G d_head (L+1) 4, the byte ratio H/G, the shares of the triad alongside).
+attention core (ID/core), checked and timed; a triad and a read probe ran beside them and every
+core was paired with them; the counters are present, positive and consistent with the case (cache
+bytes 2 B G d_head (L+1) 4, the byte ratio H/G, the shares of the probes alongside, the roofline
+under the read ceiling).
 
 usage: check_decode_bench.py FILE.json EXPECTED_CASES
 """
@@ -15,6 +16,8 @@ path, expected = sys.argv[1], int(sys.argv[2])
 d, runs = load_runs(path)
 triads = [b for b in runs if json.loads(b["label"]).get("probe") == "triad"]
 assert triads and all(b["triad_gbs"] > 0 for b in triads), "no triad ran beside the decode cases"
+reads = [b for b in runs if json.loads(b["label"]).get("probe") == "read"]
+assert reads and all(b["read_gbs"] > 0 for b in reads), "no read probe ran beside the decode cases"
 steps, cores = {}, {}
 for b in runs:
     label = json.loads(b["label"])
@@ -29,14 +32,16 @@ for name, reps in steps.items():
         assert math.isclose(b["cache_mib"], cache / 2**20, rel_tol=1e-9), (name, b["cache_mib"])
         assert math.isclose(b["cache_ratio_to_mha"], case["heads"] / case["kv_heads"]), name
         assert math.isclose(b["intensity"], case["heads"] / (2 * case["kv_heads"])), name
-        for c in ("us_per_token", "tokens_per_s", "gflops_matmul", "step_gbs", "weight_mib", "peak_gbs"):
+        for c in ("us_per_token", "tokens_per_s", "gflops_matmul", "step_gbs", "weight_mib", "peak_gflops"):
             assert b[c] > 0, f"{name}: {c} = {b[c]}"
         assert math.isclose(b["us_per_token"] * case["batch"], b["real_time"] * 1e3, rel_tol=1e-6), name  # ms -> us
 for name, reps in cores.items():
     for case, b in reps:
-        for c in ("core_us", "kv_gbs", "pct_triad", "roof_gbs", "pct_roof", "triad_alongside_gbs",
-                  "pct_triad_alongside", "pct_roof_alongside"):
+        for c in ("core_us", "kv_gbs", "pct_triad", "pct_read", "roof_gbs", "pct_roof", "triad_alongside_gbs",
+                  "pct_triad_alongside", "read_alongside_gbs", "pct_read_alongside", "pct_roof_alongside"):
             assert b[c] > 0, f"{name}/core: {c} = {b[c]}"
         assert math.isclose(b["pct_triad_alongside"], 100 * b["kv_gbs"] / b["triad_alongside_gbs"], rel_tol=1e-9)
-        assert b["roof_gbs"] <= b["peak_gbs"] * (1 + 1e-12) and b["arith_roof_gbs"] > 0, name
-print(f"{len(steps)} decode cases: step and core checked and timed, counters consistent, triad paired")
+        assert math.isclose(b["pct_read_alongside"], 100 * b["kv_gbs"] / b["read_alongside_gbs"], rel_tol=1e-9)
+        assert b["roof_gbs"] <= b["read_ceiling_gbs"] * (1 + 1e-12) and b["arith_roof_gbs"] > 0, name
+        assert b["roof_alongside_gbs"] <= b["read_alongside_gbs"] * (1 + 1e-12), name
+print(f"{len(steps)} decode cases: step and core checked and timed, counters consistent, probes paired")

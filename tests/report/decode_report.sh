@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # attnbench report on a tiny decode sweep (tests/report/decode.toml) through the real harness:
-# one record per case, the G of one (batch, L) run together with a triad beside them, the decode
+# one record per case, the G of one (batch, L) run together with the triad and read probes beside
+# them, the decode
 # counters in perf.csv, and report.md with one decoding section and its four figures.
 # usage: decode_report.sh ATTNBENCH PYTHON WORKDIR
 set -euo pipefail
@@ -16,7 +17,8 @@ rows = list(csv.DictReader(open(os.path.join(run, "perf.csv"))))
 assert len(rows) == 12 and all(r["status"] == "ok" and r["mode"] == "decode" for r in rows), rows
 for r in rows:
     for c in ("time_ms", "core_time_ms", "us_per_token", "kv_gbs", "pct_triad", "pct_roof", "cache_mib", "weight_mib",
-              "gflops_matmul", "triad_alongside_gbs", "pct_triad_alongside", "cache_ratio_to_mha"):
+              "gflops_matmul", "triad_alongside_gbs", "pct_triad_alongside", "cache_ratio_to_mha", "read_ceiling_gbs",
+              "pct_read", "read_alongside_gbs", "pct_read_alongside", "roof_alongside_gbs", "pct_roof_alongside"):
         assert r[c] and float(r[c]) > 0, (r["id"], c, r[c])
 perf = json.load(open(os.path.join(run, "perf.json")))["cases"]
 assert set(perf[0]) >= set(rows[0]), "perf.csv has columns perf.json lacks"
@@ -24,7 +26,7 @@ for r in perf:
     rec = json.load(open(os.path.join(run, "cases", r["id"] + ".json")))
     assert rec["case"]["kv_heads"] == r["kv_heads"] and len(rec["run_with"]) == 3, rec.get("run_with")
     names = {b["run_name"].split("/")[0] for b in rec["benchmarks"]}
-    assert names == {r["id"], "triad-t" + str(r["threads"])}, names
+    assert names == {r["id"], "triad-t" + str(r["threads"]), "read-t" + str(r["threads"])}, names
 md = open(os.path.join(run, "report.md")).read()
 assert md.count("## Incremental decoding") == 1 and "## Decoding with" not in md, "one decoding section"
 for stem in ("decode_time_vs_context", "decode_bandwidth_vs_context", "decode_time_vs_groups", "decode_cache_size"):

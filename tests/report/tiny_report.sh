@@ -39,6 +39,13 @@ assert " †" in md and "measured low" in md
 for section in ("## How to reproduce", "## Correctness first", "## Performance", "### The free lunch",
                 "## Parameters", "## FLOPs", "## Claims ledger", "## Machine and build"):
     assert section in md, section
+# every grid is drawn, or the report says why not: 'faulty' (N 63 and 65, both failing) cannot be
+assert "What each grid of the sweep is drawn as" in md
+assert "- `scaling`: time, GFLOP/s and % of peak against N" in md, md
+assert "- `free_lunch`: time against H (the free lunch)" in md, md
+assert "- `faulty`: not drawn as time, GFLOP/s and % of peak against N: none of its cases ran" in md, md
+schema = json.load(open(os.path.join(run, "perf.json")))["schema"]
+assert [g["name"] for g in schema["grids"]] == ["scaling", "free_lunch", "faulty"], schema["grids"]
 print("report ok:", len(perf), "cases")
 PY
 # plot re-renders from the stored results only
