@@ -72,7 +72,8 @@ struct claim {
     verdict result = verdict::refuted; ///< judge(figures)
 };
 
-/// Every claim of seeds 000, 001, 003 and 004, in the ledger's order (ids C1, C2, ...).
+/// Every claim of seeds 000, 001, 003 and 004, then DeepSeek-V2's Table 1, in the ledger's order
+/// (ids C1, C2, ...).
 std::vector<claim> ledger();
 
 /// The claim whose paraphrase contains `text` (throws attn::error if none or several).
@@ -89,6 +90,7 @@ inline constexpr const char* s000 = "000 (blog, 'Cat sleeps')";
 inline constexpr const char* s001 = "001 (course page)";
 inline constexpr const char* s003 = "003 (first-principles essay)";
 inline constexpr const char* s004 = "004 (textbook ch. 10)";
+inline constexpr const char* ds2 = "DeepSeek-V2 (arXiv 2405.04434, Table 1)";
 
 /// Appends claims to `c`, each with the next id (C1, C2, ...) and its verdict, judge(figures).
 struct adder {

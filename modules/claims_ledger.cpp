@@ -291,6 +291,41 @@ std::vector<claim> ledger() {
         {cost("projection FLOPs (full count), H=8 / H=1", 1, ratio(f8.projection_full(), f1.projection_full())),
          cost("projection FLOPs (matmul-only), H=8 / H=1", 1, ratio(f8.projection_matmul(), f1.projection_matmul()))},
         "Exactly equal, not just roughly; the attention stages are the part that moves with H (see C12).");
+
+    // ---- DeepSeek-V2, Table 1: the cache per token of each family, at V2's widths ----
+    {
+        const auto& v2 = find_latent_config("deepseek-v2");
+        const std::size_t layers = 60, dh = v2.nope; // V2: 60 layers, d_h = 128 (section 3.1.2)
+        auto per_token = [&](std::size_t kv_heads) { // MHA, GQA, MQA with V2's n_h heads of d_h
+            problem p = gqa(v2.d_model, v2.heads, kv_heads, 1);
+            p.d_head = dh;
+            return double(kv_cache_elements_per_token(p) * layers);
+        };
+        const double mla_l = double(kv_cache_elements_per_token(v2.layer(form::absorb)) * layers);
+        const double n_h = double(v2.heads), d_h = double(dh), l = double(layers);
+        const std::string at = "n_h 128, d_h 128, d_c 512, d_h^R 64, l 60";
+        add(detail::ds2,
+            "Cached elements per token: MHA 2 n_h d_h l, GQA 2 n_g d_h l, MQA 2 d_h l, MLA (d_c + d_h^R) l.",
+            "attnbench params --family mla --config deepseek-v2",
+            at + ": MHA " + g(std::uint64_t(per_token(v2.heads))) + ", GQA n_g=8 " + g(std::uint64_t(per_token(8))) +
+                ", MQA " + g(std::uint64_t(per_token(1))) + ", MLA " + g(std::uint64_t(mla_l)) +
+                " elements per token (what the caches allocate)",
+            {exact("MHA, 2 n_h d_h l", 2 * n_h * d_h * l, per_token(v2.heads)),
+             exact("GQA n_g = 8, 2 n_g d_h l", 2 * 8 * d_h * l, per_token(8)),
+             exact("MQA, 2 d_h l", 2 * d_h * l, per_token(1)),
+             exact("MLA, (d_c + d_h^R) l", double(v2.kv_rank + v2.rope) * l, mla_l)},
+            "Elements, whatever the storage type; attnbench params gives the bytes per cache type.");
+        add(detail::ds2, "MLA's cache is about 9/2 d_h l elements per token.",
+            "attnbench params --family mla --config deepseek-v2",
+            at + ": " + g(std::uint64_t(mla_l)) + " = " + f(mla_l / (d_h * l), 2) + " d_h l",
+            {at_decimals("MLA's elements per token / (d_h l)", 4.5, mla_l / (d_h * l), 2)},
+            "Exactly 9/2 at V2's widths (d_c = 4 d_h, d_h^R = d_h / 2), not only about.");
+        add(detail::ds2, "MLA's cache equals that of GQA with only 2.25 groups.",
+            "attnbench params --family mla --config deepseek-v2",
+            "MLA / (GQA per group, 2 d_h l) = " + f(mla_l / (2 * d_h * l), 4) + "; against MHA's " +
+                g(std::uint64_t(per_token(v2.heads))) + ": " + f(per_token(v2.heads) / mla_l, 1) + "x smaller",
+            {at_decimals("GQA groups with MLA's cache", 2.25, mla_l / (2 * d_h * l), 2)});
+    }
     return c;
 }
 

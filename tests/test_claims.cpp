@@ -100,7 +100,7 @@ TEST_CASE("claims: a wrong printed number changes the verdict", "[claims]") {
 
 TEST_CASE("claims: every verdict is the criterion applied to the claim's own figures", "[claims]") {
     const auto all = cl::ledger();
-    REQUIRE(all.size() == 35);
+    REQUIRE(all.size() == 38);
     std::vector<std::string> refuted, qualified;
     for (const auto& c : all) {
         INFO(c.id << ": " << c.text);
@@ -119,4 +119,25 @@ TEST_CASE("claims: every verdict is the criterion applied to the claim's own fig
          {"pays no attention", "matrix Z printed", "no significant hardware cost", "stays close to one full-width head",
           "do not multiply the computation", "never an interior point", "Multi-Query Attention"})
         CHECK(cl::find(all, q).result == cl::verdict::qualified);
+}
+
+TEST_CASE("claims: DeepSeek-V2's Table 1 at V2's widths, by hand", "[claims][mla]") {
+    // n_h 128, d_h 128, d_c 512, d_h^R 64, l 60 layers: MHA 2*128*128*60 = 1,966,080; GQA with 8
+    // groups 2*8*128*60 = 122,880; MQA 2*128*60 = 15,360; MLA (512 + 64)*60 = 34,560 = 4.5 d_h l
+    // = 2 d_h l * 2.25
+    const auto all = cl::ledger();
+    auto table = cl::find(all, "Cached elements per token");
+    CHECK(cl::find(table, "MHA").computed == 1966080);
+    CHECK(cl::find(table, "GQA").computed == 122880);
+    CHECK(cl::find(table, "MQA").computed == 15360);
+    CHECK(cl::find(table, "MLA").computed == 34560);
+    CHECK(table.result == cl::verdict::confirmed);
+    auto ninehalves = cl::find(all, "9/2 d_h l");
+    CHECK(cl::find(ninehalves, "d_h l").computed == 4.5);
+    auto groups = cl::find(all, "2.25 groups");
+    CHECK(cl::find(groups, "groups").computed == 2.25);
+    CHECK(groups.result == cl::verdict::confirmed);
+    // a wrong group count is refuted
+    cl::find(groups, "groups").claimed = 2.5;
+    CHECK(cl::judge(groups.figures) == cl::verdict::refuted);
 }

@@ -35,7 +35,17 @@ struct row {
     std::string variant, precision, mode, problem;
     check::metrics m;
     std::size_t order = 0;
+    attn::family family{}; ///< the problem's, set once its rows are in (check.json's family and form)
+    attn::form form{};
 };
+
+/// Sets the family and form of rows[first..] from the problem they checked.
+void tag_rows(std::vector<row>& rows, std::size_t first, const problem& p) {
+    for (std::size_t i = first; i < rows.size(); ++i) {
+        rows[i].family = p.family();
+        rows[i].form = p.form;
+    }
+}
 
 bool custom_grid(const check_args& a) {
     return !(a.d_model.empty() && a.heads.empty() && a.kv_heads.empty() && a.seq.empty() && a.batch.empty());
@@ -106,6 +116,7 @@ void check_all(const check_args& a) {
     std::vector<row> rows;
     for (const auto& gc : grid) {
         for (auto m : modes) {
+            const std::size_t first = rows.size();
             // inputs, weights and the fp64 reference's projections, in fp64
             const double bytes = 8.0 * (3 * double(gc.p.batch) * double(gc.p.n_q + gc.p.n_kv) * double(gc.p.d_model) +
                                         4 * double(gc.p.d_model) * double(gc.p.d_model));
@@ -142,6 +153,7 @@ void check_all(const check_args& a) {
             };
             if (wants(precision::bf16)) half.template operator()<bf16>("bf16");
             if (wants(precision::f16)) half.template operator()<f16>("f16");
+            tag_rows(rows, first, gc.p);
         }
     }
     if (decode) {
@@ -156,6 +168,7 @@ void check_all(const check_args& a) {
         for (const auto& c : cases) {
             for (decode_fill fill : {decode_fill::prefill, decode_fill::steps}) {
                 if (fill == decode_fill::steps && c.context > 300) continue; // the full forward is O(L^2)
+                const std::size_t first = rows.size();
                 const std::string label = c.layer.describe() + " L=" + std::to_string(c.context) + " " +
                                           decode_fill_name(fill) +
                                           (c.magnitude != 1.0 ? " |input|<=" + std::to_string(int(c.magnitude)) : "");
@@ -182,6 +195,7 @@ void check_all(const check_args& a) {
                         });
                     }
                 }
+                tag_rows(rows, first, c.layer);
             }
         }
     }
@@ -204,6 +218,8 @@ void check_all(const check_args& a) {
             j["cases"].push_back({{"variant", r.variant},
                                   {"precision", r.precision},
                                   {"mode", r.mode},
+                                  {"family", enum_name(r.family)},
+                                  {"form", enum_name(r.form)},
                                   {"problem", r.problem},
                                   {"max_abs_error", r.m.max_abs},
                                   {"max_rel_error", r.m.max_rel},

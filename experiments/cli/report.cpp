@@ -159,8 +159,8 @@ const std::vector<report_stage>& report_stages() {
     static const std::vector<report_stage> stages{
         {"peak", "this machine's FMA and triad ceilings (attnbench peak)", stage_peak},
         {"check", "every swept variant against the fp64 reference (attnbench check)", stage_check},
-        {"params", "parameter counts, closed form vs allocated (attnbench params)",
-         subcommands({{"params", "--out", "{out}"}})},
+        {"params", "parameter counts, closed form vs allocated; MLA's configurations (attnbench params)",
+         subcommands({{"params", "--out", "{out}"}, {"params", "--family", "mla", "--out", "{out}/latent"}})},
         {"flops", "FLOPs by stage and convention, crossover, KV cache (attnbench flops)",
          subcommands({{"flops", "--out", "{out}"}})},
         {"claims", "the seed documents' claims, the toy and the hull experiment (attnbench claims)", stage_claims},

@@ -76,6 +76,9 @@ class Decode:
 
     def __init__(self, perf, meta=None):
         mine = plotting.rows_of(perf, "decode")  # the grids drawn as the decode figures
+        # MLA's rows are the latent section's (latent.py): these figures key on G, and MLA's naive
+        # form has MHA's
+        mine = [r for r in mine if r.get("family") != "mla"]
         rows = [r for r in mine if r["mode"] == "decode" and r["status"] == "ok" and r.get("time_ms")]
         self.failed = [r for r in mine if r["mode"] == "decode" and r["status"] != "ok"]
         self.rows = self.all_rows = []

@@ -20,6 +20,7 @@ import decode_text  # noqa: E402  (the decode section's tables and prose)
 import peers as peers_section  # noqa: E402  (versus peers, the threads sweep)
 import perf as perf_section  # noqa: E402  (the performance figures and tables)
 import merged  # noqa: E402  (what a merge of shards says about itself)
+import latent as latent_section  # noqa: E402  (MLA beside the families of its shape)
 from plotting import md_table  # noqa: E402
 
 
@@ -105,7 +106,7 @@ def claims_section(cl):
 
 FIGURE_WORDS = {"vs_n": "time, GFLOP/s and % of peak against N", "vs_heads": "time against H (the free lunch)",
                 "threads": "the threads sweep", "decode": "the decoding section's figures",
-                "table": "the medians table alone"}
+                "latent": "the latent-attention section", "table": "the medians table alone"}
 
 
 def figures_by_grid(perf, drawn, skipped_n, skipped_h):
@@ -225,7 +226,8 @@ def main():
         threads_png, threads_table = peers_section.threads_figure(figdir, perf, save)
         dec = decode_plots.Decode(perf, meta)
         md.append(figures_by_grid(perf, {"vs_n": bool(perf_figs), "vs_heads": bool(lunch_path),
-                                         "threads": bool(threads_png), "decode": bool(dec.rows)},
+                                         "threads": bool(threads_png), "decode": bool(dec.rows),
+                                         "latent": any(r["status"] == "ok" for r in plotting.rows_of(perf, "latent"))},
                                   dict(skipped_n), dict(skipped_h)))
         for stem, path, cfgs in perf_figs:
             md.append(f"![{stem}]({path})\n")
@@ -264,6 +266,9 @@ def main():
         if dec.rows:
             decode_plots.plot_all(dec, figdir)
         md.append(decode_text.section(dec, peak, figures_md(decode_figs)))
+
+    latent_section.save = lambda fig, _d, stem: save(fig, figdir, stem)
+    md.append(latent_section.section(d, perf, check, figdir))
 
     md.append("## Parameters\n")
     md += figures_md(claim_figs, "params")
