@@ -16,8 +16,10 @@ export namespace attn {
 struct peer_provider {
     std::string name;
     std::vector<attn::mode> modes; ///< the case modes it runs
-    bool mha_only = false;         ///< only G = H (nn.MultiheadAttention has no grouped heads)
-    std::string library, install;  ///< the Python module it needs; the command that installs it
+    /// The families it runs; empty: any family of the one computation (MHA, GQA, MQA, ...) with
+    /// heads of d_model / H. nn.MultiheadAttention has no grouped heads; MLA has its own runner.
+    std::vector<attn::family> families;
+    std::string library, install; ///< the Python module it needs; the command that installs it
     /// The precisions it runs in (its output judged against the reference under that precision's
     /// bound before it is timed); a case in another precision gets no peer case, and
     /// `not_served` says why, per precision, for the report.
@@ -36,22 +38,29 @@ inline const std::vector<peer_provider>& peer_providers() {
     static const std::vector<peer_provider> p{
         {"torch-sdpa",
          {mode::core, mode::decode},
-         false,
+         {},
          "torch",
          "bash scripts/peers.sh",
          {dtype::f32, dtype::bf16, dtype::f16},
          {{dtype::int8, "int8 is a cache type of ours; torch's SDPA takes no quantized cache"}}},
         {"torch-mha",
          {mode::layer},
-         true,
+         {family::single_head, family::mha},
          "torch",
          "bash scripts/peers.sh",
          {dtype::f32},
          {{dtype::bf16, "its runner builds an fp32 nn.MultiheadAttention only"},
           {dtype::f16, "its runner builds an fp32 nn.MultiheadAttention only"}}},
+        {"torch-mla",
+         {mode::layer},
+         {family::mla},
+         "torch",
+         "bash scripts/peers.sh",
+         {dtype::f32},
+         {{dtype::bf16, "its runner is judged in fp32 only"}, {dtype::f16, "its runner is judged in fp32 only"}}},
         {"ort-attention",
          {mode::core, mode::decode},
-         false,
+         {},
          "onnxruntime",
          "bash scripts/peers.sh --ort",
          {dtype::f32},
@@ -108,8 +117,11 @@ inline std::vector<sweep_case> peer_cases(const std::vector<sweep_case>& cases,
         require(p != nullptr, "unknown peer '" + name + "'");
         for (const auto& k : cases) {
             if (is_peer(k.variant) || std::find(p->modes.begin(), p->modes.end(), k.mode) == p->modes.end()) continue;
-            if (p->mha_only && k.kv_heads != k.heads) continue;
-            if (k.bias || k.explicit_d_head()) continue; // the runners: no biases, heads of d_model / H
+            const auto& fs = p->families;
+            if (fs.empty() ? !derived_family(k.family) : std::find(fs.begin(), fs.end(), k.family) == fs.end())
+                continue;
+            // the runners: no biases; heads of d_model / H (a named family's own widths aside)
+            if (k.bias || (k.explicit_d_head() && derived_family(k.family))) continue;
             if (std::find(p->precisions.begin(), p->precisions.end(), k.precision) == p->precisions.end()) continue;
             sweep_case c = k;
             c.variant = p->name;

@@ -3,6 +3,9 @@
 # fatal, and the libFuzzer targets), runs the whole ctest suite under it, then runs each fuzz
 # target for a bounded time from its committed seed corpus (tests/fuzz/corpus/<target>).
 # Exits non-zero on any finding; a crashing input is left in build/asan/fuzz-work/<target>/.
+# The asan preset builds without the CUDA kernels (ATTNBENCH_CUDA=OFF: nvcc's code is not
+# instrumented, and the release build, which CI also runs, compiles them); tests/cuda's host tests
+# run here against the stub library.
 # Usage: scripts/sanitize.sh [seconds per fuzz target, default 60]
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

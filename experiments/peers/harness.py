@@ -49,6 +49,7 @@ sys.path.insert(0, HERE)
 PROVIDERS = {
     "torch-sdpa": ("torch_peers", "make_sdpa", ("core", "decode"), "bash scripts/peers.sh"),
     "torch-mha": ("torch_peers", "make_mha", ("layer",), "bash scripts/peers.sh"),
+    "torch-mla": ("torch_peers", "make_mla", ("layer",), "bash scripts/peers.sh"),
     "ort-attention": ("ort_peer", "make_attention", ("core", "decode"), "bash scripts/peers.sh --ort"),
 }
 # Faults a test injects to prove the judgement catches a misconfigured peer: "scale" hands the

@@ -1,8 +1,9 @@
 """PyTorch's attention as attnbench peers (run by harness.py): torch-sdpa, the fused
 scaled_dot_product_attention on [B, H, N, d] tensors (core; causal; G < H through enable_gqa;
 decode: one query row over the cache; fp32, bf16 or f16 tensors as the case's precision says),
-and torch-mha, nn.MultiheadAttention in eval mode under inference_mode with need_weights=False (the layer; its fast path needs self-attention, which is
-what the harness's layer inputs are). Each records torch's version, its intra-op thread count
+torch-mha, nn.MultiheadAttention in eval mode under inference_mode with need_weights=False (the layer; its fast path needs self-attention, which is
+what the harness's layer inputs are), and torch-mla, Multi-head Latent Attention's layer in the
+case's form, written with torch ops the way DeepSeek-V3's reference inference code writes it. Each records torch's version, its intra-op thread count
 and the ATen kernel that actually ran, read from the profiler on one call."""
 import os
 import warnings
@@ -65,6 +66,8 @@ def make_sdpa(case, inputs, threads):
 def make_mha(case, inputs, threads):
     torch.set_num_threads(threads)
     H, G, dm = case["heads"], case["kv_heads"], case["d_model"]
+    if case.get("family") == "mla":
+        raise RuntimeError("torch-mha is multi-head attention's layer; MLA's is torch-mla")
     if G != H:
         raise RuntimeError(f"torch-mha is multi-head attention only (G = H); this case has G = {G}, H = {H}")
     wdir = inputs["weights"]
@@ -90,4 +93,82 @@ def make_mha(case, inputs, threads):
             "op": "torch.nn.MultiheadAttention (eval, need_weights=False)",
             "kernel": kernel_of(call, ("aten::_native_multi_head_attention", "aten::_scaled_dot_product",
                                        "aten::_flash_attention", "aten::bmm", "aten::baddbmm"))}
+    return Peer(call, output, info)
+
+
+def make_mla(case, inputs, threads):
+    """MLA's layer (DeepSeek-V3's inference/model.py, class MLA, without YaRN) in the case's form:
+    naive decompresses K and V per head through wkv_b; absorb folds wkv_b's key half into the
+    query and its value half after the attention, attending over [kv_norm(c) | k_pe]. Weights are
+    the .npy files attnbench peer-io writes under DeepSeek's state-dict names."""
+    if case.get("family") != "mla":
+        raise RuntimeError(f"torch-mla runs MLA's layer (family mla); this case's family is {case.get('family')}")
+    torch.set_num_threads(threads)
+    H, C, Cq, Dr = case["heads"], case["kv_lora_rank"], case["q_lora_rank"], case["qk_rope_head_dim"]
+    Dqk = case["d_head"]
+    Dn, Dv = Dqk - Dr, case["d_v"] or Dqk
+    form = case.get("form")
+    if form not in ("naive", "absorb"):
+        raise RuntimeError(f"torch-mla needs a form, naive or absorb (got {form})")
+    dtype = DTYPES[case.get("precision", "f32")]
+    wdir = inputs["weights"]
+    names = ["wkv_a", "kv_norm", "wkv_b", "wo"] + (["wq_a", "q_norm", "wq_b"] if Cq else ["wq"])
+    w = {n: torch.from_numpy(np.load(f"{wdir}/{n}.weight.npy").astype(np.float32)).to(dtype) for n in names}
+    x = torch.from_numpy(inputs["x"].astype(np.float32)).to(dtype)
+    B, N, _ = x.shape
+    # RoPE on consecutive pairs: pair i of position p turns by p * 10000^(-2i/Dr)
+    inv = 1.0 / (10000.0 ** (torch.arange(0, Dr, 2, dtype=torch.float32) / Dr))
+    cis = torch.polar(torch.ones(N, Dr // 2), torch.outer(torch.arange(N, dtype=torch.float32), inv))
+    mask = torch.full((N, N), float("-inf")).triu_(1) if case["causal"] else None
+    scale = Dqk ** -0.5
+    wkv_b = w["wkv_b"].view(H, Dn + Dv, C)
+
+    def rope(t):  # [B, N, heads, Dr]
+        z = torch.view_as_complex(t.float().reshape(*t.shape[:-1], -1, 2))
+        return torch.view_as_real(z * cis.view(1, N, 1, Dr // 2)).flatten(3).to(t.dtype)
+
+    def rms(t, g):
+        return F.rms_norm(t, (t.shape[-1],), g, 1e-6)
+
+    def forward():
+        q = x @ w["wq"].T if not Cq else rms(x @ w["wq_a"].T, w["q_norm"]) @ w["wq_b"].T
+        q = q.view(B, N, H, Dqk)
+        q_nope, q_pe = torch.split(q, [Dn, Dr], dim=-1)
+        q_pe = rope(q_pe)
+        kv = x @ w["wkv_a"].T
+        c, k_pe = torch.split(kv, [C, Dr], dim=-1)
+        k_pe = rope(k_pe.unsqueeze(2))
+        if form == "naive":
+            kv = (rms(c, w["kv_norm"]) @ w["wkv_b"].T).view(B, N, H, Dn + Dv)
+            k_nope, v = torch.split(kv, [Dn, Dv], dim=-1)
+            k = torch.cat([k_nope, k_pe.expand(-1, -1, H, -1)], dim=-1)
+            scores = torch.einsum("bshd,bthd->bsht", torch.cat([q_nope, q_pe], dim=-1), k) * scale
+        else:
+            q_nope = torch.einsum("bshd,hdc->bshc", q_nope, wkv_b[:, :Dn])
+            c = rms(c, w["kv_norm"])
+            scores = (torch.einsum("bshc,btc->bsht", q_nope, c) +
+                      torch.einsum("bshr,btr->bsht", q_pe, k_pe.squeeze(2))) * scale
+        if mask is not None:
+            scores = scores + mask.view(1, N, 1, N)
+        scores = scores.softmax(dim=-1, dtype=torch.float32).to(dtype)
+        if form == "naive":
+            o = torch.einsum("bsht,bthd->bshd", scores, v)
+        else:
+            o = torch.einsum("bshc,hdc->bshd", torch.einsum("bsht,btc->bshc", scores, c), wkv_b[:, -Dv:])
+        return o.flatten(2) @ w["wo"].T
+
+    state = {}
+
+    def call():
+        with torch.inference_mode():
+            state["y"] = forward()
+
+    def output():
+        return state["y"].float().numpy()
+
+    info = {"library": "torch", "version": torch.__version__, "threads": torch.get_num_threads(),
+            "op": f"MLA's layer, {form} form, as DeepSeek-V3's inference/model.py writes it (torch.einsum, "
+                  "F.rms_norm, complex RoPE; no YaRN)" + ("" if dtype == torch.float32 else
+                                                           f" on {str(dtype).split('.')[-1]} tensors"),
+            "kernel": kernel_of(call, ("aten::bmm", "aten::mm", "aten::matmul", "aten::einsum"))}
     return Peer(call, output, info)

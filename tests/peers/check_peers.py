@@ -19,14 +19,25 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 HARNESS = os.path.join(HERE, "..", "..", "experiments", "peers", "harness.py")
-MODES = {"torch-sdpa": ("core", "decode"), "torch-mha": ("layer",), "ort-attention": ("core", "decode")}
+MODES = {"torch-sdpa": ("core", "decode"), "torch-mha": ("layer",), "torch-mla": ("layer",),
+         "ort-attention": ("core", "decode")}
 # the precisions each provider serves (attn::peer_providers) and one it refuses, if any
-PRECISIONS = {"torch-sdpa": ("f32", "bf16", "f16"), "torch-mha": ("f32",), "ort-attention": ("f32",)}
+PRECISIONS = {"torch-sdpa": ("f32", "bf16", "f16"), "torch-mha": ("f32",), "torch-mla": ("f32",),
+              "ort-attention": ("f32",)}
 REFUSED = {"ort-attention": "bf16"}
 
 
 def cases(provider, precisions=None):
     out = []
+    if provider == "torch-mla":  # MLA's layer: both forms, with and without a query latent, causal or not
+        for form in ("naive", "absorb"):
+            for q_rank in (0, 8):
+                for causal in (False, True):
+                    out.append(dict(variant=provider, mode="layer", family="mla", form=form, d_model=64, heads=4,
+                                    d_head=12, d_v=8, kv_lora_rank=16, q_lora_rank=q_rank, qk_rope_head_dim=4,
+                                    batch=2, n_q=20, threads=1, causal=causal))
+        out.append(dict(out[0], threads=2))
+        return out
     for prec in precisions or PRECISIONS[provider]:
         for mode in MODES[provider]:
             for g in ((4,) if provider == "torch-mha" else (4, 2, 1)):
