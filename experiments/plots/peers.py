@@ -116,6 +116,9 @@ def section(d, perf):
         shape += f" L={r['context']}" if decode else f" N={r['n_q']}"
         shape += f" B={r['batch']}" + (" causal" if r["causal"] and not decode else "")
         shape += f" {r['precision']}" if r.get("precision", "f32") != "f32" else ""
+        if r.get("family") == "mla":  # MLA's widths and form (its two forms share the other fields)
+            shape += (f" MLA {r.get('form')} d_c={r.get('kv_lora_rank')} d_c'={r.get('q_lora_rank')} "
+                      f"d_h^R={r.get('qk_rope_head_dim')} d_head={r['d_head']} d_v={r.get('d_v') or r['d_head']}")
         ceiling = r.get("ceiling_speedup")
         spread = best.get("round_spread")
         table.append([r["mode"], shape, r["threads"], f"{best['variant']} {num(measured(best), 4)}" + rate(best),

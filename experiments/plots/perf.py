@@ -213,13 +213,15 @@ def perf_table(perf, peak):
     for r in perf["cases"]:
         if r["mode"] == "decode":  # in the decoding section
             continue
-        rows.append([r["variant"], r.get("precision", "f32"), r["mode"], r["d_model"], r["heads"], r["kv_heads"], r["n_q"], r["batch"],
+        fam = r.get("family", "") + (f" {r['form']}" if r.get("form", "none") != "none" else "")
+        rows.append([r["variant"], r.get("precision", "f32"), r["mode"], fam, r["d_model"], r["heads"], r["kv_heads"],
+                     r["n_q"], r["batch"],
                      r["threads"],
                      "yes" if r["causal"] else "no",
                      num(r.get("time_ms"), 4), num(r.get("gflops_matmul"), 3),
                      num(r.get("pct_peak"), 3) + (" †" if r.get("peak_in_doubt") else ""),
                      r["status"] if r["status"] == "ok" else f"**{r['status']}**: {r.get('error', '')}"])
-    table = md_table(["variant", "precision", "mode", "d_model", "H", "G", "N", "batch", "threads", "causal",
+    table = md_table(["variant", "precision", "mode", "family", "d_model", "H", "G", "N", "batch", "threads", "causal",
                       "time [ms]", "GFLOP/s (matmul)", "% of peak", "status"], rows)
     doubt = [r for r in perf["cases"] if r["mode"] != "decode" and r.get("peak_in_doubt")]
     if doubt:
