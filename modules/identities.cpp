@@ -143,11 +143,26 @@ identity_result gqa_vs_shared_mha(std::size_t G, std::uint64_t seed) {
     return make(label, p, check::expect(p, mode::layer, in), b);
 }
 
+// MLA's absorbed form (W^UK folded into the query, attention over the latent, W^UV after it) vs
+// its naive form (K and V decompressed per head): one function, a query latent, causal, batch 2.
+identity_result mla_absorbed_vs_naive(std::uint64_t seed) {
+    problem p = mla(32, 4, 8, 8, 4, 2, 3, form::naive, 7);
+    p.batch = 2;
+    p.causal = true;
+    auto in = check::make_inputs(p, mode::layer, seed);
+    in.x_kv = in.x_q; // self-attention
+    problem absorbed = p;
+    absorbed.form = form::absorb;
+    const auto x = widen(in.x_q);
+    return make("MLA absorbed = MLA naive (W^UK into the query, W^UV after the attention)", p,
+                check::expect(p, mode::layer, in), layer(absorbed, in.w.cast<double>(), x, x));
+}
+
 } // namespace
 
 std::vector<identity_result> check_identities(std::uint64_t seed) {
-    return {batched_vs_loop(seed), mha_vs_single_heads(seed), gqa_vs_shared_mha(6, seed), gqa_vs_shared_mha(1, seed),
-            gqa_vs_shared_mha(2, seed)};
+    return {batched_vs_loop(seed),      mha_vs_single_heads(seed),  gqa_vs_shared_mha(6, seed),
+            gqa_vs_shared_mha(1, seed), gqa_vs_shared_mha(2, seed), mla_absorbed_vs_naive(seed)};
 }
 
 } // namespace attn

@@ -254,3 +254,26 @@ TEST_CASE("MLA: bad widths are refused in one line", "[mla]") {
           "MLA's query/key head d_head=4 must exceed qk_rope_head_dim=4 (qk_nope_head_dim = d_head - "
           "qk_rope_head_dim >= 1)");
 }
+
+TEST_CASE("MLA: absorbed decode with a value wider than the registers, fewer heads than lanes", "[mla][decode]") {
+    // d_c 168 + d_h^R 4, 4 heads: the absorbed core is MQA with R = 4 < lanes heads per key/value
+    // head (C > 1), a value of 168 dims = 10 whole batches of 16 (AVX-512) past the 8 kept in
+    // registers for the scores, and 8 dims left over: P V's DB blocks, its batches one at a time
+    // and its scalar tail all run; every cache type through the variants with a kv core.
+    attn::run_options opt;
+    opt.threads = 2;
+    const problem p = attn::mla(32, 4, 0, 168, 8, 4, 6, form::absorb, 1);
+    for (const auto& v : attn::registry()) {
+        if (!v.kv.bf16) continue;
+        INFO(v.name);
+        const auto f = attn::check_decode<float>(v, p, 70, attn::decode_fill::prefill, opt, 5);
+        INFO("f32 err/bound " << f.ratio);
+        CHECK(f.pass);
+        attn::with_kv_storage(attn::kv_dtype::bf16, [&]<class S>(S) {
+            CHECK(attn::check_decode_kv<S>(v, p, 70, attn::decode_fill::prefill, opt, 5, 1.0).same.pass);
+        });
+        attn::with_kv_storage(attn::kv_dtype::int8, [&]<class S>(S) {
+            CHECK(attn::check_decode_kv<S>(v, p, 70, attn::decode_fill::prefill, opt, 5, 1.0).same.pass);
+        });
+    }
+}

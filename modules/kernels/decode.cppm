@@ -384,9 +384,9 @@ inline std::size_t decode_register_batches(const problem& p) {
 
 /// The attention core for n_q == 1 (any causal flag: the one row sees every key), q [B, H, 1, d_qk],
 /// k [B, G, n_kv, d_qk] and v [B, G, n_kv, d_v] with any strides (a cache's views), out [B, H, 1, d_v].
-/// Heads up to 8 x lanes wide in registers; wider heads (or a value width other than the query/key
-/// width) keep min(d_qk, d_v) rounded down to batches, at most 8, in registers and do the rest as
-/// the scalar tail (correct, not fast).
+/// The scores of a head keep min(d_qk, d_v) rounded down to batches, at most 8, in registers when one
+/// head fills the lanes (C = lanes), the other dims' broadcasts per batch; P V runs over every
+/// whole batch of d_v in register blocks; only d % lanes dims are scalar.
 inline void decode_core(const problem& p, const core_io<float>& io, int threads) {
     const kv_core_io<float> kv{io.q, {io.k, {}}, {io.v, {}}, io.out};
     detail::decode_core_dispatch(decode_register_batches(p), p, kv, threads);

@@ -118,8 +118,13 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
     constexpr std::size_t RB = lanes / C, RV = pv_blocking<RB, DC, E>::RV, DB = pv_blocking<RB, DC, E>::DB;
     // batches widened two at a time (isa::widen_pair; its order is undone at the store)
     constexpr bool paired = !std::is_same_v<E, float> && DB % 2 == 0;
+    // every whole batch of the value width: blocks of DB batches (DC, the batches the scores keep
+    // in registers, is a multiple of DB, so a value as wide as the key runs as before), then the
+    // batches left one at a time; only d % lanes dims are left to the scalar tail (MLA's absorbed
+    // form with fewer heads than lanes has d = d_c = 512 against DC = 8 batches)
+    const std::size_t nb = d / lanes, blocked = DB ? nb / DB * DB : 0;
     for (std::size_t r0 = 0; r0 < RB; r0 += RV)
-        for (std::size_t c0 = 0; c0 < DC; c0 += DB) {
+        for (std::size_t c0 = 0; c0 < blocked; c0 += DB) {
             batch a[RV][DB];
             for (std::size_t r = 0; r < RV; ++r) {
                 const batch cb(corr[(r0 + r) * C]);
@@ -154,9 +159,21 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
                 for (std::size_t c = 0; c < DB; ++c) a[r][c].store_aligned(out + (r0 + r) * dp + (c0 + c) * lanes);
             }
         }
-    for (std::size_t r = 0; r < RB; ++r) { // the d % lanes tail (and d beyond 8 batches), in scalar
+    for (std::size_t r0 = 0; r0 < RB; r0 += RV)
+        for (std::size_t c0 = blocked; c0 < nb; ++c0) { // whole batches past the DB blocks
+            batch a[RV];
+            for (std::size_t r = 0; r < RV; ++r)
+                a[r] = batch::load_aligned(out + (r0 + r) * dp + c0 * lanes) * batch(corr[(r0 + r) * C]);
+            for (std::size_t j = 0; j < n; ++j) {
+                const float* pj = s + j / C * lanes + j % C + r0 * C;
+                const batch vb = isa::widen(v + j * vs + c0 * lanes);
+                for (std::size_t r = 0; r < RV; ++r) a[r] = isa::fused(batch(pj[r * C]), vb, a[r]);
+            }
+            for (std::size_t r = 0; r < RV; ++r) a[r].store_aligned(out + (r0 + r) * dp + c0 * lanes);
+        }
+    for (std::size_t r = 0; r < RB; ++r) { // the d % lanes tail, in scalar
         float* o = out + r * dp;
-        for (std::size_t t = DC * lanes; t < d; ++t) {
+        for (std::size_t t = nb * lanes; t < d; ++t) {
             float x = o[t] * corr[r * C];
             for (std::size_t j = 0; j < n; ++j) {
                 x += s[j / C * lanes + j % C + r * C] * float(v[j * vs + t]);
