@@ -20,11 +20,19 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plotting  # noqa: E402
+from decode_text import MARK_NOTES  # noqa: E402  (the one share rule: ‡ read from the caches, † to distrust)
 from plotting import md_table, num  # noqa: E402
 
 save = plotting.save  # report.py points this at its own writer
 
 FORM_WORDS = {"absorb": "absorbed", "naive": "naive"}
+MARKS = {1: "‡", 2: "†"}
+
+
+def roof_share(r):
+    """% of the roofline (read measured alongside) with the case's share mark, as the decode section."""
+    roof = r.get("pct_roof_alongside") if r.get("pct_roof_alongside") is not None else r.get("pct_roof")
+    return num(roof, 3) + MARKS.get(int(r.get("share_mark") or 0), "")
 
 
 def member(r):
@@ -73,7 +81,8 @@ def params_table(lp):
 
 
 def decode_rows(perf):
-    rows = [r for r in plotting.rows_of(perf, "latent") if r["mode"] == "decode"]
+    # ours: a peer's rows (its attention over the cache alone) are the versus-peers section's
+    rows = [r for r in plotting.rows_of(perf, "latent") if r["mode"] == "decode" and not r.get("peer")]
     if not any(r.get("family") == "mla" for r in rows):  # a folder from before MLA: every grid, no MLA
         return [], []
     return [r for r in rows if r["status"] == "ok" and r.get("core_time_ms")], \
@@ -93,10 +102,9 @@ def decode_table(rows):
                                        member(r)[1]))
     out = []
     for r in rows:
-        roof = r.get("pct_roof_alongside") if r.get("pct_roof_alongside") is not None else r.get("pct_roof")
         out.append([member(r)[0], r.get("precision", "f32"), r["context"], f"{r['kv_bytes_per_cached_token']:,.0f}",
                     num(r["cache_mib"], 4), num(r["core_time_ms"], 4), num(r["time_ms"], 4),
-                    num(r.get("gflops_core"), 3), num(r.get("intensity"), 3), num(roof, 3),
+                    num(r.get("gflops_core"), 3), num(r.get("intensity"), 3), roof_share(r),
                     num(r.get("check_ratio"), 2)])
     return md_table(["family / form", "cache type", "L [tokens]", "cache per token [B]", "cache [MiB]",
                      "attention core [ms]", "whole step [ms]", "core [GFLOP/s]", "core FLOP per cache byte",
@@ -114,7 +122,7 @@ def ratio_table(rows):
         out.append([t, ctx, num(n["core_time_ms"], 4), num(a["core_time_ms"], 4),
                     num(n["core_time_ms"] / a["core_time_ms"], 3),
                     num(n["kv_bytes_per_cached_token"] / a["kv_bytes_per_cached_token"], 3),
-                    num(a.get("pct_roof_alongside"), 3), num(n.get("pct_roof_alongside"), 3)])
+                    roof_share(a), roof_share(n)])
     if not out:
         return ""
     return md_table(["cache type", "L [tokens]", "naive core [ms]", "absorbed core [ms]",
@@ -122,7 +130,7 @@ def ratio_table(rows):
                      "naive % of roofline"], out)
 
 
-def plot(rows, key, figdir):
+def plot(rows, key, figdir, stem):
     t = [r for r in rows if r.get("precision", "f32") == "f32"]
     if not t:
         return None
@@ -148,7 +156,7 @@ def plot(rows, key, figdir):
     fig.suptitle(f"Decode beside MLA: d_model {d_model}, {heads} query heads, batch {batch}, f32 cache, "
                  f"variant '{variant}', {threads} threads (median of the repetitions)", fontsize=10)
     fig.tight_layout()
-    return save(fig, figdir, f"latent_decode_d{d_model}_h{heads}_b{batch}")
+    return save(fig, figdir, stem)
 
 
 def layer_table(perf):
@@ -207,8 +215,13 @@ def section(d, perf, check, figdir):
                   + params_table(lp) + "\n")
     if ok:
         md.append("### Decode per family and form\n")
-        for key, rows in sorted(panels(ok).items()):
-            png = plot(rows, key, figdir)
+        ps = sorted(panels(ok).items())
+        for key, rows in ps:
+            d_model, heads, batch, threads, variant = key
+            stem = f"latent_decode_d{d_model}_h{heads}_b{batch}"
+            if sum(1 for k, _ in ps if k[:3] == key[:3]) > 1:  # one figure per panel
+                stem += f"_t{threads}_{variant}"
+            png = plot(rows, key, figdir, stem)
             if png:
                 md.append(f"![latent_decode]({png})\n")
             ratios = ratio_table(rows)
@@ -217,6 +230,8 @@ def section(d, perf, check, figdir):
                           "roofline is min(read bandwidth x intensity, FMA peak), the read bandwidth measured "
                           "alongside):\n\n" + ratios + "\n")
             md.append(decode_table(rows) + "\n")
+            for k in sorted({int(r.get("share_mark") or 0) for r in rows} & set(MARK_NOTES)):
+                md.append(MARK_NOTES[k] + "\n")
     if failed:
         md.append("Cases that did not run: " + "; ".join(f"`{r['id']}` ({r.get('error', r['status'])})"
                                                           for r in failed) + "\n")
