@@ -2,6 +2,7 @@
 // family, the closed-form count by tensor next to the elements the weights actually allocate.
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,21 @@ std::vector<problem> sweep(const params_args& a) {
                 }
             }
     return ps;
+}
+
+/// What `params` gives, both forms of it: params.json and params.csv into --out, then stdout as
+/// --json, --csv or the human tables `print` writes.
+void emit(const params_args& a, const nlohmann::json& j, const text_table& t, const std::function<void()>& print) {
+    if (!a.out.empty()) {
+        std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "params.json", j.dump(2) + "\n").c_str());
+        std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "params.csv", t.csv()).c_str());
+    }
+    if (a.json)
+        std::printf("%s\n", j.dump(2).c_str());
+    else if (a.csv)
+        std::printf("%s", t.csv().c_str());
+    else
+        print();
 }
 
 /// MLA's layers: named configurations (every one when the flags name none) or the widths given.
@@ -233,15 +249,7 @@ void latent_params(const params_args& a) {
                           {"what", "the MLA problems of the FLOP-check grid (attn::flop_check_grid): both forms, "
                                    "d_c' 0 and 3, causal or not, N_q =, <, > N_kv, batch 1 and 2"}}},
                         {"all_agree", all_agree}};
-    if (!a.out.empty()) {
-        std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "params.json", j.dump(2) + "\n").c_str());
-        std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "params.csv", wt.csv()).c_str());
-    }
-    if (a.json)
-        std::printf("%s\n", j.dump(2).c_str());
-    else if (a.csv)
-        std::printf("%s", wt.csv().c_str());
-    else {
+    emit(a, j, wt, [&] {
         std::printf("MLA's weights of one layer, closed form by tensor vs elements allocated (unit: parameters).\n\n");
         wt.print();
         std::printf("\nCache per token per layer (absorbed: the latent row [kv_norm(c) | k_pe], d_c + d_h^R; naive: K "
@@ -255,7 +263,7 @@ void latent_params(const params_args& a) {
         std::printf("\nCounted (the reference on a counting scalar) == analytic, operation by operation, on %zu of "
                     "%zu MLA problems of the FLOP-check grid.\n",
                     grid_equal, grid_cases);
-    }
+    });
     require(all_agree, "closed form and allocated parameters DISAGREE for MLA: a bug");
     require(grid_equal == grid_cases, "analytic and counted FLOPs differ on " +
                                           std::to_string(grid_cases - grid_equal) + " MLA grid problems: a bug");
@@ -336,15 +344,7 @@ void params(const params_args& a) {
     const std::string summary = all_agree
                                     ? "closed form and measured agree on all " + std::to_string(rows.size()) + " rows"
                                     : "closed form and measured DISAGREE on some rows (marked NO): a bug";
-    if (!a.out.empty()) {
-        std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "params.json", j.dump(2) + "\n").c_str());
-        std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "params.csv", t.csv()).c_str());
-    }
-    if (a.json)
-        std::printf("%s\n", j.dump(2).c_str());
-    else if (a.csv)
-        std::printf("%s", t.csv().c_str());
-    else {
+    emit(a, j, t, [&] {
         std::printf("Parameters of one attention layer, closed form by tensor vs elements allocated.\n"
                     "Unit: parameters (scalar elements). 'vs MHA' = this total / MHA total at the same d_model, H "
                     "and bias.\n\n");
@@ -352,7 +352,7 @@ void params(const params_args& a) {
         std::printf("\n%s.\n", summary.c_str());
         std::printf("MHA and single-head: 4*d_model^2 weights (+ 4*d_model biases) for every H; "
                     "wide counterfactual: H times that.\n");
-    }
+    });
     require(all_agree, summary);
 }
 

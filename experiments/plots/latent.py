@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plotting  # noqa: E402
+from decode import family as decode_family  # noqa: E402  (MHA, GQA or MQA from G and H)
 from decode_text import MARK_NOTES  # noqa: E402  (the one share rule: ‡ read from the caches, † to distrust)
 from plotting import md_table, num  # noqa: E402
 
@@ -41,8 +42,8 @@ def member(r):
         form = r.get("form", "none")
         return f"MLA {FORM_WORDS.get(form, form)}", (0 if form == "absorb" else 1)
     g, h = r["kv_heads"], r["heads"]
-    name = "MHA" if g == h else ("MQA" if g == 1 else f"GQA G={g}")
-    return name, 2 + (h // g if g else 0)
+    name = decode_family(g, h)
+    return (f"{name} G={g}" if name == "GQA" else name), 2 + (h // g if g else 0)
 
 
 STYLE = {"MLA absorbed": dict(color="tab:red", marker="*", ms=9), "MLA naive": dict(color="tab:red", marker="o",
