@@ -57,7 +57,7 @@ inline std::vector<double> context_bounds_given(const problem& p, const std::vec
             for (std::size_t i = 0; i < p.n_q; ++i) {
                 const std::size_t n = p.visible(i), qi = (b * p.n_q + i) * qw + h * dqk;
                 double s_max = 0, cross_max = 0, vmax = 0, ev_max = 0, st_max = 0;
-                for (std::size_t j = 0; j < n; ++j) {
+                for (std::size_t j = p.keys_begin(i); j < p.keys_end(i); ++j) {
                     const std::size_t kj = (b * p.n_kv + j) * kw + g * dqk, vj = (b * p.n_kv + j) * vw + g * dv;
                     double s = 0, cross = 0, s2 = 0;
                     for (std::size_t t = 0; t < dqk; ++t) {
@@ -237,7 +237,7 @@ core_tracked(const problem& p, const tracked& q, const tracked& k, const tracked
                 const std::size_t g = p.kv_head_of(h), qi = (b * p.n_q + i) * qw + h * dqk;
                 double D = 0;
                 std::vector<double> sv(dv, 0.0);
-                for (std::size_t j = 0; j < p.visible(i); ++j) {
+                for (std::size_t j = p.keys_begin(i); j < p.keys_end(i); ++j) {
                     const std::size_t kj = (b * p.n_kv + j) * kw + g * dqk, vj = (b * p.n_kv + j) * vw + g * dv;
                     double d = 0;
                     for (std::size_t t = 0; t < dqk; ++t)

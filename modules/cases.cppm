@@ -43,8 +43,9 @@ struct sweep_case {
     std::size_t kv_lora_rank = 0, q_lora_rank = 0, qk_rope_head_dim = 0; ///< MLA's latent widths (attn.core:latent)
     std::size_t n_q = 0, n_kv = 0, context = 0, batch = 1, threads = 1;
     bool causal = false;
-    bool bias = false;              ///< projections with biases (layer and decode)
-    double magnitude = 1.0;         ///< inputs drawn uniformly in [-magnitude, magnitude]
+    std::size_t window = 0; ///< sliding window W (attn::problem::window; 0: none); needs causal (decode: always)
+    bool bias = false;      ///< projections with biases (layer and decode)
+    double magnitude = 1.0; ///< inputs drawn uniformly in [-magnitude, magnitude]
     std::vector<std::string> grids; ///< the sweep grids that asked for it (a case runs once)
 
     bool decode() const { return mode == attn::mode::decode; }
@@ -69,6 +70,7 @@ struct sweep_case {
         if (n_kv != n_q && !decode()) s += "-nkv" + std::to_string(n_kv);
         s += "-b" + std::to_string(batch) + "-t" + std::to_string(threads);
         if (causal && !decode()) s += "-causal";
+        if (window) s += "-w" + std::to_string(window);
         if (bias) s += "-bias";
         if (magnitude != 1.0) s += "-mag" + magnitude_text();
         if (precision != dtype::f32) s += "-" + std::string(enum_name(precision));
@@ -99,6 +101,7 @@ struct sweep_case {
         if (n_kv != n_q && !decode()) s += " N_kv=" + std::to_string(n_kv);
         s += " B=" + std::to_string(batch) + " t=" + std::to_string(threads);
         if (causal && !decode()) s += " causal";
+        if (window) s += " W=" + std::to_string(window);
         if (bias) s += " bias";
         if (magnitude != 1.0) s += " |x|<=" + magnitude_text();
         if (precision != dtype::f32) s += " " + std::string(enum_name(precision));
@@ -121,6 +124,7 @@ struct sweep_case {
         p.batch = batch;
         p.d_head = explicit_d_head() ? d_head : 0;
         p.causal = causal || decode();
+        p.window = window;
         p.bias = bias;
         if (!derived_family(family)) p.named_family = family;
         p.d_v = d_v;
@@ -136,8 +140,8 @@ inline const std::vector<std::string_view>& case_fields() {
     static const std::vector<std::string_view> f{"mode",         "precision",   "device",           "family", "form",
                                                  "d_model",      "heads",       "kv_heads",         "d_head", "d_v",
                                                  "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "n_q",    "n_kv",
-                                                 "context",      "batch",       "threads",          "causal", "bias",
-                                                 "magnitude"};
+                                                 "context",      "batch",       "threads",          "causal", "window",
+                                                 "bias",         "magnitude"};
     return f;
 }
 
@@ -164,6 +168,7 @@ void to_json(Json& j, const sweep_case& c) {
              {"batch", c.batch},
              {"threads", c.threads},
              {"causal", c.causal},
+             {"window", c.window},
              {"bias", c.bias},
              {"magnitude", c.magnitude},
              {"grids", c.grids}};
@@ -224,6 +229,7 @@ void from_json(const Json& j, sweep_case& c) {
     get("threads", c.threads, false);
     check_threads(c.threads, "the case's threads");
     get("causal", c.causal, false);
+    get("window", c.window, false);
     get("bias", c.bias, false);
     get("magnitude", c.magnitude, false);
     get("grids", c.grids, false);
@@ -305,6 +311,7 @@ struct grid {
     std::vector<std::size_t> d_model{512}, heads{8}, kv_heads{0}, d_head{0}, seq{1024}, kv_seq{0}, batch{1}, threads{0},
         context{0};
     std::vector<bool> causal{false}, bias{false};
+    std::vector<std::size_t> window{0}; ///< sliding windows (0: none); a window needs causal (decode: always)
     std::vector<double> magnitude{1.0};
     std::vector<attn::figure> figures; ///< what the report draws of it; empty: drawn_as() derives it
     /// A named family's axes: the family (empty: derived from the shape), its forms, value head
@@ -394,10 +401,10 @@ inline std::size_t case_bound(const std::vector<grid>& grids) {
             per_mode = per_mode > top - lengths ? top : per_mode + lengths;
         }
         std::size_t n = mul(std::max<std::size_t>(names.size(), 1), per_mode); // no variants: the shapes alone
-        for (std::size_t k :
-             {g.precisions.size(), g.d_model.size(), g.heads.size(), g.kv_heads.size(), g.d_head.size(), g.batch.size(),
-              g.threads.size(), g.bias.size(), g.magnitude.size(), std::max<std::size_t>(g.families.size(), 1),
-              g.forms.size(), g.d_v.size(), g.kv_lora_rank.size(), g.q_lora_rank.size(), g.qk_rope_head_dim.size()})
+        for (std::size_t k : {g.precisions.size(), g.d_model.size(), g.heads.size(), g.kv_heads.size(), g.d_head.size(),
+                              g.batch.size(), g.threads.size(), g.window.size(), g.bias.size(), g.magnitude.size(),
+                              std::max<std::size_t>(g.families.size(), 1), g.forms.size(), g.d_v.size(),
+                              g.kv_lora_rank.size(), g.q_lora_rank.size(), g.qk_rope_head_dim.size()})
             n = mul(n, k);
         total = total > top - n ? top : total + n;
     }
@@ -406,8 +413,8 @@ inline std::size_t case_bound(const std::vector<grid>& grids) {
 
 /// Every case of the grids, grid by grid, without duplicates (a case asked for by two grids is
 /// run once and lists both). Within a grid: variant, mode, precision, family, form, d_model,
-/// heads, kv_heads, d_head, d_v, the latent widths, N or L, N_kv, batch, threads, causal, bias,
-/// magnitude, the last fastest. Variants that
+/// heads, kv_heads, d_head, d_v, the latent widths, N or L, N_kv, batch, threads, causal, window,
+/// bias, magnitude, the last fastest. Variants that
 /// are not threaded run at 1 thread whatever a grid asks; combinations the problem refuses
 /// (heads not dividing d_model, ...) throw, or, given `skipped`, are left out with the first
 /// refusal's reason stored there.
@@ -454,6 +461,7 @@ inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_th
                     {"batch", g.batch},
                     {"threads", g.threads},
                     {"causal", decode ? json::array({false}) : json(g.causal)},
+                    {"window", g.window},
                     {"bias", g.bias},
                     {"magnitude", g.magnitude}};
                 if (std::any_of(axes.begin(), axes.end(), [](const auto& a) { return a.second.empty(); })) continue;

@@ -5,7 +5,8 @@
 // The order of operations is part of the contract: attn.count's analytic FLOP formulas count
 // exactly these operations, and a test holds the two equal.
 //  - a dot product of length n is one multiply, then n-1 multiply-adds: 2n-1 operations;
-//  - scores are computed only for visible (query, key) pairs; masked pairs cost nothing;
+//  - scores are computed only for visible (query, key) pairs (the causal mask, and a sliding
+//    window's keys_begin .. keys_end); masked pairs cost nothing;
 //  - softmax per row of n visible scores: n-1 compares (max), n subtracts and n exps,
 //    n-1 adds (sum), n divides;
 //  - a query row that sees no key (causal, n_q > n_kv) yields zeros and costs nothing.
@@ -77,7 +78,7 @@ void core(const problem& p, const core_io<T>& io, trace<T>* tr = nullptr) {
             hook::enter(stage::qk); // S = Q K^T over visible pairs
             for (std::size_t i = 0; i < nq; ++i) {
                 const T* q = io.q.row(b, h, i);
-                for (std::size_t j = 0; j < p.visible(i); ++j) {
+                for (std::size_t j = p.keys_begin(i); j < p.keys_end(i); ++j) {
                     const T* k = io.k.row(b, g, j);
                     T dot = q[0] * k[0];
                     for (std::size_t t = 1; t < dqk; ++t) dot = dot + q[t] * k[t];
@@ -87,42 +88,44 @@ void core(const problem& p, const core_io<T>& io, trace<T>* tr = nullptr) {
             if (tr) tr->scores.push_back(s);
             hook::enter(stage::scale);
             for (std::size_t i = 0; i < nq; ++i)
-                for (std::size_t j = 0; j < p.visible(i); ++j) s[i * nkv + j] = s[i * nkv + j] * scale;
+                for (std::size_t j = p.keys_begin(i); j < p.keys_end(i); ++j) s[i * nkv + j] = s[i * nkv + j] * scale;
             if (tr) tr->scaled.push_back(s);
             hook::enter(stage::mask); // nothing to compute: masked pairs were never scored
             hook::enter(stage::softmax_max);
             for (std::size_t i = 0; i < nq; ++i) {
                 if (p.visible(i) == 0) continue;
-                T m = s[i * nkv];
-                for (std::size_t j = 1; j < p.visible(i); ++j)
+                T m = s[i * nkv + p.keys_begin(i)];
+                for (std::size_t j = p.keys_begin(i) + 1; j < p.keys_end(i); ++j)
                     if (m < s[i * nkv + j]) m = s[i * nkv + j];
                 row_max[i] = m;
             }
             hook::enter(stage::softmax_exp);
             for (std::size_t i = 0; i < nq; ++i)
-                for (std::size_t j = 0; j < p.visible(i); ++j) s[i * nkv + j] = exp(s[i * nkv + j] - row_max[i]);
+                for (std::size_t j = p.keys_begin(i); j < p.keys_end(i); ++j)
+                    s[i * nkv + j] = exp(s[i * nkv + j] - row_max[i]);
             hook::enter(stage::softmax_sum);
             for (std::size_t i = 0; i < nq; ++i) {
                 if (p.visible(i) == 0) continue;
-                T sum = s[i * nkv];
-                for (std::size_t j = 1; j < p.visible(i); ++j) sum = sum + s[i * nkv + j];
+                T sum = s[i * nkv + p.keys_begin(i)];
+                for (std::size_t j = p.keys_begin(i) + 1; j < p.keys_end(i); ++j) sum = sum + s[i * nkv + j];
                 row_sum[i] = sum;
             }
             hook::enter(stage::softmax_div);
             for (std::size_t i = 0; i < nq; ++i)
-                for (std::size_t j = 0; j < p.visible(i); ++j) s[i * nkv + j] = s[i * nkv + j] / row_sum[i];
+                for (std::size_t j = p.keys_begin(i); j < p.keys_end(i); ++j)
+                    s[i * nkv + j] = s[i * nkv + j] / row_sum[i];
             if (tr) tr->probs.push_back(s);
             hook::enter(stage::pv); // O = P V
             for (std::size_t i = 0; i < nq; ++i) {
                 T* o = io.out.row(b, h, i);
-                const std::size_t n = p.visible(i);
+                const std::size_t j0 = p.keys_begin(i), j1 = p.keys_end(i);
                 for (std::size_t t = 0; t < dv; ++t) {
-                    if (n == 0) {
+                    if (j0 == j1) {
                         o[t] = T(0);
                         continue;
                     }
-                    T acc = s[i * nkv] * io.v.row(b, g, 0)[t];
-                    for (std::size_t j = 1; j < n; ++j) acc = acc + s[i * nkv + j] * io.v.row(b, g, j)[t];
+                    T acc = s[i * nkv + j0] * io.v.row(b, g, j0)[t];
+                    for (std::size_t j = j0 + 1; j < j1; ++j) acc = acc + s[i * nkv + j] * io.v.row(b, g, j)[t];
                     o[t] = acc;
                 }
             }

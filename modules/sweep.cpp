@@ -23,9 +23,9 @@ using detail::toml_reader;
 using detail::type_name;
 
 const std::vector<std::string> grid_keys{
-    "variants", "modes", "precisions", "d_model",      "heads",       "kv_heads",        "d_head",    "seq",
-    "kv_seq",   "batch", "threads",    "causal",       "bias",        "context",         "magnitude", "figures",
-    "families", "forms", "d_v",        "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim"};
+    "variants", "modes", "precisions", "d_model",      "heads",       "kv_heads",         "d_head",    "seq",
+    "kv_seq",   "batch", "threads",    "causal",       "bias",        "context",          "magnitude", "figures",
+    "families", "forms", "d_v",        "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "window"};
 /// The storage types a grid may name (f64, the oracle's, is for attnbench check and the harness).
 const std::vector<dtype> sweep_precisions{dtype::f32, dtype::bf16, dtype::f16, dtype::int8};
 
@@ -92,7 +92,14 @@ void read_grid_keys(const toml_reader& r, const toml::table& t, located_grid& lg
             g.causal = r.booleans(v, key);
         else if (key == "bias")
             g.bias = r.booleans(v, key);
-        else if (key == "magnitude")
+        else if (key == "window") {
+            g.window = r.sizes(v, key, 0);
+            for (auto w : g.window)
+                if (w > max_window)
+                    r.fail(v, key,
+                           "value " + std::to_string(w) + " is absurd: at most " + std::to_string(max_window) +
+                               " keys (2^32; 0: no window)");
+        } else if (key == "magnitude")
             g.magnitude = r.positives(v, key, 1e6);
         else if (key == "figures")
             g.figures = kinds<figure>(r, v, key, "figure");
@@ -141,6 +148,11 @@ void check_combinations(const toml_reader& r, const located_grid& lg, const std:
     if (decode && std::any_of(g.magnitude.begin(), g.magnitude.end(), [](double m) { return m != 1.0; }))
         r.fail(line("magnitude"), "magnitude",
                "applies to modes 'core' and 'layer' only (a decode step's inputs are drawn in [-1, 1])" + where);
+    // a window looks back from each query: it needs the causal mask (decode has it always)
+    const bool windowed = std::any_of(g.window.begin(), g.window.end(), [](std::size_t w) { return w > 0; });
+    if (windowed && other_modes && std::find(g.causal.begin(), g.causal.end(), false) != g.causal.end())
+        r.fail(line("window"), "window",
+               "a window > 0 needs the causal mask, and causal includes false (give causal = [true])" + where);
     // MLA's keys need the family, and the family needs them
     const bool latent = std::find(g.families.begin(), g.families.end(), family::mla) != g.families.end();
     for (const char* k : {"forms", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim"})

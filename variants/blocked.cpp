@@ -37,17 +37,21 @@ void blocked_core(const problem& p, const core_io<T>& io, const run_options& opt
                 std::fill(acc.begin(), acc.end(), T(0));
                 std::fill(m.begin(), m.end(), neg_inf);
                 std::fill(l.begin(), l.end(), T(0));
-                const std::size_t kv_end = p.visible(i0 + tq - 1);
-                for (std::size_t j0 = 0; j0 < kv_end; j0 += tk_max) {
+                // both ends of a row's keys grow with the row: the tile's keys are [first row's
+                // begin, last row's end), and each row scores its own part of each key tile
+                const std::size_t kv_begin = p.keys_begin(i0), kv_end = p.keys_end(i0 + tq - 1);
+                for (std::size_t j0 = kv_begin; j0 < kv_end; j0 += tk_max) {
                     const std::size_t tk = std::min(tk_max, kv_end - j0);
                     for (std::size_t r = 0; r < tq; ++r) {
-                        const std::size_t vis = p.visible(i0 + r), n = vis > j0 ? std::min(tk, vis - j0) : 0;
-                        if (n == 0) continue;
+                        const std::size_t lo = std::max(p.keys_begin(i0 + r), j0);
+                        const std::size_t hi = std::min(p.keys_end(i0 + r), j0 + tk);
+                        if (hi <= lo) continue;
+                        const std::size_t n = hi - lo;
                         const T* q = io.q.row(b, h, i0 + r);
                         T* sr = s.data() + r * tk_max;
                         T mx = m[r];
                         for (std::size_t j = 0; j < n; ++j) {
-                            const T* k = io.k.row(b, g, j0 + j);
+                            const T* k = io.k.row(b, g, lo + j);
                             T dot = 0;
                             for (std::size_t c = 0; c < d; ++c) dot += q[c] * k[c];
                             sr[j] = dot * scale;
@@ -61,7 +65,7 @@ void blocked_core(const problem& p, const core_io<T>& io, const run_options& opt
                         if (corr != T(1))
                             for (std::size_t c = 0; c < dv; ++c) a[c] *= corr;
                         for (std::size_t j = 0; j < n; ++j) {
-                            const T* v = io.v.row(b, g, j0 + j);
+                            const T* v = io.v.row(b, g, lo + j);
                             for (std::size_t c = 0; c < dv; ++c) a[c] += sr[j] * v[c];
                         }
                         m[r] = mx;
@@ -98,6 +102,7 @@ variant make_blocked() {
     v.name = "blocked";
     v.description = "cache tiles + streaming softmax; no N^2 score matrix; scalar loops";
     v.tags = {"loops"};
+    v.serves.windows = true;
     v.f32 = {blocked_core<float>, blocked_linear<float>};
     v.f64 = {blocked_core<double>, blocked_linear<double>};
     add_half_by_conversion(v);

@@ -16,6 +16,7 @@ variant make_naive() {
     v.name = "naive";
     v.description = "plain loops from the formulas; full score matrix per head";
     v.tags = {"loops"};
+    v.serves.windows = true;
     v.f32 = reference::kernels<float>();
     v.f64 = reference::kernels<double>();
     add_half_by_conversion(v);

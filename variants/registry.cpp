@@ -60,6 +60,8 @@ std::string refusal(const variant& v, const problem& p, mode m, dtype t, device 
         for (const auto f : fams) known += (known.empty() ? "" : ", ") + std::string(enum_label(f));
         return who + " does not serve family " + std::string(enum_label(p.family())) + " (it serves " + known + ")";
     }
+    if (p.window && !v.serves.windows)
+        return who + " does not serve a sliding window (window=" + std::to_string(p.window) + ")";
     if (m == mode::decode) {
         const kv_dtype cache = to_kv_dtype(t);
         const bool reads = cache == kv_dtype::f32    ? v.supports<float>()

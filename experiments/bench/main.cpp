@@ -247,6 +247,12 @@ int main(int argc, char** argv) {
         ->delimiter(',')
         ->capture_default_str();
     app.add_option("--causal", causal, "0, 1 or 0,1")->delimiter(',')->capture_default_str()->check(CLI::Range(0, 1));
+    app.add_option("--window", g.window,
+                   "sliding windows W, comma-separated (each query sees the W keys ending at its own; 0: none); "
+                   "needs --causal 1 but in decode")
+        ->delimiter(',')
+        ->capture_default_str()
+        ->check(CLI::Range(std::size_t(0), attn::max_window));
     app.add_option("--tile-q", tile_q, "query tile of the tiled variants (0: default)")
         ->check(CLI::Range(std::size_t(0), std::size_t(1) << 20));
     app.add_option("--tile-kv", tile_kv, "key/value tile of the tiled variants (0: default)")

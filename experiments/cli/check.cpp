@@ -22,7 +22,7 @@ namespace {
 
 struct check_args {
     std::vector<std::string> variants;
-    std::vector<std::size_t> d_model, heads, kv_heads, seq, batch;
+    std::vector<std::size_t> d_model, heads, kv_heads, seq, batch, window;
     std::string causal = "both", mode = "all";
     std::vector<std::string> precisions{"f32", "f64"}; ///< "all": f32, f64, bf16, f16
     int threads = 2;
@@ -48,7 +48,8 @@ void tag_rows(std::vector<row>& rows, std::size_t first, const problem& p) {
 }
 
 bool custom_grid(const check_args& a) {
-    return !(a.d_model.empty() && a.heads.empty() && a.kv_heads.empty() && a.seq.empty() && a.batch.empty());
+    return !(a.d_model.empty() && a.heads.empty() && a.kv_heads.empty() && a.seq.empty() && a.batch.empty() &&
+             a.window.empty());
 }
 
 /// The shapes to check: the embedded grid, or the flags' grid expanded by attn::expand (the one
@@ -68,6 +69,13 @@ std::vector<check::grid_case> grid_from(const check_args& a) {
     g.batch = or_default(a.batch, 1);
     g.threads = {1};
     g.causal = a.causal == "on" ? std::vector{true} : a.causal == "off" ? std::vector{false} : std::vector{false, true};
+    g.window = or_default(a.window, 0);
+    // a window needs the causal mask: --window alone checks the causal cases
+    const bool windowed = std::any_of(g.window.begin(), g.window.end(), [](std::size_t w) { return w > 0; });
+    require(!windowed || a.causal != "off", "--window " +
+                                                std::to_string(*std::max_element(g.window.begin(), g.window.end())) +
+                                                " needs the causal mask (--causal on), not --causal off");
+    if (windowed) g.causal = {true};
     std::string skipped;
     std::vector<check::grid_case> out;
     for (const auto& c : expand({g}, 1, &skipped)) out.push_back({c.shape(), c.magnitude});
@@ -183,8 +191,10 @@ void check_all(const check_args& a) {
                                         0});
                     // a narrow cache: against fp64 over the same rounded or dequantized cache (fp32's
                     // bound: the kernels compute in fp32), the error against the unrounded cache beside it
+                    // a narrow rolling buffer's overwritten rows are gone: checked after a prefill only
+                    const bool rolled = c.layer.window && c.context >= c.layer.window;
                     for (const kv_dtype t : caches) {
-                        if (!reads(*v, t)) continue;
+                        if (!reads(*v, t) || (rolled && fill == decode_fill::steps)) continue;
                         with_kv_storage(t, [&]<class S>(S) {
                             const kv_check r =
                                 check_decode_kv<S>(*v, c.layer, c.context, fill, opt, a.seed, c.magnitude);
@@ -282,6 +292,9 @@ void add_check(CLI::App& app) {
         ->check(CLI::Range(1, 1 << 16));
     cmd->add_option("--seq", a->seq, "grid of sequence lengths N")->delimiter(',')->check(CLI::Range(1, 1 << 24));
     cmd->add_option("--batch", a->batch, "grid of batch sizes")->delimiter(',')->check(CLI::Range(1, 1 << 16));
+    cmd->add_option("--window", a->window, "grid of sliding windows W (0: none); a window checks the causal cases only")
+        ->delimiter(',')
+        ->check(window_in());
     cmd->add_option("--causal", a->causal, "on, off or both")
         ->check(CLI::IsMember({"on", "off", "both"}))
         ->capture_default_str();

@@ -21,6 +21,7 @@ struct run_args {
     std::string variant = "naive", weights_dir, input, kv_input, out, precision = "f32";
     std::size_t heads = 0, kv_heads = 0;
     bool causal = false;
+    std::size_t window = 0;
     int threads = 1;
     family_flags family;
 };
@@ -72,6 +73,10 @@ void run(const run_args& a) {
     p.heads = a.heads;
     p.kv_heads = a.kv_heads ? a.kv_heads : a.heads;
     p.causal = a.causal;
+    p.window = a.window;
+    require(!a.window || a.causal, "--window " + std::to_string(a.window) +
+                                       " needs --causal (a sliding window looks back "
+                                       "from each query)");
     if (names_latent(a.family)) {
         require(!a.kv_heads, "--kv-heads is not MLA's: its keys and values are per query head");
         require(a.heads || !a.family.config.empty(), "--heads is required (or --config)");
@@ -120,6 +125,10 @@ void add_run(CLI::App& app) {
     cmd->add_option("--heads", a->heads, "query heads H (required but with --config)")->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--kv-heads", a->kv_heads, "key/value heads G (default H)")->check(CLI::Range(1, 1 << 20));
     cmd->add_flag("--causal", a->causal, "bottom-right aligned causal mask");
+    cmd->add_option("--window", a->window,
+                    "sliding window W: each query sees the W keys ending at its own (itself included; 0: none); "
+                    "needs --causal")
+        ->check(window_in());
     add_family_flags(cmd, a->family);
     cmd->add_option("--precision", a->precision,
                     "storage type: f64, f32, bf16 or f16 (inputs and weights rounded to it, to nearest even; "

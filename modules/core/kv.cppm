@@ -89,6 +89,10 @@ struct kv_rows {
         else
             return x;
     }
+    /// Rows [first, first + count), with their scales.
+    kv_rows rows_from(std::size_t first, std::size_t count) const {
+        return {data.rows_from(first, count), scale.data ? scale.rows_from(first, count) : scale};
+    }
 };
 
 /// A decode core's inputs over a cache of type S: q [B, H, 1, d] and out [B, H, 1, d] in fp32.

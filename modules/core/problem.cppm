@@ -81,6 +81,10 @@ inline family family_of(std::size_t d_model, std::size_t heads, std::size_t kv_h
     return family::gqa;
 }
 
+/// The largest sliding window a problem may name (2^32 keys): past any sequence the suite can
+/// hold, so a larger one is a typo (a window at least n_kv equals the plain causal mask).
+inline constexpr std::size_t max_window = std::size_t(1) << 32;
+
 /// One attention computation. y = Attention(x_q W_q^T + b_q, x_kv W_k^T + b_k, x_kv W_v^T + b_v) W_o^T + b_o
 /// for the families of the one computation; a named family (attn.families) owns its own layer
 /// around the same attention core. The core sees queries and keys of width qk_dim() and values
@@ -95,6 +99,10 @@ struct problem {
     std::size_t d_head = 0;   ///< query/key width per head; 0 means d_model / H
     std::size_t d_v = 0;      ///< value (and context) width per head; 0 means the query/key width
     bool causal = false;      ///< bottom-right aligned: query i sees keys j <= i + n_kv - n_q
+    /// Sliding window (local attention): the number of keys a query sees, itself included -- the
+    /// query whose last visible key is e sees keys e-W+1 .. e (Mistral's and Hugging Face's
+    /// convention). 0: none. Needs the causal mask, whose alignment it shares.
+    std::size_t window = 0;
     bool bias = false;
     std::optional<double> scale;              ///< default 1/sqrt(qk_dim())
     std::optional<attn::family> named_family; ///< a named family; unset: derived from the shape (family_of)
@@ -114,12 +122,29 @@ struct problem {
     /// MLA: the query/key head's part without the rotary embedding (qk_nope_head_dim).
     std::size_t nope_dim() const { return qk_dim() - latent.rope; }
 
-    /// How many keys query row i sees (bottom-right causal alignment); 0 is possible when n_q > n_kv.
-    std::size_t visible(std::size_t i) const {
+    /// One past the last key query row i sees (bottom-right causal alignment); 0 when it sees
+    /// none (possible when n_q > n_kv).
+    std::size_t keys_end(std::size_t i) const {
         if (!causal) return n_kv;
         const long long last = (long long)i + (long long)n_kv - (long long)n_q; // last visible key
         if (last < 0) return 0;
         return std::min<std::size_t>(n_kv, std::size_t(last) + 1);
+    }
+    /// The first key query row i sees: keys_end(i) - window under a window, else 0. Both ends
+    /// grow with i, so the rows that see any key of a key range are one contiguous range.
+    std::size_t keys_begin(std::size_t i) const {
+        const std::size_t e = keys_end(i);
+        return window && e > window ? e - window : 0;
+    }
+    /// How many keys query row i sees: keys_begin(i) .. keys_end(i) - 1.
+    std::size_t visible(std::size_t i) const { return keys_end(i) - keys_begin(i); }
+
+    /// This one-row problem (n_q = 1) over only the keys its row sees, n_kv = visible(0): what a
+    /// decode core streams, and what a rolling-buffer cache holds under a sliding window.
+    problem seen_keys() const {
+        problem p = *this;
+        p.n_kv = visible(0);
+        return p;
     }
 
     /// Number of query rows (per head, per sequence) that see at least one key: under the causal
@@ -127,12 +152,19 @@ struct problem {
     std::size_t rows_with_keys() const { return causal ? std::min(n_q, n_kv) : n_q; }
 
     /// Number of (query, key) pairs that are scored in one head of one sequence, in closed form
-    /// (sum over rows of visible(i)): causal rows see 1, 2, ... keys from the first row that sees
-    /// any, so the sum is n_kv(n_kv+1)/2 when n_q >= n_kv and n_q(n_kv - n_q) + n_q(n_q+1)/2 when not.
+    /// (sum over rows of visible(i)). Causal rows that see keys end at a = max(1, n_kv - n_q + 1),
+    /// a + 1, ..., n_kv keys, and a row ending at e sees min(e, W) of them (W: the window, or
+    /// unbounded), so the sum is S(n_kv) - S(a - 1) with S(m) = sum_{e=1..m} min(e, W), which is
+    /// m(m+1)/2 for m <= W and W(W+1)/2 + (m - W) W past it. Without a window: n_kv(n_kv+1)/2
+    /// when n_q >= n_kv, n_q(n_kv - n_q) + n_q(n_q+1)/2 when not.
     std::size_t visible_pairs() const {
         if (!causal) return n_q * n_kv;
-        if (n_q >= n_kv) return n_kv * (n_kv + 1) / 2;
-        return n_q * (n_kv - n_q) + n_q * (n_q + 1) / 2;
+        const auto S = [w = window](std::size_t m) {
+            if (w == 0 || m <= w) return m * (m + 1) / 2;
+            return w * (w + 1) / 2 + (m - w) * w;
+        };
+        const std::size_t a = n_q >= n_kv ? 1 : n_kv - n_q + 1;
+        return S(n_kv) - S(a - 1);
     }
 
     std::string describe() const {
@@ -145,6 +177,7 @@ struct problem {
             s += " C=" + std::to_string(latent.kv_rank) + " Cq=" + std::to_string(latent.q_rank) +
                  " Dr=" + std::to_string(latent.rope) + " " + std::string(enum_name(form));
         if (causal) s += " causal";
+        if (window) s += " window=" + std::to_string(window);
         if (bias) s += " bias";
         return s;
     }
@@ -174,7 +207,8 @@ struct problem {
         // FLOPs with softmax) and 8 x B x (N_q + N_kv) x d_model x (H + G) x max(d_qk, d_v) (the
         // projections'). They are estimated in long double, so no product wraps before it is compared.
         const long double b = batch, nq = n_q, nkv = n_kv, d = std::max(qk_dim(), v_dim());
-        const long double attention = 8.0L * b * heads * nq * nkv * d;
+        const long double seen = window ? std::min<long double>(nkv, window) : nkv; // keys per query at most
+        const long double attention = 8.0L * b * heads * nq * seen * d;
         const long double projection = 8.0L * b * (nq + nkv) * d_model * (heads + kv_heads) * d;
         const long double limit = 9.2e18L; // just under 2^63
         require(attention < limit && projection < limit,
@@ -182,6 +216,10 @@ struct problem {
                     std::to_string(heads) + " N_q=" + std::to_string(n_q) + " N_kv=" + std::to_string(n_kv) +
                     " d_model=" + std::to_string(d_model) + " d_head=" + std::to_string(qk_dim()) + ": about 2^" +
                     std::to_string(int(std::log2(double(std::max(attention, projection))))) + " FLOPs, over 2^63");
+        require(window == 0 || causal, "window=" + std::to_string(window) +
+                                           " needs the causal mask (a sliding window looks back from each query)");
+        require(window <= max_window, "window=" + std::to_string(window) + " is absurd: at most " +
+                                          std::to_string(max_window) + " keys (2^32)");
         require(!scale || std::isfinite(*scale),
                 "softmax scale must be finite (got " + std::to_string(scale.value_or(0.0)) + ")");
         if (latent_family()) {

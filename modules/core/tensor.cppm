@@ -65,6 +65,10 @@ struct heads_view {
     operator heads_view<const T>() const {
         return {data, batch, heads, rows, dim, batch_stride, head_stride, row_stride};
     }
+    /// Rows [first, first + count) of every (batch, head): a window of keys, without a copy.
+    heads_view rows_from(std::size_t first, std::size_t count) const {
+        return {data + first * row_stride, batch, heads, count, dim, batch_stride, head_stride, row_stride};
+    }
 };
 
 /// [batch, heads, rows, dim], each head's rows contiguous (a key/value cache's layout).

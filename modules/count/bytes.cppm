@@ -36,7 +36,8 @@ inline std::uint64_t kv_cache_bytes_per_token(const problem& p, kv_dtype t) {
 }
 
 /// The attention problem of one decode step with `context` tokens already cached: one query row
-/// per sequence, context + 1 keys, causal (bottom-right: the new token sees every key).
+/// per sequence, context + 1 keys, causal (bottom-right: the new token sees every key, or the
+/// last W under the layer's window).
 inline problem decode_problem(const problem& layer, std::size_t context) {
     problem p = layer;
     p.n_q = 1;
@@ -67,7 +68,7 @@ inline decode_costs decode_cost_from(const problem& layer, std::size_t context, 
     const flop_counts att = analytic_flops(step), proj = analytic_flops(one);
     decode_costs c;
     const std::uint64_t B = layer.batch;
-    c.kv_read_bytes = B * kv_per_token * (context + 1);
+    c.kv_read_bytes = B * kv_per_token * step.visible(0); // context + 1, or the window's W
     c.kv_write_bytes = B * kv_per_token;
     c.weight_bytes = analytic_params(layer).total() * weight_element_bytes;
     c.attention_flops = att.attention_matmul();

@@ -7,6 +7,7 @@ module;
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -192,11 +193,28 @@ inline constexpr std::string_view convention_name(convention c) {
 }
 
 /// The self-attention length N (N_q = N_kv = N) at which the attention stages' FLOPs overtake
-/// the projections'. Projections grow like N, attention like N^2, so there is one crossover.
+/// the projections'. Projections grow like N, attention like N^2, so there is one crossover;
+/// under a sliding window W attention grows like N W past N = W, and there is none when each
+/// token's W scored keys cost less than its projections.
 struct crossover {
-    double closed_form = 0;    ///< real root of attention(N) = projections(N), from the formula
-    std::uint64_t first_n = 0; ///< smallest integer N with attention(N) > projections(N), by search
+    double closed_form = 0;    ///< real root of attention(N) = projections(N), from the formula; inf: none
+    std::uint64_t first_n = 0; ///< smallest integer N with attention(N) > projections(N), by search; 0: none
+    bool never() const { return first_n == 0; }
 };
+
+namespace detail {
+/// The root of H (a2 P(N) - a1 N) = C N for a causal self-attention with window W (0: none).
+/// Up to N = W, P = N(N+1)/2: N* = 2 (C/H + a1) / a2 - 1. Past it P = W(W+1)/2 + (N - W) W, so
+/// N (a2 W - a1 - C/H) = a2 W (W - 1) / 2: N* = a2 W (W-1) / 2 / (a2 W - a1 - C/H), none (inf)
+/// unless a2 W > a1 + C/H (the attention per token then never reaches the projections').
+inline double causal_root(double a2, double a1, double C_per_head, std::size_t window) {
+    const double n = 2 * (C_per_head + a1) / a2 - 1;
+    const double W = double(window);
+    if (window == 0 || n <= W) return n;
+    const double slope = a2 * W - a1 - C_per_head;
+    return slope > 0 ? a2 * W * (W - 1) / 2 / slope : std::numeric_limits<double>::infinity();
+}
+} // namespace detail
 
 /// Closed form. Per token, projections cost C (independent of N); per sequence, the attention
 /// stages cost H*(a2*P - a1*Z) with P visible pairs and Z rows that see a key:
@@ -206,20 +224,21 @@ struct crossover {
 ///   matmul: a2 = 2 (d_qk + d_v), a1 = 0, C = 2 d (qw + kw + vw + ow)
 /// (qw, kw, vw: the query, key and value widths H d_qk, G d_qk, G d_v; ow = H d_v).
 /// Non-causal P = N^2, Z = N:  N* = (C/H + a1) / a2.
-/// Causal P = N(N+1)/2, Z = N: N* = 2 (C/H + a1) / a2 - 1.
+/// Causal P = N(N+1)/2, Z = N: N* = 2 (C/H + a1) / a2 - 1; with a window, detail::causal_root.
 /// For MHA without bias under matmul-only this is N* = 2 d_model (non-causal).
 inline double crossover_closed_form(const problem& p, convention c) {
     if (p.latent_family()) { // per-token stages from the count of one token, the pair terms of the core's problem
         problem one = p;
         one.batch = one.n_q = one.n_kv = 1;
         one.causal = false;
+        one.window = 0;
         const flop_counts f = analytic_flops(one);
         const problem a = core_problem(p);
         const double H = double(a.heads), dqk = double(a.qk_dim()), dv = double(a.v_dim());
         const bool full = c == convention::full;
         const double a2 = 2 * (dqk + dv) + (full ? 5 : 0), a1 = full ? dv + 2 : 0;
         const double C = double(full ? f.projection_full() : f.projection_matmul());
-        return p.causal ? 2 * (C / H + a1) / a2 - 1 : (C / H + a1) / a2;
+        return p.causal ? detail::causal_root(a2, a1, C / H, p.window) : (C / H + a1) / a2;
     }
     const double d = double(p.d_model), H = double(p.heads), dqk = double(p.qk_dim()), dv = double(p.v_dim());
     const double qw = double(p.q_width()), kw = double(p.k_width()), vw = double(p.v_width()), ow = double(p.o_width()),
@@ -234,20 +253,24 @@ inline double crossover_closed_form(const problem& p, convention c) {
         a1 = 0;
         C = 2 * d * (qw + kw + vw + ow);
     }
-    return p.causal ? 2 * (C / H + a1) / a2 - 1 : (C / H + a1) / a2;
+    return p.causal ? detail::causal_root(a2, a1, C / H, p.window) : (C / H + a1) / a2;
 }
 
 /// Searches the analytic counts (not the closed form) for the first N where attention wins.
 inline std::uint64_t crossover_search(problem p, convention c) {
     p.batch = 1;
-    auto attention_wins = [&](std::uint64_t n) {
+    auto margin = [&](std::uint64_t n) { // attention minus projections at N = n
         p.n_q = p.n_kv = n;
         const auto f = analytic_flops(p);
-        return c == convention::full ? f.attention_full() > f.projection_full()
-                                     : f.attention_matmul() > f.projection_matmul();
+        return c == convention::full ? double(f.attention_full()) - double(f.projection_full())
+                                     : double(f.attention_matmul()) - double(f.projection_matmul());
     };
+    auto attention_wins = [&](std::uint64_t n) { return margin(n) > 0; };
     std::uint64_t hi = 1;
     while (!attention_wins(hi)) {
+        // under a window, past N = W every token adds the same margin: when attention has not
+        // won by twice the window and a token adds none, it never does (0: none)
+        if (p.window && hi > 2 * p.window && margin(2 * p.window + 2) <= margin(2 * p.window + 1)) return 0;
         require(hi < (std::uint64_t(1) << 40), "no crossover below N=2^40 for " + p.describe());
         hi *= 2;
     }

@@ -8,6 +8,10 @@
 // storage type (attn.core:kv): float or double as computed, or bf16, f16 (rounded to nearest even on
 // append) or int8 (quantized on append, one fp32 scale per (token, head) row, kept beside the rows
 // as [batch, heads, capacity]; values in the key rows share the key row's scale).
+// Under a sliding window W the cache is a rolling buffer (Mistral 7B's): W slots, the token at
+// position t in slot t mod W, so it stops growing at W tokens. A decode step's row sees exactly
+// the last W tokens, which are the buffer's rows in some order, and softmax and the weighted sum
+// do not depend on the order of the keys.
 module;
 #include <algorithm>
 #include <cstddef>
@@ -27,23 +31,25 @@ class kv_cache {
   public:
     static constexpr bool quantized = std::is_same_v<S, std::int8_t>;
 
-    kv_cache(std::size_t batch, cache_layout layout, std::size_t capacity)
+    /// `window` > 0: a rolling buffer of min(capacity, window) slots (slot = position mod window).
+    kv_cache(std::size_t batch, cache_layout layout, std::size_t capacity, std::size_t window = 0)
         : batch_(batch), heads_(layout.heads), dk_(layout.d_k), dv_(layout.d_v), v_in_k_(layout.v_in_k),
-          capacity_(capacity) {
+          capacity_(window ? std::min(capacity, window) : capacity), window_(window) {
         require(batch > 0 && heads_ > 0 && dk_ > 0 && dv_ > 0 && (!v_in_k_ || dv_ <= dk_),
                 "kv cache needs batch, heads, d_k and d_v >= 1 (and d_v <= d_k when the values are in the key "
                 "rows) (got " +
                     std::to_string(batch) + ", " + std::to_string(heads_) + ", " + std::to_string(dk_) + ", " +
                     std::to_string(dv_) + ")");
-        k_.resize(batch * heads_ * capacity * dk_);
-        if (!v_in_k_) v_.resize(batch * heads_ * capacity * dv_);
+        k_.resize(batch * heads_ * capacity_ * dk_);
+        if (!v_in_k_) v_.resize(batch * heads_ * capacity_ * dv_);
         if constexpr (quantized) {
-            ks_.resize(batch * heads_ * capacity);
+            ks_.resize(batch * heads_ * capacity_);
             if (!v_in_k_) vs_.resize(ks_.size());
         }
     }
-    /// A cache for layer problem p's batch and its family's layout.
-    kv_cache(const problem& p, std::size_t capacity) : kv_cache(p.batch, family_ops_of(p).cache(p), capacity) {}
+    /// A cache for layer problem p's batch and its family's layout (a rolling buffer under p's window).
+    kv_cache(const problem& p, std::size_t capacity)
+        : kv_cache(p.batch, family_ops_of(p).cache(p), capacity, p.window) {}
 
     std::size_t batch() const { return batch_; }
     std::size_t heads() const { return heads_; }
@@ -52,7 +58,12 @@ class kv_cache {
     bool values_in_keys() const { return v_in_k_; }
     cache_layout layout() const { return {heads_, dk_, dv_, v_in_k_}; }
     std::size_t capacity() const { return capacity_; }
-    std::size_t size() const { return length_; } ///< tokens cached per sequence (L)
+    std::size_t size() const { return length_; }   ///< tokens appended per sequence (L: the next token's position)
+    std::size_t window() const { return window_; } ///< 0: a plain cache; else a rolling buffer
+    /// Rows held per (sequence, head): L, or min(L, window) for a rolling buffer.
+    std::size_t rows() const { return std::min(length_, capacity_); }
+    /// The slot of the token at `position`, when it is still held.
+    std::size_t slot(std::size_t position) const { return window_ ? position % capacity_ : position; }
 
     /// Bytes one token takes per sequence: its key rows and (unless in them) its value rows, with
     /// int8's scales.
@@ -63,7 +74,7 @@ class kv_cache {
     /// Bytes the cache holds (at capacity).
     std::size_t bytes() const { return batch_ * capacity_ * bytes_per_token(); }
     /// Bytes of the cached tokens (at the current length).
-    std::size_t used_bytes() const { return batch_ * length_ * bytes_per_token(); }
+    std::size_t used_bytes() const { return batch_ * rows() * bytes_per_token(); }
 
     /// Appends one token per sequence: k_new [batch, heads*d_k] and v_new [batch, heads*d_v] (a
     /// projection's rows; v_new unused when the values are in the key rows), rounded or quantized
@@ -78,11 +89,12 @@ class kv_cache {
     /// family's input stage produced; v ignored when the values are in the key rows).
     template <class T>
     void append(const heads_view<const T>& k, const heads_view<const T>& v, std::size_t i) {
-        require(length_ < capacity_, "kv cache is full (capacity " + std::to_string(capacity_) + " tokens)");
+        require(window_ || length_ < capacity_, "kv cache is full (capacity " + std::to_string(capacity_) + " tokens)");
+        const std::size_t at = slot(length_);
         for (std::size_t b = 0; b < batch_; ++b)
             for (std::size_t g = 0; g < heads_; ++g) {
-                store(k.row(b, g, i), dk_, b, g, length_, k_, ks_);
-                if (!v_in_k_) store(v.row(b, g, i), dv_, b, g, length_, v_, vs_);
+                store(k.row(b, g, i), dk_, b, g, at, k_, ks_);
+                if (!v_in_k_) store(v.row(b, g, i), dv_, b, g, at, v_, vs_);
             }
         ++length_;
     }
@@ -109,16 +121,16 @@ class kv_cache {
                 }
     }
 
-    /// Sets the length without writing (the rows [0, n) hold whatever was put there).
+    /// Sets the length without writing (the rows held hold whatever was put there).
     void resize(std::size_t n) {
-        require(n <= capacity_,
+        require(window_ || n <= capacity_,
                 "kv cache length " + std::to_string(n) + " exceeds its capacity " + std::to_string(capacity_));
         length_ = n;
     }
     void clear() { length_ = 0; }
 
-    /// The cached keys [batch, heads, L, d_k] and values [batch, heads, L, d_v] as views of S (the
-    /// values a view of the key rows when they are in them).
+    /// The cached keys [batch, heads, rows(), d_k] and values [batch, heads, rows(), d_v] as views of
+    /// S (the values a view of the key rows when they are in them), in slot order.
     heads_view<const S> keys() const { return view(k_.data(), dk_, dk_); }
     heads_view<const S> values() const { return v_in_k_ ? view(k_.data(), dv_, dk_) : view(v_.data(), dv_, dv_); }
     /// The same with int8's row scales: what a decode core over a narrow cache reads.
@@ -151,11 +163,11 @@ class kv_cache {
     /// [batch, heads, L, dim] over rows of `stride` elements.
     template <class E>
     heads_view<const E> view(const E* data, std::size_t dim, std::size_t stride) const {
-        return {data, batch_, heads_, length_, dim, heads_ * capacity_ * stride, capacity_ * stride, stride};
+        return {data, batch_, heads_, rows(), dim, heads_ * capacity_ * stride, capacity_ * stride, stride};
     }
     std::size_t batch_, heads_, dk_, dv_;
     bool v_in_k_;
-    std::size_t capacity_, length_ = 0;
+    std::size_t capacity_, window_, length_ = 0;
     big_vector<S> k_, v_;
     big_vector<float> ks_, vs_; ///< int8: the scale of every row of k_ and v_
 };

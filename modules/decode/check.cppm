@@ -81,16 +81,18 @@ std::vector<T> run_decode(const variant& var, const problem& layer, std::size_t 
 }
 
 /// The keys (or values) a cache holds as a decode core reads them, fp32, in a projection's
-/// layout [B, L, G*d].
+/// layout [B, L, G*d] in position order; positions a rolling buffer no longer holds (before the
+/// last W) are zeros: no row the prefill check looks at sees them.
 template <class S>
 std::vector<float> cached(const kv_cache<S>& c, bool values) {
     const std::size_t B = c.batch(), G = c.heads(), d = values ? c.d_v() : c.d_k(), L = c.size();
-    std::vector<float> out(B * L * G * d);
+    std::vector<float> out(B * L * G * d, 0.0f);
     for (std::size_t b = 0; b < B; ++b)
-        for (std::size_t i = 0; i < L; ++i)
+        for (std::size_t i = L - c.rows(); i < L; ++i)
             for (std::size_t g = 0; g < G; ++g)
                 for (std::size_t t = 0; t < d; ++t)
-                    out[((b * L + i) * G + g) * d + t] = values ? c.value_at(b, g, i, t) : c.key_at(b, g, i, t);
+                    out[((b * L + i) * G + g) * d + t] =
+                        values ? c.value_at(b, g, c.slot(i), t) : c.key_at(b, g, c.slot(i), t);
     return out;
 }
 
@@ -124,6 +126,10 @@ struct kv_check {
 template <class S>
 kv_check check_decode_kv(const variant& var, const problem& layer, std::size_t context, decode_fill fill,
                          const run_options& opt, std::uint64_t seed, double magnitude = 1.0) {
+    require(fill == decode_fill::prefill || !layer.window || context < layer.window,
+            "a " + std::string(enum_name(kv_dtype_of<S>)) +
+                " rolling-buffer cache (window=" + std::to_string(layer.window) + " < " + std::to_string(context + 1) +
+                " tokens) is checked after a prefill: the rows it overwrote cannot be read back for every step's row");
     const auto d = detail::decode_check_inputs(layer, context, fill, seed, magnitude);
     kv_cache<S> cache(layer, context + 1);
     const auto out = detail::run_decode<float>(var, layer, context, fill, opt, d, cache);

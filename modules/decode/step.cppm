@@ -46,6 +46,7 @@ inline problem one_token(const problem& layer) {
     problem one = layer;
     one.n_q = one.n_kv = 1;
     one.causal = false;
+    one.window = 0;
     return one;
 }
 
@@ -70,7 +71,7 @@ heads_view<const T> decode_step(const variant& var, const problem& layer, const 
     const layer_call<T> call{k, one, w, opt, ws};
     const core_operands<T> in = f.stages<T>().project(call, x_new, x_new, cache.size());
     cache.append(in.k, in.v, 0);
-    const problem step = f.attention(decode_problem(layer, cache.size() - 1));
+    const problem step = f.attention(decode_problem(layer, cache.size() - 1)).seen_keys(); // the cache's rows
     T* ctx = ws.at(context_slot, layer.batch * step.o_width());
     attend(var, step, in.q, cache, ctx, opt);
     f.stages<T>().output(call, ctx, y);
@@ -102,7 +103,7 @@ inline std::size_t decode_extra_bytes(const variant& var, const problem& layer, 
                                       const run_options& opt, std::size_t bytes_per_element) {
     const problem one = one_token(layer), a = attention_problem(one);
     const std::size_t ws = bytes_per_element * layer.batch * (a.q_width() + a.k_width() + a.v_width() + a.o_width());
-    return ws + var.scratch_bytes(attention_problem(decode_problem(layer, context)), opt);
+    return ws + var.scratch_bytes(attention_problem(decode_problem(layer, context)).seen_keys(), opt);
 }
 
 /// What the harness times, whatever the cache's type: a whole step, and the attention core alone.
@@ -120,16 +121,16 @@ class decode_timer {
 /// S holding `context` tokens, one new token per sequence, the output and the buffers. The
 /// cache holds one random block repeated (a cache read is a cache read; the values only need to
 /// be finite and varied). step() cuts the cache back to `context` tokens and decodes one token,
-/// so every step attends over exactly context + 1 keys; core() runs the attention core alone
-/// over those context + 1 keys with the last step's queries: the part of a step that reads the
-/// cache.
+/// so every step attends over exactly context + 1 keys (min(context + 1, W) under a window: the
+/// cache is then a rolling buffer of W rows); core() runs the attention core alone over those
+/// keys with the last step's queries: the part of a step that reads the cache.
 template <class T, class S = T>
 class decode_fixture : public decode_timer {
   public:
     decode_fixture(const variant& var, const problem& layer, std::size_t context, const run_options& opt,
                    std::uint64_t seed)
-        : var_(var), layer_(layer), step_(attention_problem(decode_problem(layer, context))), context_(context),
-          opt_(opt), w_(random_weights<T>(layer, seed)), cache_(layer, context + 1),
+        : var_(var), layer_(layer), step_(attention_problem(decode_problem(layer, context)).seen_keys()),
+          context_(context), opt_(opt), w_(random_weights<T>(layer, seed)), cache_(layer, context + 1),
           x_(random_values<T>(layer.batch * layer.d_model, seed * 31 + 7)), y_(layer.batch * layer.d_model) {
         require_kv_core<T, S>(var);
         const std::size_t width = std::max(cache_.d_k(), cache_.d_v());
@@ -155,7 +156,7 @@ class decode_fixture : public decode_timer {
 
   private:
     const variant& var_;
-    problem layer_, step_; ///< the layer, and the core's problem over context + 1 keys
+    problem layer_, step_; ///< the layer, and the core's problem over the keys the step sees
     std::size_t context_;
     run_options opt_;
     weights<T> w_;

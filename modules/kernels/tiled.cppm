@@ -28,10 +28,25 @@ struct tiles {
     std::size_t kv = 128; ///< keys per tile (a multiple of nr)
 };
 
+/// Keys per tile under a sliding window W when none is asked for: W / 8 rounded up to a panel,
+/// between one panel and the default. A row's keys start anywhere in a tile, so each row scores
+/// about W + tile - 1 keys; at W 512 a 128-key tile is 25 % extra work, a 64-key one 12 %.
+inline std::size_t window_tile_kv(std::size_t window, std::size_t kv) {
+    return std::clamp(round_up((window + 7) / 8, nr), nr, kv);
+}
+
 inline tiles resolve_tiles(const run_options& o) {
     tiles t;
     if (o.tile_q) t.q = o.tile_q;
     if (o.tile_kv) t.kv = o.tile_kv;
+    return t;
+}
+
+/// The tiles for problem p: the asked ones, else the defaults with the key tile sized from a
+/// sliding window.
+inline tiles resolve_tiles(const problem& p, const run_options& o) {
+    tiles t = resolve_tiles(o);
+    if (p.window && !o.tile_kv) t.kv = window_tile_kv(p.window, t.kv);
     return t;
 }
 
@@ -57,7 +72,9 @@ struct tiled_scratch {
 
     tiled_scratch(const problem& p, tiles t) {
         const std::size_t dqk = p.qk_dim(), dv = p.v_dim();
-        s_ld = round_up(t.kv, nr);
+        // a window's row starts inside a tile, and the vector exp of its tail writes up to one
+        // batch past the row's last key: a batch of room keeps it off the next row
+        s_ld = round_up(t.kv, nr) + (p.window ? lanes : 0);
         acc_ld = round_up(dv, nr);
         qs.resize(t.q * dqk);
         kp.resize(packed_size(dqk, t.kv));
@@ -97,31 +114,39 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
     std::fill(w.acc.begin(), w.acc.begin() + tq * w.acc_ld, 0.0f);
     std::fill(w.m.begin(), w.m.end(), detail::neg_inf);
     std::fill(w.l.begin(), w.l.end(), 0.0f);
-    const std::size_t kv_end = p.visible(i0 + tq - 1); // visibility grows with the row index
-    for (std::size_t j0 = 0; j0 < kv_end; j0 += t.kv) {
+    // both ends of a row's keys grow with the row index: the tile's keys are [first row's begin,
+    // last row's end), and the rows that see any key of a key tile are one range [r0, r1)
+    const std::size_t kv_begin = p.keys_begin(i0), kv_end = p.keys_end(i0 + tq - 1);
+    std::size_t r0 = 0, r1 = 0;
+    for (std::size_t j0 = kv_begin; j0 < kv_end; j0 += t.kv) {
         const std::size_t tk = std::min(t.kv, kv_end - j0), tk_pad = round_up(tk, nr);
-        // rows before r0 see no key of this tile (causal): they take no part in its GEMMs
-        std::size_t r0 = 0;
-        while (r0 < tq && p.visible(i0 + r0) <= j0) ++r0;
+        while (r0 < tq && p.keys_end(i0 + r0) <= j0) ++r0; // rows before r0 end before this tile
+        r1 = std::max(r1, r0);
+        while (r1 < tq && p.keys_begin(i0 + r1) < j0 + tk) ++r1; // rows from r1 start after it
+        if (r0 == r1) continue;
         pack_b(io.k.row(b, g, j0), 1, io.k.row_stride, d, tk, w.kp.data()); // K^T
-        gemm_rows(r0, tq, tk, d, w.qs.data(), d, w.kp.data(), w.s.data(), w.s_ld, false);
-        for (std::size_t r = r0; r < tq; ++r) {
+        gemm_rows(r0, r1, tk, d, w.qs.data(), d, w.kp.data(), w.s.data(), w.s_ld, false);
+        for (std::size_t r = r0; r < r1; ++r) {
             float* sr = w.s.data() + r * w.s_ld;
-            const std::size_t vis = p.visible(i0 + r), n = vis > j0 ? std::min(tk, vis - j0) : 0;
-            if (n == 0) { // this row sees nothing here: contributes zeros
+            // this row's keys in the tile: [lo, hi)
+            const std::size_t lo = std::max(p.keys_begin(i0 + r), j0) - j0;
+            const std::size_t hi = std::max(std::min(p.keys_end(i0 + r), j0 + tk), j0) - j0;
+            if (hi <= lo) { // this row sees nothing here: contributes zeros
                 std::fill(sr, sr + tk_pad, 0.0f);
                 continue;
             }
-            const float m_new = std::max(w.m[r], detail::row_max(sr, n));
-            const float corr = std::exp(w.m[r] - m_new);     // 0 on the first visible tile
-            const float sum = detail::exp_row(sr, n, m_new); // one vector exp per element
-            std::fill(sr + n, sr + tk_pad, 0.0f);            // masked and padding columns weigh nothing
+            const std::size_t n = hi - lo;
+            const float m_new = std::max(w.m[r], detail::row_max(sr + lo, n));
+            const float corr = std::exp(w.m[r] - m_new);          // 0 on the first visible tile
+            const float sum = detail::exp_row(sr + lo, n, m_new); // one vector exp per element
+            std::fill(sr, sr + lo, 0.0f);                         // masked and padding columns weigh nothing
+            std::fill(sr + hi, sr + tk_pad, 0.0f);
             w.l[r] = w.l[r] * corr + sum;
             if (corr != 1.0f) detail::scale_row(w.acc.data() + r * w.acc_ld, w.acc_ld, corr);
             w.m[r] = m_new;
         }
         pack_b(io.v.row(b, g, j0), io.v.row_stride, 1, tk, dv, w.vp.data()); // V
-        gemm_rows(r0, tq, dv, tk, w.s.data(), w.s_ld, w.vp.data(), w.acc.data(), w.acc_ld, true);
+        gemm_rows(r0, r1, dv, tk, w.s.data(), w.s_ld, w.vp.data(), w.acc.data(), w.acc_ld, true);
     }
     for (std::size_t r = 0; r < tq; ++r) {
         float* a = w.acc.data() + r * w.acc_ld;

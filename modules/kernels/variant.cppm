@@ -18,15 +18,19 @@ import attn.core;
 
 export namespace attn::kernels {
 
-/// The attention core: decode_core for n_q == 1, tiled_core otherwise.
+/// The attention core: decode_core for n_q == 1 (over the keys the row sees: under a sliding
+/// window the last visible(0) of them), tiled_core otherwise.
 inline void attention_core(const problem& p, const core_io<float>& io, tiles t, int threads) {
-    if (p.n_q == 1) return decode_core(p, io, threads);
+    if (p.n_q == 1) {
+        const std::size_t first = p.keys_begin(0), n = p.visible(0);
+        return decode_core(p.seen_keys(), {io.q, io.k.rows_from(first, n), io.v.rows_from(first, n), io.out}, threads);
+    }
     tiled_core(p, io, t, threads);
 }
 
 /// Extra memory of attention_core.
 inline std::size_t attention_scratch_bytes(const problem& p, tiles t, int threads) {
-    if (p.n_q == 1) return decode_scratch_bytes(p, threads);
+    if (p.n_q == 1) return decode_scratch_bytes(p.seen_keys(), threads);
     return tiled_scratch_bytes(p, t, threads);
 }
 
@@ -36,7 +40,7 @@ kernel_set<T> half_kernels(const kernel_set<float>& f32, Threads threads) {
     kernel_set<T> k;
     k.core = [threads, by_conv = by_conversion<T>(f32)](const problem& p, const core_io<T>& io, const run_options& o) {
         if (p.n_q == 1) return by_conv.core(p, io, o);
-        tiled_core(p, io, resolve_tiles(o), threads(o));
+        tiled_core(p, io, resolve_tiles(p, o), threads(o));
     };
     k.linear = [threads](const linear_io<T>& io, const run_options& o) {
         linear(io.x, io.w, io.b, io.y, io.rows, io.in, io.out, threads(o));
@@ -50,9 +54,10 @@ inline variant tiled_variant(std::string name, std::string description, bool thr
     v.name = std::move(name);
     v.description = std::move(description);
     v.threaded = threaded;
+    v.serves.windows = true;
     auto threads = [threaded](const run_options& o) { return threaded ? o.threads : 1; };
     v.f32.core = [threads](const problem& p, const core_io<float>& io, const run_options& o) {
-        attention_core(p, io, o.tile_q ? resolve_tiles(o) : balanced_tiles(p, resolve_tiles(o), threads(o)),
+        attention_core(p, io, o.tile_q ? resolve_tiles(p, o) : balanced_tiles(p, resolve_tiles(p, o), threads(o)),
                        threads(o));
     };
     v.f32.linear = [threads](const linear_io<float>& io, const run_options& o) {
@@ -64,15 +69,17 @@ inline variant tiled_variant(std::string name, std::string description, bool thr
     v.f16_path = isa::f16_path();
     auto kv = [threads]<class S>(attn::kv_kernels::core_fn<S>& slot) {
         slot = [threads](const problem& p, const kv_core_io<S>& io, const run_options& o) {
-            decode_core_kv<S>(p, io, threads(o));
+            const std::size_t first = p.keys_begin(0), n = p.visible(0);
+            decode_core_kv<S>(p.seen_keys(), {io.q, io.k.rows_from(first, n), io.v.rows_from(first, n), io.out},
+                              threads(o));
         };
     };
     kv(v.kv.bf16);
     kv(v.kv.f16);
     kv(v.kv.int8);
     v.scratch_bytes = [threads](const problem& p, const run_options& o) {
-        return attention_scratch_bytes(p, o.tile_q ? resolve_tiles(o) : balanced_tiles(p, resolve_tiles(o), threads(o)),
-                                       threads(o));
+        return attention_scratch_bytes(
+            p, o.tile_q ? resolve_tiles(p, o) : balanced_tiles(p, resolve_tiles(p, o), threads(o)), threads(o));
     };
     return v;
 }
