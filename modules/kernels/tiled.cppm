@@ -28,13 +28,6 @@ struct tiles {
     std::size_t kv = 128; ///< keys per tile (a multiple of nr)
 };
 
-/// Keys per tile under a sliding window W when none is asked for: W / 8 rounded up to a panel,
-/// between one panel and the default. A row's keys start anywhere in a tile, so each row scores
-/// about W + tile - 1 keys; at W 512 a 128-key tile is 25 % extra work, a 64-key one 12 %.
-inline std::size_t window_tile_kv(std::size_t window, std::size_t kv) {
-    return std::clamp(round_up((window + 7) / 8, nr), nr, kv);
-}
-
 inline tiles resolve_tiles(const run_options& o) {
     tiles t;
     if (o.tile_q) t.q = o.tile_q;
@@ -42,11 +35,14 @@ inline tiles resolve_tiles(const run_options& o) {
     return t;
 }
 
-/// The tiles for problem p: the asked ones, else the defaults with the key tile sized from a
-/// sliding window.
+/// The tiles for problem p: the asked ones, else the defaults, with query tiles twice as tall
+/// under a sliding window. A query tile packs the keys of its rows' windows, W + its height, so
+/// packing per score is 1/W + 1/height; the band the rows see (detail::band_scores) costs the
+/// same whatever the height. Measured (core, H 8, d_head 64, N 4096, W 512, 1 thread, 3 runs of
+/// 3 repetitions): 384 x 64 tiles 61-64 ms, 384 x 128 60-69, 768 x 128 56-57, 1152 x 128 57-61.
 inline tiles resolve_tiles(const problem& p, const run_options& o) {
     tiles t = resolve_tiles(o);
-    if (p.window && !o.tile_kv) t.kv = window_tile_kv(p.window, t.kv);
+    if (p.window && !o.tile_q) t.q *= 2;
     return t;
 }
 
@@ -68,6 +64,7 @@ inline tiles balanced_tiles(const problem& p, tiles t, int threads) {
 /// One thread's buffers for tiled_core.
 struct tiled_scratch {
     aligned_vector<float> qs, kp, vp, s, acc, m, l;
+    std::vector<std::size_t> lo, hi; ///< a sliding window's rows: their keys [lo, hi) within the key tile
     std::size_t s_ld = 0, acc_ld = 0;
 
     tiled_scratch(const problem& p, tiles t) {
@@ -83,9 +80,11 @@ struct tiled_scratch {
         acc.resize(t.q * acc_ld);
         m.resize(t.q);
         l.resize(t.q);
+        if (p.window) lo.resize(t.q), hi.resize(t.q);
     }
     std::size_t bytes() const {
-        return sizeof(float) * (qs.size() + kp.size() + vp.size() + s.size() + acc.size() + m.size() + l.size());
+        return sizeof(float) * (qs.size() + kp.size() + vp.size() + s.size() + acc.size() + m.size() + l.size()) +
+               sizeof(std::size_t) * (lo.size() + hi.size());
     }
 };
 
@@ -96,6 +95,36 @@ inline constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 inline void scale_row(float* x, std::size_t n, float f) { // n is a multiple of lanes
     const batch fb(f);
     for (std::size_t j = 0; j < n; j += lanes) (batch::load_aligned(x + j) * fb).store_aligned(x + j);
+}
+
+/// The two products of a key tile under a sliding window, over the band the rows see: each
+/// block of mr rows scores only the panels holding its rows' keys [lo of its first row, hi of its
+/// last) -- both grow with the row -- and sums P V over exactly those keys. Whole-tile GEMMs
+/// would compute about W + tile keys per row; the band about W + a panel. The scores outside a
+/// row's own [lo, hi) in the block's range are zeros by then (tile_core writes them).
+inline void band_scores(std::size_t r0, std::size_t r1, std::size_t d, std::size_t tk, const tiled_scratch& w,
+                        float* s) {
+    for (std::size_t i = r0; i < r1; i += mr) {
+        const std::size_t rows = std::min(mr, r1 - i), c0 = w.lo[i] / nr * nr, c1 = w.hi[i + rows - 1];
+        for (std::size_t k0 = 0; k0 < d; k0 += kc) {
+            const std::size_t kl = std::min(kc, d - k0);
+            for (std::size_t c = c0; c < c1; c += nr)
+                micro_rows(rows, kl, w.qs.data() + i * d + k0, d, w.kp.data() + (c / nr * d + k0) * nr,
+                           s + i * w.s_ld + c, w.s_ld, std::min(nr, tk - c), k0 > 0);
+        }
+    }
+}
+
+inline void band_pv(std::size_t r0, std::size_t r1, std::size_t dv, std::size_t tk, tiled_scratch& w) {
+    for (std::size_t i = r0; i < r1; i += mr) {
+        const std::size_t rows = std::min(mr, r1 - i), c0 = w.lo[i], c1 = w.hi[i + rows - 1];
+        for (std::size_t k0 = c0; k0 < c1; k0 += kc) {
+            const std::size_t kl = std::min(kc, c1 - k0);
+            for (std::size_t c = 0; c < dv; c += nr)
+                micro_rows(rows, kl, w.s.data() + i * w.s_ld + k0, w.s_ld, w.vp.data() + (c / nr * tk + k0) * nr,
+                           w.acc.data() + i * w.acc_ld + c, w.acc_ld, std::min(nr, dv - c), true);
+        }
+    }
 }
 
 } // namespace detail
@@ -125,7 +154,15 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
         while (r1 < tq && p.keys_begin(i0 + r1) < j0 + tk) ++r1; // rows from r1 start after it
         if (r0 == r1) continue;
         pack_b(io.k.row(b, g, j0), 1, io.k.row_stride, d, tk, w.kp.data()); // K^T
-        gemm_rows(r0, r1, tk, d, w.qs.data(), d, w.kp.data(), w.s.data(), w.s_ld, false);
+        if (p.window) {
+            for (std::size_t r = r0; r < r1; ++r) { // each row's keys in the tile: [lo, hi)
+                w.lo[r] = std::max(p.keys_begin(i0 + r), j0) - j0;
+                w.hi[r] = std::min(p.keys_end(i0 + r), j0 + tk) - j0;
+            }
+            detail::band_scores(r0, r1, d, tk, w, w.s.data());
+        } else {
+            gemm_rows(r0, r1, tk, d, w.qs.data(), d, w.kp.data(), w.s.data(), w.s_ld, false);
+        }
         for (std::size_t r = r0; r < r1; ++r) {
             float* sr = w.s.data() + r * w.s_ld;
             // this row's keys in the tile: [lo, hi)
@@ -136,17 +173,26 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
                 continue;
             }
             const std::size_t n = hi - lo;
-            const float m_new = std::max(w.m[r], detail::row_max(sr + lo, n));
-            const float corr = std::exp(w.m[r] - m_new);          // 0 on the first visible tile
+            const float m_old = w.m[r], m_new = std::max(m_old, detail::row_max(sr + lo, n));
             const float sum = detail::exp_row(sr + lo, n, m_new); // one vector exp per element
             std::fill(sr, sr + lo, 0.0f);                         // masked and padding columns weigh nothing
             std::fill(sr + hi, sr + tk_pad, 0.0f);
-            w.l[r] = w.l[r] * corr + sum;
-            if (corr != 1.0f) detail::scale_row(w.acc.data() + r * w.acc_ld, w.acc_ld, corr);
+            // exp(m_old - m_new) rescales what came before: 1 when the maximum holds (most tiles
+            // after the first few), nothing to rescale on the row's first tile (its l and output
+            // are 0): the scalar exp and the pass over the output row only when it grew
+            if (m_new != m_old && m_old != detail::neg_inf) {
+                const float corr = std::exp(m_old - m_new);
+                w.l[r] *= corr;
+                detail::scale_row(w.acc.data() + r * w.acc_ld, w.acc_ld, corr);
+            }
+            w.l[r] += sum;
             w.m[r] = m_new;
         }
         pack_b(io.v.row(b, g, j0), io.v.row_stride, 1, tk, dv, w.vp.data()); // V
-        gemm_rows(r0, r1, dv, tk, w.s.data(), w.s_ld, w.vp.data(), w.acc.data(), w.acc_ld, true);
+        if (p.window)
+            detail::band_pv(r0, r1, dv, tk, w);
+        else
+            gemm_rows(r0, r1, dv, tk, w.s.data(), w.s_ld, w.vp.data(), w.acc.data(), w.acc_ld, true);
     }
     for (std::size_t r = 0; r < tq; ++r) {
         float* a = w.acc.data() + r * w.acc_ld;
