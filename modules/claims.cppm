@@ -72,7 +72,8 @@ struct claim {
     verdict result = verdict::refuted; ///< judge(figures)
 };
 
-/// Every claim of seeds 000, 001, 003 and 004, then DeepSeek-V2's Table 1, in the ledger's order
+/// Every claim of seeds 000, 001, 003 and 004, then DeepSeek-V2's Table 1, Mistral 7B's rolling
+/// buffer and Shazeer 2019's local rows, in the ledger's order
 /// (ids C1, C2, ...).
 std::vector<claim> ledger();
 
@@ -91,6 +92,8 @@ inline constexpr const char* s001 = "001 (course page)";
 inline constexpr const char* s003 = "003 (first-principles essay)";
 inline constexpr const char* s004 = "004 (textbook ch. 10)";
 inline constexpr const char* ds2 = "DeepSeek-V2 (arXiv 2405.04434, Table 1)";
+inline constexpr const char* mistral = "Mistral 7B (arXiv 2310.06825, section 2)";
+inline constexpr const char* shazeer = "Shazeer 2019 (arXiv 1911.02150, Table 2)";
 
 /// Appends claims to `c`, each with the next id (C1, C2, ...) and its verdict, judge(figures).
 struct adder {

@@ -326,6 +326,58 @@ std::vector<claim> ledger() {
                 g(std::uint64_t(per_token(v2.heads))) + ": " + f(per_token(v2.heads) / mla_l, 1) + "x smaller",
             {at_decimals("GQA groups with MLA's cache", 2.25, mla_l / (2 * d_h * l), 2)});
     }
+
+    // ---- local attention: Mistral 7B's rolling buffer, Shazeer 2019's local rows ----
+    {
+        // Mistral 7B (Table 1): d 4096, 32 heads of 128, 8 key/value heads, 32 layers, W 4096
+        problem m = gqa(4096, 32, 8, 1);
+        m.causal = true;
+        problem mw = m;
+        mw.window = 4096;
+        const std::uint64_t L = 32768, layers = 32;
+        const std::uint64_t full = kv_cache_bytes(m, L, kv_dtype::f16) * layers,
+                            rolled = kv_cache_bytes(mw, L, kv_dtype::f16) * layers;
+        add(detail::mistral,
+            "On a sequence of 32k tokens the rolling buffer (W = 4096) cuts the cache's memory 8x, without hurting "
+            "the model's quality.",
+            "attnbench flops --causal --window 4096",
+            "d 4096, 8 key/value heads of 128, 32 layers, fp16: " + g(full) + " bytes per sequence at L 32,768 vs " +
+                g(rolled) + " in a " + g(mw.window) + "-slot rolling buffer",
+            {cost("cache bytes at L 32768, no window / W 4096", 8, ratio(full, rolled)),
+             unmeasured("the model's quality with the window (no trained model here)")},
+            "The memory stops growing at W tokens, so the factor is L / W: 8 at 32k, 16 at 64k. The quality half "
+            "of the claim needs a trained model.");
+        add(detail::mistral, "With W = 4096 and 32 layers, information reaches about 131K tokens back (W x layers).",
+            "attnbench flops --causal --window 4096",
+            g(mw.window) + " x " + g(layers) + " = " + g(mw.window * layers) + " tokens",
+            {exact("W x layers", 131072, double(mw.window * layers))},
+            "Each layer moves information at most W - 1 positions; 131,072 = 131K with K = 1000, 128 Ki.");
+    }
+    {
+        // Shazeer 2019 Table 2, decoder µs per token on TPUv2: MHA 46, MHA local 23; MQA 3.8, MQA local
+        // 3.3 (h 8, d_k = d_v = 128). If a step's time were its cache reads, local attention would save
+        // MQA 1/h of what it saves MHA (its cache is h times smaller at any window).
+        problem mha_s = mha(1024, 8, 1), mqa_s = mqa(1024, 8, 1);
+        mha_s.d_head = mqa_s.d_head = 128;
+        const double cache_ratio = double(kv_cache_bytes_per_token(mha_s, kv_dtype::f32)) /
+                                   double(kv_cache_bytes_per_token(mqa_s, kv_dtype::f32));
+        const double save_mha = 46 - 23, save_mqa = 3.8 - 3.3;
+        add(detail::shazeer,
+            "Local attention halves multi-head decoding's time per token (46 to 23 µs) and trims multi-query's "
+            "(3.8 to 3.3 µs): the saving follows the key/value cache each step reads.",
+            "attnbench flops",
+            "MHA / MQA cache bytes per token at h 8, d_k = d_v = 128: " + f(cache_ratio, 2) + "; printed savings " +
+                f(save_mha, 1) + " µs (MHA) vs " + f(save_mqa, 1) + " µs (MQA), ratio " + f(save_mha / save_mqa, 1) +
+                "; by the cache ratio MQA would save " + f(save_mha / cache_ratio, 3) + " µs",
+            {printed("MHA local / MHA decoder time", "0.5", 23.0 / 46.0),
+             bound("MHA saves more than MQA (its cache is h times larger)", relation::at_least, 1, save_mha / save_mqa),
+             estimate("MQA's saving predicted from MHA's by the cache ratio [µs]", save_mqa, save_mha / cache_ratio,
+                      part::scope)},
+            "Ratios only: TPU microseconds do not transfer. The direction holds: the larger cache gains more from a "
+            "window. The size does not: MHA saves 46x what MQA saves while its cache is 8x larger, so the cache "
+            "reads explain MQA's row only if most of MQA's decoder time is not cache reads (weights, the "
+            "projections), and MHA's only if TPUv2 read its per-head caches far below bandwidth.");
+    }
     return c;
 }
 

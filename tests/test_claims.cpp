@@ -100,7 +100,7 @@ TEST_CASE("claims: a wrong printed number changes the verdict", "[claims]") {
 
 TEST_CASE("claims: every verdict is the criterion applied to the claim's own figures", "[claims]") {
     const auto all = cl::ledger();
-    REQUIRE(all.size() == 38);
+    REQUIRE(all.size() == 41);
     std::vector<std::string> refuted, qualified;
     for (const auto& c : all) {
         INFO(c.id << ": " << c.text);
@@ -111,13 +111,15 @@ TEST_CASE("claims: every verdict is the criterion applied to the claim's own fig
     // By hand: only head 2's printed output is wrong (Cat's row); seven claims hold in their core
     // and fail a reading their words extend to: a nonzero weight, Z's values inherited from head 2,
     // the softmax count growing with H (three cost claims), k3 on the hull's edge, and MQA's
-    // expressivity and speed (not measured).
+    // expressivity and speed (not measured); and two of the local-attention claims: Mistral's
+    // quality (not measured) and Shazeer's savings, whose size the cache bytes do not explain.
     REQUIRE(refuted.size() == 1);
     CHECK(refuted[0].find("Head 2's output") != std::string::npos);
-    CHECK(qualified.size() == 7);
+    CHECK(qualified.size() == 9);
     for (const char* q :
          {"pays no attention", "matrix Z printed", "no significant hardware cost", "stays close to one full-width head",
-          "do not multiply the computation", "never an interior point", "Multi-Query Attention"})
+          "do not multiply the computation", "never an interior point", "Multi-Query Attention",
+          "rolling buffer (W = 4096)", "Local attention halves"})
         CHECK(cl::find(all, q).result == cl::verdict::qualified);
 }
 
@@ -140,4 +142,20 @@ TEST_CASE("claims: DeepSeek-V2's Table 1 at V2's widths, by hand", "[claims][mla
     // a wrong group count is refuted
     cl::find(groups, "groups").claimed = 2.5;
     CHECK(cl::judge(groups.figures) == cl::verdict::refuted);
+}
+
+TEST_CASE("claims: Mistral 7B's rolling buffer and Shazeer 2019's local rows, by hand", "[claims][window]") {
+    const auto all = cl::ledger();
+    // 32,768 tokens in a 4,096-slot buffer: 32768 / 4096 = 8; per token 2 x 8 heads x 128 x 2 B = 4,096 B
+    auto rolling = cl::find(all, "rolling buffer (W = 4096)");
+    CHECK(cl::find(rolling, "no window / W 4096").computed == 8.0);
+    CHECK(rolling.result == cl::verdict::qualified); // the quality half is unmeasured
+    auto reach = cl::find(all, "131K tokens");
+    CHECK(cl::find(reach, "W x layers").computed == 131072); // 4096 x 32
+    CHECK(reach.result == cl::verdict::confirmed);
+    // MHA 2 x 8 x 128 elements per token, MQA 2 x 128: 8x; savings 23 and 0.5 µs; 23 / 8 = 2.875
+    auto local = cl::find(all, "Local attention halves");
+    CHECK(cl::find(local, "predicted from MHA").computed == 2.875);
+    CHECK(cl::find(local, "MHA saves more").computed == Approx(46.0));
+    CHECK(local.result == cl::verdict::qualified);
 }

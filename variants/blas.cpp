@@ -28,12 +28,14 @@ constexpr std::size_t window_rows = 256;
 std::size_t block_rows(const problem& p) { return p.window ? std::min(window_rows, p.n_q) : p.n_q; }
 
 /// Scores one block holds: its rows times the widest key range a block of them sees.
-std::size_t block_scores(const problem& p) {
+std::size_t block_scores(const problem& given) {
+    const problem p = given.effective();
     const std::size_t rows = block_rows(p);
     return rows * (p.window ? std::min(p.n_kv, p.window + rows - 1) : p.n_kv);
 }
 
-void blas_core(const problem& p, const core_io<float>& io, const run_options& o) {
+void blas_core(const problem& given, const core_io<float>& io, const run_options& o) {
+    const problem p = given.effective();
     openblas_set_num_threads(o.threads);
     const std::size_t nq = p.n_q, dqk = p.qk_dim(), dv = p.v_dim(), bq = block_rows(p);
     std::vector<float> s(block_scores(p));

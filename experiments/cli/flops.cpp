@@ -1,6 +1,7 @@
 // attnbench flops: what one layer costs in operations, by stage, under three conventions; the
 // analytic count held to a measured one (the reference on a counting scalar); how the cost moves
 // with H and with sequence length; and the key/value cache each family keeps per token.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -227,6 +228,46 @@ void flops(flops_args a) {
                       {"fp32_bytes_per_token", kv_cache_bytes_per_token(f, 4)}});
     }
 
+    // 7. local attention: a sliding window W on the causal self-attention of N tokens -- the exact
+    // scored pairs, the FLOP ratio to the full causal mask, the crossover per W, the cache held
+    text_table wt({"window W [keys]", "scored pairs per head", "attention matmul-only [FLOPs]",
+                   "causal / windowed attention [x]", "crossover matmul-only [tokens]", "first N [tokens]",
+                   "crossover full [tokens]", "first N [tokens]", "cache at L = N, f32 [bytes/sequence/layer]"});
+    nlohmann::json jw = nlohmann::json::array();
+    std::vector<std::size_t> windows{0, 256, 1024, 4096};
+    if (p.window && std::find(windows.begin(), windows.end(), p.window) == windows.end()) windows.push_back(p.window);
+    problem causal = p;
+    causal.n_kv = causal.n_q;
+    causal.causal = true;
+    causal.window = 0;
+    const std::uint64_t causal_attention = analytic_flops(causal).attention_matmul();
+    for (const std::size_t w : windows) {
+        problem q = causal;
+        q.window = w;
+        problem one = q;
+        one.batch = one.n_q = one.n_kv = 1;
+        const auto att = analytic_flops(q).attention_matmul();
+        const auto m = attention_crossover(one, convention::matmul), u = attention_crossover(one, convention::full);
+        const auto none = [](const crossover& x) { return x.never() ? std::string("none") : grouped(x.first_n); };
+        const auto root = [](const crossover& x) {
+            return x.never() ? std::string("none") : format_number(x.closed_form, 2);
+        };
+        const std::uint64_t cache = kv_cache_bytes(q, q.n_q, kv_dtype::f32);
+        wt.add_row({w ? grouped(w) : "none", grouped(q.visible_pairs()), grouped(att),
+                    format_number(double(causal_attention) / double(att), 4), root(m), none(m), root(u), none(u),
+                    grouped(cache)});
+        jw.push_back({{"window", w},
+                      {"n", q.n_q},
+                      {"visible_pairs", q.visible_pairs()},
+                      {"attention_matmul", att},
+                      {"causal_over_windowed", double(causal_attention) / double(att)},
+                      {"matmul_closed_form", m.never() ? nlohmann::json(nullptr) : nlohmann::json(m.closed_form)},
+                      {"matmul_first_n", m.never() ? nlohmann::json(nullptr) : nlohmann::json(m.first_n)},
+                      {"full_closed_form", u.never() ? nlohmann::json(nullptr) : nlohmann::json(u.closed_form)},
+                      {"full_first_n", u.never() ? nlohmann::json(nullptr) : nlohmann::json(u.first_n)},
+                      {"cache_bytes_f32", cache}});
+    }
+
     nlohmann::json j = {{"metadata", metadata("flops")},
                         {"problem",
                          {{"describe", p.describe()},
@@ -238,6 +279,7 @@ void flops(flops_args a) {
                           {"kv_heads", p.kv_heads},
                           {"d_head", p.qk_dim()},
                           {"causal", p.causal},
+                          {"window", p.window},
                           {"bias", p.bias}}},
                         {"unit", "FLOPs (scalar operations); MACs are multiply-adds"},
                         {"conventions",
@@ -257,7 +299,8 @@ void flops(flops_args a) {
                         {"vs_heads", jh},
                         {"crossover", jx},
                         {"vs_n", jn},
-                        {"kv_cache", jk}};
+                        {"kv_cache", jk},
+                        {"local", jw}};
 
     if (!a.out.empty()) {
         std::fprintf(stderr, "wrote %s\n", write_atomic(a.out, "flops.json", j.dump(2) + "\n").c_str());
@@ -299,6 +342,12 @@ void flops(flops_args a) {
                           "and V per head; MHA, GQA, MQA with MLA's d_h as their head width):\n"
                         : "\nKey/value cache per token per layer (one K and one V vector per key/value head):\n");
         kt.print();
+        std::printf("\nLocal attention: a sliding window W on the causal self-attention of N = %zu tokens (each query "
+                    "sees the W keys ending at its own; a null crossover: attention never overtakes, each token's W "
+                    "scored keys costing less than its projections; the cache a rolling buffer of min(N, W) "
+                    "tokens):\n",
+                    p.n_q);
+        wt.print();
     }
     require(!measure || exact, "measured count differs from the analytic count for " + p.describe());
     require(grid_equal == grid.size(),
@@ -322,6 +371,9 @@ void add_flops(CLI::App& app) {
     cmd->add_option("--seq-kv", a->n_kv, "key/value length N_kv (default N_q)");
     cmd->add_option("--batch", a->p.batch, "batch B")->capture_default_str();
     cmd->add_flag("--causal", a->p.causal, "bottom-right aligned causal mask");
+    cmd->add_option("--window", a->p.window,
+                    "sliding window W of the problem (needs --causal); the local-attention table adds it to its Ws")
+        ->check(window_in());
     cmd->add_flag("--bias", a->p.bias, "projection biases");
     cmd->add_flag("--measure", a->measure, "measure with the counting scalar even when large");
     add_family_flags(cmd, a->family);

@@ -139,6 +139,14 @@ struct problem {
     /// How many keys query row i sees: keys_begin(i) .. keys_end(i) - 1.
     std::size_t visible(std::size_t i) const { return keys_end(i) - keys_begin(i); }
 
+    /// This problem with a window that hides no key (window >= n_kv) dropped: the plain causal
+    /// mask, which the kernels then compute exactly as they compute it (the same bytes).
+    problem effective() const {
+        problem p = *this;
+        if (p.window >= p.n_kv) p.window = 0;
+        return p;
+    }
+
     /// This one-row problem (n_q = 1) over only the keys its row sees, n_kv = visible(0): what a
     /// decode core streams, and what a rolling-buffer cache holds under a sliding window.
     problem seen_keys() const {

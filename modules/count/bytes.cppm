@@ -35,6 +35,13 @@ inline std::uint64_t kv_cache_bytes_per_token(const problem& p, kv_dtype t) {
     return std::uint64_t(p.kv_heads) * ((p.qk_dim() + p.v_dim()) * kv_element_bytes(t) + 2 * kv_row_extra_bytes(t));
 }
 
+/// Bytes one sequence's cache holds in one layer after `tokens` tokens: every token's rows, or
+/// under the layer's sliding window W a rolling buffer's min(tokens, W) (Mistral 7B's).
+inline std::uint64_t kv_cache_bytes(const problem& layer, std::uint64_t tokens, kv_dtype t) {
+    const std::uint64_t held = layer.window ? std::min<std::uint64_t>(tokens, layer.window) : tokens;
+    return kv_cache_bytes_per_token(layer, t) * held;
+}
+
 /// The attention problem of one decode step with `context` tokens already cached: one query row
 /// per sequence, context + 1 keys, causal (bottom-right: the new token sees every key, or the
 /// last W under the layer's window).

@@ -38,7 +38,9 @@ inline std::size_t attention_scratch_bytes(const problem& p, tiles t, int thread
 template <class T, class Threads>
 kernel_set<T> half_kernels(const kernel_set<float>& f32, Threads threads) {
     kernel_set<T> k;
-    k.core = [threads, by_conv = by_conversion<T>(f32)](const problem& p, const core_io<T>& io, const run_options& o) {
+    k.core = [threads, by_conv = by_conversion<T>(f32)](const problem& given, const core_io<T>& io,
+                                                        const run_options& o) {
+        const problem p = given.effective();
         if (p.n_q == 1) return by_conv.core(p, io, o);
         tiled_core(p, io, resolve_tiles(p, o), threads(o));
     };
@@ -56,7 +58,8 @@ inline variant tiled_variant(std::string name, std::string description, bool thr
     v.threaded = threaded;
     v.serves.windows = true;
     auto threads = [threaded](const run_options& o) { return threaded ? o.threads : 1; };
-    v.f32.core = [threads](const problem& p, const core_io<float>& io, const run_options& o) {
+    v.f32.core = [threads](const problem& given, const core_io<float>& io, const run_options& o) {
+        const problem p = given.effective();
         attention_core(p, io, o.tile_q ? resolve_tiles(p, o) : balanced_tiles(p, resolve_tiles(p, o), threads(o)),
                        threads(o));
     };
@@ -77,7 +80,8 @@ inline variant tiled_variant(std::string name, std::string description, bool thr
     kv(v.kv.bf16);
     kv(v.kv.f16);
     kv(v.kv.int8);
-    v.scratch_bytes = [threads](const problem& p, const run_options& o) {
+    v.scratch_bytes = [threads](const problem& given, const run_options& o) {
+        const problem p = given.effective();
         return attention_scratch_bytes(
             p, o.tile_q ? resolve_tiles(p, o) : balanced_tiles(p, resolve_tiles(p, o), threads(o)), threads(o));
     };
