@@ -282,18 +282,20 @@ inline std::string sweep_case::run_group() const {
 
 /// What a grid's cases are drawn as in a report: time, GFLOP/s and % of peak against N; time
 /// against H at fixed d_model (the free lunch); speed-up and efficiency against threads; the decode
-/// figures; the latent-attention section (MLA beside the families of its shape); or the medians
-/// table alone (every case is in it).
-enum class figure : std::uint8_t { vs_n, vs_heads, threads, decode, latent, table };
+/// figures; the latent-attention section (MLA beside the families of its shape); the
+/// local-attention section (sliding windows beside the full causal mask); or the medians table
+/// alone (every case is in it).
+enum class figure : std::uint8_t { vs_n, vs_heads, threads, decode, latent, local, table };
 
 template <>
 struct names_of<figure> {
     static constexpr std::string_view kind = "figure";
-    static constexpr std::array<name_entry<figure>, 6> table{{{figure::vs_n, "vs_n", "time against N"},
+    static constexpr std::array<name_entry<figure>, 7> table{{{figure::vs_n, "vs_n", "time against N"},
                                                               {figure::vs_heads, "vs_heads", "time against H"},
                                                               {figure::threads, "threads", "threads sweep"},
                                                               {figure::decode, "decode", "decoding"},
                                                               {figure::latent, "latent", "latent attention"},
+                                                              {figure::local, "local", "local attention"},
                                                               {figure::table, "table", "medians table"}}};
     static std::span<const name_entry<figure>> entries() { return table; }
 };
@@ -331,6 +333,9 @@ struct grid {
         // MLA's cases go to the latent-attention section (the decode figures key on G, and MLA's
         // naive form has MHA's G)
         if (std::find(families.begin(), families.end(), family::mla) != families.end()) return {figure::latent};
+        // a grid with a sliding window goes to the local-attention section (windows as line styles,
+        // beside the grid's own cases without one)
+        if (std::any_of(window.begin(), window.end(), [](std::size_t w) { return w > 0; })) return {figure::local};
         if (decode) f.push_back(figure::decode);
         if (other && seq.size() >= 2) f.push_back(figure::vs_n);
         if (other && heads.size() >= 2) f.push_back(figure::vs_heads);

@@ -25,6 +25,9 @@ struct peer_provider {
     /// `not_served` says why, per precision, for the report.
     std::vector<dtype> precisions{dtype::f32};
     std::map<dtype, std::string> not_served;
+    /// Whether its runner takes a sliding window (none does yet: torch-sdpa would need the window as
+    /// an explicit boolean attn_mask, ort-attention its attention mask); a windowed case gets no peer.
+    bool windows = false;
 
     /// Why it does not run `precision` (a precision it does run has no entry).
     std::string why_not(dtype precision) const {
@@ -122,6 +125,7 @@ inline std::vector<sweep_case> peer_cases(const std::vector<sweep_case>& cases,
                 continue;
             // the runners: no biases; heads of d_model / H (a named family's own widths aside)
             if (k.bias || (k.explicit_d_head() && derived_family(k.family))) continue;
+            if (k.window && !p->windows) continue;
             if (std::find(p->precisions.begin(), p->precisions.end(), k.precision) == p->precisions.end()) continue;
             sweep_case c = k;
             c.variant = p->name;

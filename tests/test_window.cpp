@@ -91,11 +91,10 @@ TEST_CASE("the reference's window equals a dense mask written from the conventio
             std::vector<double> q(in.q.begin(), in.q.end()), k(in.k.begin(), in.k.end()), v(in.v.begin(), in.v.end());
             std::vector<double> out(p.n_q * p.o_width());
             const std::size_t d = p.qk_dim(), H = p.heads, G = p.kv_heads;
-            attn::reference::core<double>(
-                p, {attn::interleaved_heads<const double>(q.data(), 1, p.n_q, H, d),
-                    attn::interleaved_heads<const double>(k.data(), 1, p.n_kv, G, d),
-                    attn::interleaved_heads<const double>(v.data(), 1, p.n_kv, G, d),
-                    attn::interleaved_heads<double>(out.data(), 1, p.n_q, H, d)});
+            attn::reference::core<double>(p, {attn::interleaved_heads<const double>(q.data(), 1, p.n_q, H, d),
+                                              attn::interleaved_heads<const double>(k.data(), 1, p.n_kv, G, d),
+                                              attn::interleaved_heads<const double>(v.data(), 1, p.n_kv, G, d),
+                                              attn::interleaved_heads<double>(out.data(), 1, p.n_q, H, d)});
             // dense: every score, -inf where the mask hides the key, softmax over the whole row
             for (std::size_t h = 0; h < H; ++h) {
                 const std::size_t g = h * G / H;
@@ -127,8 +126,8 @@ TEST_CASE("the reference's window equals a dense mask written from the conventio
 TEST_CASE("every variant computes the window, core and layer, against the fp64 reference", "[window][variants]") {
     attn::run_options opt;
     opt.threads = 2;
-    for (const problem& p : {windowed(300, 300, 64), windowed(300, 300, 1), windowed(130, 700, 129),
-                             windowed(777, 777, 500)})
+    for (const problem& p :
+         {windowed(300, 300, 64), windowed(300, 300, 1), windowed(130, 700, 129), windowed(777, 777, 500)})
         for (const auto& v : attn::registry()) {
             if (!attn::refusal(v, p, mode::core, attn::dtype::f32, attn::device::cpu).empty()) continue;
             for (mode m : {mode::core, mode::layer}) {
@@ -173,8 +172,8 @@ attn::variant wrong_window(const std::string& name,
             one.n_kv = e - b;
             one.causal = false;
             one.window = 0;
-            attn::reference::core<float>(
-                one, {io.q.rows_from(i, 1), io.k.rows_from(b, e - b), io.v.rows_from(b, e - b), io.out.rows_from(i, 1)});
+            attn::reference::core<float>(one, {io.q.rows_from(i, 1), io.k.rows_from(b, e - b), io.v.rows_from(b, e - b),
+                                               io.out.rows_from(i, 1)});
         }
     };
     v.f32.linear = [](const attn::linear_io<float>& io, const attn::run_options&) {
@@ -210,9 +209,8 @@ TEST_CASE("the checker rejects a window one key short, one key long, or on the w
         CHECK_FALSE(attn::check::check_case<float>(v, p, mode::layer, {}, 3).pass);
     }
     // the mutants' harness itself is right: with the window's own keys it passes
-    const auto right = wrong_window("the window's keys", [=](const problem& q, std::size_t i) {
-        return std::pair{begin(q, i), end(q, i)};
-    });
+    const auto right = wrong_window("the window's keys",
+                                    [=](const problem& q, std::size_t i) { return std::pair{begin(q, i), end(q, i)}; });
     CHECK(attn::check::check_case<float>(right, p, mode::core, {}, 3).pass);
 }
 
@@ -287,7 +285,8 @@ TEST_CASE("a sweep that crosses a window with causal = false is refused, naming 
         CHECK(std::string(e.what()).find("w.toml:4: key 'window'") == 0);
         CHECK(std::string(e.what()).find("a window > 0 needs the causal mask") != std::string::npos);
     }
-    const auto ok = attn::parse_sweep("[[perf.grid]]\nmodes = [\"core\"]\ncausal = true\nwindow = [0, 256]\n", "w.toml", {});
+    const auto ok =
+        attn::parse_sweep("[[perf.grid]]\nmodes = [\"core\"]\ncausal = true\nwindow = [0, 256]\n", "w.toml", {});
     REQUIRE(ok.grids.size() == 1);
     CHECK(ok.grids[0].window == std::vector<std::size_t>{0, 256});
 }

@@ -228,7 +228,8 @@ void flops(flops_args a) {
                       {"fp32_bytes_per_token", kv_cache_bytes_per_token(f, 4)}});
     }
 
-    // 7. local attention: a sliding window W on the causal self-attention of N tokens -- the exact
+    // 7. local attention: a sliding window W on the causal self-attention of N tokens (N at least
+    // 4 x the largest window) -- the exact
     // scored pairs, the FLOP ratio to the full causal mask, the crossover per W, the cache held
     text_table wt({"window W [keys]", "scored pairs per head", "attention matmul-only [FLOPs]",
                    "causal / windowed attention [x]", "crossover matmul-only [tokens]", "first N [tokens]",
@@ -236,7 +237,10 @@ void flops(flops_args a) {
     nlohmann::json jw = nlohmann::json::array();
     std::vector<std::size_t> windows{0, 256, 1024, 4096};
     if (p.window && std::find(windows.begin(), windows.end(), p.window) == windows.end()) windows.push_back(p.window);
+    // at N = 4 x the largest window at least, so each window's N W regime shows
     problem causal = p;
+    const std::size_t n_local = std::max(p.n_q, 4 * *std::max_element(windows.begin(), windows.end()));
+    causal.n_q = n_local;
     causal.n_kv = causal.n_q;
     causal.causal = true;
     causal.window = 0;
@@ -346,7 +350,7 @@ void flops(flops_args a) {
                     "sees the W keys ending at its own; a null crossover: attention never overtakes, each token's W "
                     "scored keys costing less than its projections; the cache a rolling buffer of min(N, W) "
                     "tokens):\n",
-                    p.n_q);
+                    n_local);
         wt.print();
     }
     require(!measure || exact, "measured count differs from the analytic count for " + p.describe());

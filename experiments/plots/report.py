@@ -21,6 +21,7 @@ import peers as peers_section  # noqa: E402  (versus peers, the threads sweep)
 import perf as perf_section  # noqa: E402  (the performance figures and tables)
 import merged  # noqa: E402  (what a merge of shards says about itself)
 import latent as latent_section  # noqa: E402  (MLA beside the families of its shape)
+import local as local_section  # noqa: E402  (sliding windows beside the full causal mask)
 from plotting import md_table  # noqa: E402
 
 
@@ -106,7 +107,8 @@ def claims_section(cl):
 
 FIGURE_WORDS = {"vs_n": "time, GFLOP/s and % of peak against N", "vs_heads": "time against H (the free lunch)",
                 "threads": "the threads sweep", "decode": "the decoding section's figures",
-                "latent": "the latent-attention section", "table": "the medians table alone"}
+                "latent": "the latent-attention section", "local": "the local-attention section",
+                "table": "the medians table alone"}
 
 
 def figures_by_grid(perf, drawn, skipped_n, skipped_h):
@@ -227,7 +229,8 @@ def main():
         dec = decode_plots.Decode(perf, meta)
         md.append(figures_by_grid(perf, {"vs_n": bool(perf_figs), "vs_heads": bool(lunch_path),
                                          "threads": bool(threads_png), "decode": bool(dec.rows),
-                                         "latent": any(r["status"] == "ok" for r in plotting.rows_of(perf, "latent"))},
+                                         "latent": any(r["status"] == "ok" for r in plotting.rows_of(perf, "latent")),
+                                         "local": any(r["status"] == "ok" for r in plotting.rows_of(perf, "local"))},
                                   dict(skipped_n), dict(skipped_h)))
         for stem, path, cfgs in perf_figs:
             md.append(f"![{stem}]({path})\n")
@@ -269,6 +272,9 @@ def main():
 
     latent_section.save = lambda fig, _d, stem: save(fig, figdir, stem)
     md.append(latent_section.section(d, perf, check, figdir))
+
+    local_section.save = lambda fig, _d, stem: save(fig, figdir, stem)
+    md.append(local_section.section(d, perf, figdir))
 
     md.append("## Parameters\n")
     md += figures_md(claim_figs, "params")

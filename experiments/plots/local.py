@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""The report's section "Local attention" (a sliding window W on the causal mask).
+
+Reads what the C++ wrote -- the perf rows of the grids drawn as "local" (prefill cores with and
+without a window; decode steps over a growing cache and over a rolling buffer of W tokens) and
+flops.json's local-attention table (scored pairs, FLOP ratio, crossover per W) -- and draws two
+figures and the section's tables. Every figure is read from those files; this file computes
+nothing but ratios of medians and of counted FLOPs (no window over a window).
+
+    python3 experiments/plots/local.py results/<run-id>     # the section alone
+"""
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plotting  # noqa: E402
+from plotting import md_table, num  # noqa: E402
+
+save = plotting.save  # report.py points this at its own writer
+
+COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
+LINES = ["-", "--", ":", "-."]
+
+
+def window_label(w):
+    return "no window (full causal)" if not w else f"W = {w}"
+
+
+def rows_by_mode(perf):
+    ok = [r for r in plotting.rows_of(perf, "local") if r["status"] == "ok"]
+    failed = [r for r in plotting.rows_of(perf, "local") if r["status"] != "ok"]
+    return [r for r in ok if r["mode"] != "decode"], [r for r in ok if r["mode"] == "decode"], failed
+
+
+def line_styles(rows):
+    """One line style per window (none first), one colour per (variant, threads)."""
+    ws = sorted({r.get("window", 0) for r in rows})
+    providers = sorted({(r["variant"], r["threads"]) for r in rows})
+    return ({w: LINES[i % len(LINES)] for i, w in enumerate(ws)},
+            {p: COLORS[i % len(COLORS)] for i, p in enumerate(providers)})
+
+
+def plot_core(rows, figdir):
+    if not rows:
+        return None
+    ls, colors = line_styles(rows)
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    for (variant, threads), color in colors.items():
+        for w, style in ls.items():
+            pts = sorted((r["n_q"], r["time_ms"]) for r in rows
+                         if r["variant"] == variant and r["threads"] == threads and r.get("window", 0) == w)
+            if pts:
+                ax.plot(*zip(*pts), color=color, ls=style, marker="o",
+                        label=f"{variant}, {threads} thr, {window_label(w)}")
+    ns = sorted({r["n_q"] for r in rows})
+    plotting.pow2_axis(ax, ns, "sequence length N (tokens)")
+    plotting.plain_log_y(ax)
+    ax.set_ylabel("attention core time (ms, log scale)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    r0 = rows[0]
+    ax.set_title(f"Causal prefill core with and without a sliding window: d_model {r0['d_model']}, H {r0['heads']}, "
+                 f"batch {r0['batch']}, {r0.get('precision', 'f32')}\n(slope 2: quadratic in N; "
+                 "a window bends it to slope 1 once N passes W)", fontsize=9)
+    fig.tight_layout()
+    return save(fig, figdir, "local_core")
+
+
+def core_table(rows):
+    """Per provider and N: each window's time, its speed-up over no window and the FLOP ratio."""
+    out = []
+    for key in sorted({(r["variant"], r["threads"], r["n_q"]) for r in rows}):
+        variant, threads, n = key
+        same = {r.get("window", 0): r for r in rows if (r["variant"], r["threads"], r["n_q"]) == key}
+        full = same.get(0)
+        for w in sorted(same):
+            r = same[w]
+            speed = num(full["time_ms"] / r["time_ms"], 3) if full and w else "–"
+            flops = num(full["flop_matmul"] / r["flop_matmul"], 4) if full and w else "–"
+            out.append([variant, threads, n, window_label(w), num(r["time_ms"], 4), speed, flops,
+                        num(r.get("gflops_matmul"), 4), num(r.get("pct_peak"), 3)])
+    return md_table(["variant", "threads", "N [tokens]", "window", "time [ms]", "speed-up over no window [x]",
+                     "FLOP ratio, no window / window [x]", "matmul GFLOP/s (counted FLOPs)", "% of FMA peak"], out)
+
+
+def plot_decode(rows, figdir):
+    if not rows:
+        return None
+    ls, colors = line_styles(rows)
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.6))
+    for (variant, threads), color in colors.items():
+        for w, style in ls.items():
+            pts = sorted((r["context"], r["core_time_ms"], r["cache_mib"]) for r in rows
+                         if r["variant"] == variant and r["threads"] == threads and r.get("window", 0) == w)
+            if not pts:
+                continue
+            label = f"{variant}, {threads} thr, {window_label(w)}"
+            a1.plot([p[0] for p in pts], [p[1] for p in pts], color=color, ls=style, marker="o", label=label)
+            a2.plot([p[0] for p in pts], [p[2] for p in pts], color=color, ls=style, marker="o", label=label)
+    ls_ = sorted({r["context"] for r in rows})
+    for ax in (a1, a2):
+        plotting.pow2_axis(ax, ls_, "cached tokens L (context length)")
+        plotting.plain_log_y(ax)
+        ax.grid(alpha=0.3, which="both")
+    a1.set_ylabel("attention core per decode step (ms, log scale)")
+    a2.set_ylabel("KV cache read per step (MiB, log scale)")
+    a1.set_title("time per step: flat once L passes W", fontsize=9)
+    a2.set_title("cache per layer: a rolling buffer stops at W tokens", fontsize=9)
+    a1.legend(fontsize=8)
+    r0 = rows[0]
+    fig.suptitle(f"Decode with and without a window: d_model {r0['d_model']}, {r0['heads']} query heads, "
+                 f"G {r0['kv_heads']}, batch {r0['batch']}, {r0.get('precision', 'f32')} cache "
+                 "(median of the repetitions)", fontsize=10)
+    fig.tight_layout()
+    return save(fig, figdir, "local_decode")
+
+
+def decode_table(rows):
+    out = [[r["variant"], r["threads"], r["context"], window_label(r.get("window", 0)), num(r["core_time_ms"], 4),
+            num(r.get("time_ms"), 4), num(r.get("cache_mib"), 4), num(r.get("kv_gbs"), 3)]
+           for r in sorted(rows, key=lambda r: (r["variant"], r["threads"], r.get("window", 0), r["context"]))]
+    return md_table(["variant", "threads", "L [tokens]", "window", "core per step [ms]", "whole step [ms]",
+                     "cache read per step [MiB]", "cache read rate [GB/s]"], out)
+
+
+def flops_table(d):
+    path = os.path.join(d, "flops.json")
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        local = json.load(f).get("local") or []
+    if not local:
+        return ""
+
+    def root(x):
+        return "none" if x is None else num(x, 6)
+
+    out = [[window_label(w["window"]), f"{w['visible_pairs']:,}", num(w["causal_over_windowed"], 5),
+            root(w["matmul_closed_form"]), root(w["full_closed_form"]), f"{w['cache_bytes_f32']:,}"]
+           for w in local]
+    n = local[0]["n"]
+    return (f"Counted by `attnbench flops` at N = {n} (the report's flops stage): the pairs one head scores, the "
+            "attention FLOPs of the full causal mask over the window's, the length N* past which attention "
+            "outweighs the projections (none: each token's W scored keys cost less than its projections, "
+            "however long the sequence), and the cache a rolling buffer holds at L = N.\n\n"
+            + md_table(["window", "scored pairs per head", "causal / windowed FLOPs [x]",
+                        "crossover N*, matmul-only [tokens]", "crossover N*, full count [tokens]",
+                        "cache at L = N, f32 [bytes/sequence/layer]"], out) + "\n")
+
+
+def section(d, perf, figdir):
+    """The section's markdown; empty when the run has no windowed case and no flops table."""
+    core, decode, failed = rows_by_mode(perf) if perf else ([], [], [])
+    counted = flops_table(d)
+    if not (core or decode):
+        return ""
+    md = ["## Local attention\n",
+          "A sliding window W (Mistral 7B, Gemma 2/3, gpt-oss; Shazeer 2019's 'local' rows) lets each query see "
+          "the W keys ending at its own position, itself included; it needs the causal mask. The scored pairs go "
+          "from N(N+1)/2 to about N W, so the core turns linear in N once N passes W, and a decode step reads a "
+          "rolling buffer of W tokens (slot = position mod W) whatever the context. Every windowed case was "
+          "checked against the fp64 reference with the window's mask before it was timed.\n"]
+    if core:
+        png = plot_core(core, figdir)
+        md.append("### Prefill: time against N per window\n")
+        if png:
+            md.append(f"![local_core]({png})\n")
+        md.append(core_table(core) + "\n")
+    if decode:
+        png = plot_decode(decode, figdir)
+        md.append("### Decode: a rolling buffer against a growing cache\n")
+        if png:
+            md.append(f"![local_decode]({png})\n")
+        md.append(decode_table(decode) + "\n")
+    if counted:
+        md.append("### Counted\n\n" + counted)
+    if failed:
+        md.append("Cases that did not run: " + "; ".join(f"`{r['id']}` ({r.get('error', r['status'])})"
+                                                          for r in failed) + "\n")
+    return "\n".join(md)
+
+
+def main(d):
+    with open(os.path.join(d, "perf.json")) as f:
+        perf = json.load(f)
+    print(section(d, perf, os.path.join(d, "figures")))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else ".")
