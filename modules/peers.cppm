@@ -25,8 +25,8 @@ struct peer_provider {
     /// `not_served` says why, per precision, for the report.
     std::vector<dtype> precisions{dtype::f32};
     std::map<dtype, std::string> not_served;
-    /// Whether its runner takes a sliding window (none does yet: torch-sdpa would need the window as
-    /// an explicit boolean attn_mask, ort-attention its attention mask); a windowed case gets no peer.
+    /// Whether its runner takes a sliding window (ort-attention does; torch-sdpa's runner does not
+    /// pass one yet); a windowed case gets no peer that does not.
     bool windows = false;
 
     /// Why it does not run `precision` (a precision it does run has no entry).
@@ -70,7 +70,8 @@ inline const std::vector<peer_provider>& peer_providers() {
          {{dtype::bf16, "onnxruntime's CPU provider has no bfloat16 Attention kernel"},
           {dtype::f16, "onnxruntime's CPU float16 Attention kernel fails the suite's f16 judgement (3-5x the bound "
                        "on queries and keys in [-4, 4])"},
-          {dtype::int8, "int8 is a cache type of ours; the Attention operator takes no quantized cache"}}},
+          {dtype::int8, "int8 is a cache type of ours; the Attention operator takes no quantized cache"}},
+         true}, // a window: a boolean attn_mask on the core (all pairs scored), the last W rows in decode
     };
     return p;
 }

@@ -119,3 +119,14 @@ TEST_CASE("random weights are deterministic and shaped as PyTorch's Linear", "[p
     CHECK(a[attn::qkv::bk].size() == 8);
     CHECK(a.count() == 16 * 16 * 2 + 8 * 16 * 2 + 16 + 8 + 8 + 16);
 }
+
+TEST_CASE("a window needs the causal mask, and an absurd one is refused, naming the value", "[window][errors]") {
+    problem p = attn::mha(32, 4, 8);
+    p.window = 4; // without the causal mask
+    CHECK(error_of(p) == "window=4 needs the causal mask (a sliding window looks back from each query)");
+    p.causal = true;
+    p.window = attn::max_window + 1;
+    CHECK(error_of(p) == "window=4294967297 is absurd: at most 4294967296 keys (2^32)");
+    p.window = attn::max_window;
+    CHECK(error_of(p).empty());
+}

@@ -1,7 +1,9 @@
 """ONNX Runtime's attention as an attnbench peer (run by harness.py): ort-attention, a one-node
 ONNX graph holding the standard Attention operator (opset 23: 3-D inputs [B, N, H*d] with
 q_num_heads and kv_num_heads, so G < H is its own grouped-query attention; is_causal for the
-core; decode: one query row over the cache, no mask), run by the CPU execution provider with
+core; decode: one query row over the cache, no mask; a sliding window as a boolean attn_mask on the
+core -- the operator has no window, so it still scores all N_q x N_kv pairs -- and in decode as the
+cache's last W rows, a rolling buffer's), run by the CPU execution provider with
 intra_op_num_threads = the case's threads. The contrib MultiHeadAttention op cannot take G < H,
 so the standard operator serves every family. Records onnxruntime's version, its threads, the
 execution provider and the operator, and names the kernel that ran from onnxruntime's own
@@ -28,20 +30,39 @@ from onnx import TensorProto, helper
 ELEM = {"f32": (TensorProto.FLOAT, np.float32), "f16": (TensorProto.FLOAT16, np.float16)}
 
 
+def kv_rows(case):
+    """The key/value rows the operator is given: a decode step under a window reads a rolling
+    buffer of its last W tokens; otherwise every row."""
+    if case["mode"] == "decode" and case.get("window", 0):
+        return min(case["n_kv"], case["window"])
+    return case["n_kv"]
+
+
 def graph(case):
     H, G, d = case["heads"], case["kv_heads"], case["d_model"] // case["heads"]
+    window = case.get("window", 0)
     causal = bool(case["causal"]) and case["mode"] != "decode"
-    if causal and case["n_q"] != case["n_kv"]:
+    if causal and not window and case["n_q"] != case["n_kv"]:
         raise RuntimeError("ONNX Attention's is_causal is top-left aligned; attnbench's causal is bottom-right")
-    B, n_q, n_kv = case["batch"], case["n_q"], case["n_kv"]
+    B, n_q, n_kv = case["batch"], case["n_q"], kv_rows(case)
     t = ELEM[case.get("precision", "f32")][0]
     io = [helper.make_tensor_value_info("q", t, [B, n_q, H * d]),
           helper.make_tensor_value_info("k", t, [B, n_kv, G * d]),
           helper.make_tensor_value_info("v", t, [B, n_kv, G * d])]
-    node = helper.make_node("Attention", ["q", "k", "v"], ["y"], q_num_heads=H, kv_num_heads=G,
+    inputs, masks = ["q", "k", "v"], []
+    if window and case["mode"] != "decode":
+        # the window's keys as a constant boolean mask [n_q, n_kv] (True: takes part), bottom-right
+        # aligned as attnbench's causal mask: row i's last key is e = i + n_kv - n_q, its first e - W + 1
+        e = np.arange(n_q)[:, None] + (n_kv - n_q)
+        j = np.arange(n_kv)[None, :]
+        masks.append(helper.make_tensor("window_mask", TensorProto.BOOL, [n_q, n_kv],
+                                        ((j <= e) & (j > e - window)).ravel().tolist()))
+        inputs.append("window_mask")
+        causal = False
+    node = helper.make_node("Attention", inputs, ["y"], q_num_heads=H, kv_num_heads=G,
                             is_causal=int(causal), scale=float(1.0 / np.sqrt(d)))
     y = helper.make_tensor_value_info("y", t, [B, n_q, H * d])
-    model = helper.make_model(helper.make_graph([node], "attention", io, [y]),
+    model = helper.make_model(helper.make_graph([node], "attention", io, [y], initializer=masks),
                               opset_imports=[helper.make_opsetid("", 23)])
     model.ir_version = 10
     onnx.checker.check_model(model)
@@ -89,7 +110,8 @@ def make_attention(case, inputs, threads):
     g = graph(case)
     sess = ort.InferenceSession(g, so, providers=["CPUExecutionProvider"])
     B, elem = case["batch"], ELEM[prec][1]
-    feeds = {n: np.ascontiguousarray(inputs[n].reshape(B, inputs[n].shape[1], -1)).astype(elem)
+    rows = {"q": case["n_q"], "k": kv_rows(case), "v": kv_rows(case)}
+    feeds = {n: np.ascontiguousarray(inputs[n].reshape(B, inputs[n].shape[1], -1)[:, -rows[n]:]).astype(elem)
              for n in ("q", "k", "v")}
     state = {}
 

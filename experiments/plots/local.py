@@ -38,26 +38,26 @@ def rows_by_mode(perf):
     return [r for r in ok if r["mode"] != "decode"], [r for r in ok if r["mode"] == "decode"], failed
 
 
-def line_styles(rows):
-    """One line style per window (none first), one colour per (variant, threads)."""
-    ws = sorted({r.get("window", 0) for r in rows})
+def series(rows, x):
+    """One line per (variant, threads, window), sorted by x: a colour per provider, a line style per
+    window (none first). Yields (label, style, rows)."""
+    windows = sorted({r.get("window", 0) for r in rows})
     providers = sorted({(r["variant"], r["threads"]) for r in rows})
-    return ({w: LINES[i % len(LINES)] for i, w in enumerate(ws)},
-            {p: COLORS[i % len(COLORS)] for i, p in enumerate(providers)})
+    for p, (variant, threads) in enumerate(providers):
+        for k, w in enumerate(windows):
+            pts = sorted((r for r in rows if (r["variant"], r["threads"], r.get("window", 0)) == (variant, threads, w)),
+                         key=lambda r: r[x])
+            if pts:
+                yield (f"{variant}, {threads} thr, {window_label(w)}",
+                       dict(color=COLORS[p % len(COLORS)], ls=LINES[k % len(LINES)], marker="o"), pts)
 
 
 def plot_core(rows, figdir):
     if not rows:
         return None
-    ls, colors = line_styles(rows)
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    for (variant, threads), color in colors.items():
-        for w, style in ls.items():
-            pts = sorted((r["n_q"], r["time_ms"]) for r in rows
-                         if r["variant"] == variant and r["threads"] == threads and r.get("window", 0) == w)
-            if pts:
-                ax.plot(*zip(*pts), color=color, ls=style, marker="o",
-                        label=f"{variant}, {threads} thr, {window_label(w)}")
+    for label, st, pts in series(rows, "n_q"):
+        ax.plot([r["n_q"] for r in pts], [r["time_ms"] for r in pts], label=label, **st)
     ns = sorted({r["n_q"] for r in rows})
     plotting.pow2_axis(ax, ns, "sequence length N (tokens)")
     plotting.plain_log_y(ax)
@@ -92,17 +92,10 @@ def core_table(rows):
 def plot_decode(rows, figdir):
     if not rows:
         return None
-    ls, colors = line_styles(rows)
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.6))
-    for (variant, threads), color in colors.items():
-        for w, style in ls.items():
-            pts = sorted((r["context"], r["core_time_ms"], r["cache_mib"]) for r in rows
-                         if r["variant"] == variant and r["threads"] == threads and r.get("window", 0) == w)
-            if not pts:
-                continue
-            label = f"{variant}, {threads} thr, {window_label(w)}"
-            a1.plot([p[0] for p in pts], [p[1] for p in pts], color=color, ls=style, marker="o", label=label)
-            a2.plot([p[0] for p in pts], [p[2] for p in pts], color=color, ls=style, marker="o", label=label)
+    for label, st, pts in series(rows, "context"):
+        a1.plot([r["context"] for r in pts], [r["core_time_ms"] for r in pts], label=label, **st)
+        a2.plot([r["context"] for r in pts], [r["cache_mib"] for r in pts], label=label, **st)
     ls_ = sorted({r["context"] for r in rows})
     for ax in (a1, a2):
         plotting.pow2_axis(ax, ls_, "cached tokens L (context length)")

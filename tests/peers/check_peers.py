@@ -25,6 +25,8 @@ MODES = {"torch-sdpa": ("core", "decode"), "torch-mha": ("layer",), "torch-mla":
 PRECISIONS = {"torch-sdpa": ("f32", "bf16", "f16"), "torch-mha": ("f32",), "torch-mla": ("f32",),
               "ort-attention": ("f32",)}
 REFUSED = {"ort-attention": "bf16"}
+# the providers that take a sliding window (attn::peer_provider::windows)
+WINDOWS = ("ort-attention",)
 
 
 def cases(provider, precisions=None):
@@ -47,6 +49,14 @@ def cases(provider, precisions=None):
                     c["context" if mode == "decode" else "n_q"] = 33 if mode == "decode" else 20
                     out.append(c)
     out.append(dict(out[0], threads=2))  # a second thread count of the first shape: judged once
+    if provider in WINDOWS and precisions is None:  # a window on the core (N_q = N_kv and N_q < N_kv) and over a decode cache
+        for g in (4, 2):
+            out.append(dict(variant=provider, mode="core", d_model=64, heads=4, kv_heads=g, batch=2, threads=1,
+                            causal=True, window=7, n_q=20))
+            out.append(dict(variant=provider, mode="core", d_model=64, heads=4, kv_heads=g, batch=2, threads=1,
+                            causal=True, window=7, n_q=9, n_kv=20))
+            out.append(dict(variant=provider, mode="decode", d_model=64, heads=4, kv_heads=g, batch=2, threads=1,
+                            window=16, context=33))
     return out
 
 
