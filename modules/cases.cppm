@@ -322,6 +322,11 @@ struct grid {
     std::vector<attn::form> forms{attn::form::none};
     std::vector<std::size_t> d_v{0}, kv_lora_rank{0}, q_lora_rank{0}, qk_rope_head_dim{0};
 
+    /// Whether any of its windows is a sliding window (> 0); such a grid needs causal = true.
+    bool windowed() const {
+        return std::any_of(window.begin(), window.end(), [](std::size_t w) { return w > 0; });
+    }
+
     /// The figures a report draws of this grid: those it names, or those its axes call for (decode
     /// for a decode mode; against N, H or threads where the grid has two or more of them), or the
     /// medians table when it varies none of those.
@@ -335,7 +340,7 @@ struct grid {
         if (std::find(families.begin(), families.end(), family::mla) != families.end()) return {figure::latent};
         // a grid with a sliding window goes to the local-attention section (windows as line styles,
         // beside the grid's own cases without one)
-        if (std::any_of(window.begin(), window.end(), [](std::size_t w) { return w > 0; })) return {figure::local};
+        if (windowed()) return {figure::local};
         if (decode) f.push_back(figure::decode);
         if (other && seq.size() >= 2) f.push_back(figure::vs_n);
         if (other && heads.size() >= 2) f.push_back(figure::vs_heads);

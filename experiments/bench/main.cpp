@@ -252,7 +252,7 @@ int main(int argc, char** argv) {
                    "needs --causal 1 but in decode")
         ->delimiter(',')
         ->capture_default_str()
-        ->check(CLI::Range(std::size_t(0), attn::max_window));
+        ->check(attn::cli::window_in(attn::max_window));
     app.add_option("--tile-q", tile_q, "query tile of the tiled variants (0: default)")
         ->check(CLI::Range(std::size_t(0), std::size_t(1) << 20));
     app.add_option("--tile-kv", tile_kv, "key/value tile of the tiled variants (0: default)")

@@ -9,6 +9,7 @@
 #include <vector>
 #include <nlohmann/json.hpp>
 #include "commands.hpp"
+#include "numbers.hpp"
 #include "output.hpp"
 import attn.grids;
 import attn.variants;
@@ -71,7 +72,7 @@ std::vector<check::grid_case> grid_from(const check_args& a) {
     g.causal = a.causal == "on" ? std::vector{true} : a.causal == "off" ? std::vector{false} : std::vector{false, true};
     g.window = or_default(a.window, 0);
     // a window needs the causal mask: --window alone checks the causal cases
-    const bool windowed = std::any_of(g.window.begin(), g.window.end(), [](std::size_t w) { return w > 0; });
+    const bool windowed = g.windowed();
     require(!windowed || a.causal != "off", "--window " +
                                                 std::to_string(*std::max_element(g.window.begin(), g.window.end())) +
                                                 " needs the causal mask (--causal on), not --causal off");
@@ -294,7 +295,7 @@ void add_check(CLI::App& app) {
     cmd->add_option("--batch", a->batch, "grid of batch sizes")->delimiter(',')->check(CLI::Range(1, 1 << 16));
     cmd->add_option("--window", a->window, "grid of sliding windows W (0: none); a window checks the causal cases only")
         ->delimiter(',')
-        ->check(window_in());
+        ->check(window_in(max_window));
     cmd->add_option("--causal", a->causal, "on, off or both")
         ->check(CLI::IsMember({"on", "off", "both"}))
         ->capture_default_str();

@@ -21,9 +21,6 @@ CLI::Validator finite_in(double lo, double hi);
 /// A thread-count flag: in [1, attn::thread_limit()] (0 too when `zero_ok`: every CPU).
 CLI::Validator threads_in(bool zero_ok = false);
 
-/// A sliding-window flag: a whole number of keys in [0, attn::max_window] (0: no window).
-CLI::Validator window_in();
-
 void add_list(CLI::App& app);
 void add_run(CLI::App& app);
 void add_init(CLI::App& app);

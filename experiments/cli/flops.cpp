@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 #include "commands.hpp"
+#include "numbers.hpp"
 #include "output.hpp"
 #include "family_flags.hpp"
 import attn.families;
@@ -253,6 +254,9 @@ void flops(flops_args a) {
         const auto att = analytic_flops(q).attention_matmul();
         const auto m = attention_crossover(one, convention::matmul), u = attention_crossover(one, convention::full);
         const auto none = [](const crossover& x) { return x.never() ? std::string("none") : grouped(x.first_n); };
+        const auto or_null = [](const crossover& x, auto v) {
+            return x.never() ? nlohmann::json(nullptr) : nlohmann::json(v);
+        };
         const auto root = [](const crossover& x) {
             return x.never() ? std::string("none") : format_number(x.closed_form, 2);
         };
@@ -265,10 +269,10 @@ void flops(flops_args a) {
                       {"visible_pairs", q.visible_pairs()},
                       {"attention_matmul", att},
                       {"causal_over_windowed", double(causal_attention) / double(att)},
-                      {"matmul_closed_form", m.never() ? nlohmann::json(nullptr) : nlohmann::json(m.closed_form)},
-                      {"matmul_first_n", m.never() ? nlohmann::json(nullptr) : nlohmann::json(m.first_n)},
-                      {"full_closed_form", u.never() ? nlohmann::json(nullptr) : nlohmann::json(u.closed_form)},
-                      {"full_first_n", u.never() ? nlohmann::json(nullptr) : nlohmann::json(u.first_n)},
+                      {"matmul_closed_form", or_null(m, m.closed_form)},
+                      {"matmul_first_n", or_null(m, m.first_n)},
+                      {"full_closed_form", or_null(u, u.closed_form)},
+                      {"full_first_n", or_null(u, u.first_n)},
                       {"cache_bytes_f32", cache}});
     }
 
@@ -377,7 +381,7 @@ void add_flops(CLI::App& app) {
     cmd->add_flag("--causal", a->p.causal, "bottom-right aligned causal mask");
     cmd->add_option("--window", a->p.window,
                     "sliding window W of the problem (needs --causal); the local-attention table adds it to its Ws")
-        ->check(window_in());
+        ->check(window_in(max_window));
     cmd->add_flag("--bias", a->p.bias, "projection biases");
     cmd->add_flag("--measure", a->measure, "measure with the counting scalar even when large");
     add_family_flags(cmd, a->family);

@@ -89,18 +89,6 @@ CLI::Validator finite_in(double lo, double hi) {
         "FINITE in [" + g(lo) + ", " + g(hi) + "]");
 }
 
-CLI::Validator window_in() {
-    return CLI::Validator(
-        [](std::string& s) -> std::string {
-            const bool digits = !s.empty() && s.size() <= 20 && s.find_first_not_of("0123456789") == std::string::npos;
-            if (!digits) return "window '" + s + "' is not a whole number of keys";
-            if (s.size() > 10 || std::stoull(s) > max_window)
-                return "window " + s + " is absurd: at most " + std::to_string(max_window) + " keys (2^32; 0: none)";
-            return {};
-        },
-        "KEYS");
-}
-
 CLI::Validator threads_in(bool zero_ok) {
     return CLI::Validator(
         [zero_ok](std::string& s) -> std::string {

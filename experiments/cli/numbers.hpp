@@ -40,6 +40,20 @@ inline std::string number_problem(const std::string& s, const std::string& type)
     return {};
 }
 
+/// A sliding-window flag: a whole number of keys in [0, max] (0: no window; the callers pass
+/// attn::max_window), one line naming the value otherwise.
+inline CLI::Validator window_in(unsigned long long max) {
+    return CLI::Validator(
+        [max](std::string& s) -> std::string {
+            const bool digits = !s.empty() && s.size() <= 20 && s.find_first_not_of("0123456789") == std::string::npos;
+            if (!digits) return "window '" + s + "' is not a whole number of keys";
+            if (s.size() > 19 || std::stoull(s) > max)
+                return "window " + s + " is absurd: at most " + std::to_string(max) + " keys (2^32; 0: none)";
+            return {};
+        },
+        "KEYS");
+}
+
 /// Adds the rule to every option of `app` and its subcommands that takes a value: not empty, and
 /// for UINT, INT and FLOAT options a decimal number (each item of a list flag on its own).
 inline void strict_values(CLI::App& app) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 #include "commands.hpp"
+#include "numbers.hpp"
 #include "family_flags.hpp"
 import attn.families;
 import attn.variants;
@@ -128,7 +129,7 @@ void add_run(CLI::App& app) {
     cmd->add_option("--window", a->window,
                     "sliding window W: each query sees the W keys ending at its own (itself included; 0: none); "
                     "needs --causal")
-        ->check(window_in());
+        ->check(window_in(max_window));
     add_family_flags(cmd, a->family);
     cmd->add_option("--precision", a->precision,
                     "storage type: f64, f32, bf16 or f16 (inputs and weights rounded to it, to nearest even; "

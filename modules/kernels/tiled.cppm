@@ -64,7 +64,7 @@ inline tiles balanced_tiles(const problem& p, tiles t, int threads) {
 /// One thread's buffers for tiled_core.
 struct tiled_scratch {
     aligned_vector<float> qs, kp, vp, s, acc, m, l;
-    std::vector<std::size_t> lo, hi; ///< a sliding window's rows: their keys [lo, hi) within the key tile
+    std::vector<std::size_t> lo, hi; ///< each row's keys [lo, hi) within the current key tile
     std::size_t s_ld = 0, acc_ld = 0;
 
     tiled_scratch(const problem& p, tiles t) {
@@ -80,7 +80,8 @@ struct tiled_scratch {
         acc.resize(t.q * acc_ld);
         m.resize(t.q);
         l.resize(t.q);
-        if (p.window) lo.resize(t.q), hi.resize(t.q);
+        lo.resize(t.q);
+        hi.resize(t.q);
     }
     std::size_t bytes() const {
         return sizeof(float) * (qs.size() + kp.size() + vp.size() + s.size() + acc.size() + m.size() + l.size()) +
@@ -154,24 +155,19 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
         while (r1 < tq && p.keys_begin(i0 + r1) < j0 + tk) ++r1; // rows from r1 start after it
         if (r0 == r1) continue;
         pack_b(io.k.row(b, g, j0), 1, io.k.row_stride, d, tk, w.kp.data()); // K^T
-        if (p.window) {
-            for (std::size_t r = r0; r < r1; ++r) { // each row's keys in the tile: [lo, hi)
-                w.lo[r] = std::max(p.keys_begin(i0 + r), j0) - j0;
-                w.hi[r] = std::min(p.keys_end(i0 + r), j0 + tk) - j0;
-            }
-            detail::band_scores(r0, r1, d, tk, w, w.s.data());
-        } else {
-            gemm_rows(r0, r1, tk, d, w.qs.data(), d, w.kp.data(), w.s.data(), w.s_ld, false);
+        // each row's keys in the tile, [lo, hi): never empty for the rows in [r0, r1), which end
+        // after the tile's first key and begin before its last
+        for (std::size_t r = r0; r < r1; ++r) {
+            w.lo[r] = std::max(p.keys_begin(i0 + r), j0) - j0;
+            w.hi[r] = std::min(p.keys_end(i0 + r), j0 + tk) - j0;
         }
+        if (p.window)
+            detail::band_scores(r0, r1, d, tk, w, w.s.data());
+        else
+            gemm_rows(r0, r1, tk, d, w.qs.data(), d, w.kp.data(), w.s.data(), w.s_ld, false);
         for (std::size_t r = r0; r < r1; ++r) {
             float* sr = w.s.data() + r * w.s_ld;
-            // this row's keys in the tile: [lo, hi)
-            const std::size_t lo = std::max(p.keys_begin(i0 + r), j0) - j0;
-            const std::size_t hi = std::max(std::min(p.keys_end(i0 + r), j0 + tk), j0) - j0;
-            if (hi <= lo) { // this row sees nothing here: contributes zeros
-                std::fill(sr, sr + tk_pad, 0.0f);
-                continue;
-            }
+            const std::size_t lo = w.lo[r], hi = w.hi[r];
             const std::size_t n = hi - lo;
             const float m_old = w.m[r], m_new = std::max(m_old, detail::row_max(sr + lo, n));
             const float sum = detail::exp_row(sr + lo, n, m_new); // one vector exp per element

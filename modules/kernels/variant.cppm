@@ -18,13 +18,18 @@ import attn.core;
 
 export namespace attn::kernels {
 
+/// A one-row problem's operands over only the keys its row sees (p.seen_keys()'s): the last
+/// visible(0) rows of K and V under a sliding window, every row otherwise. IO: core_io or kv_core_io.
+template <class IO>
+IO seen_rows(const problem& p, const IO& io) {
+    const std::size_t first = p.keys_begin(0), n = p.visible(0);
+    return {io.q, io.k.rows_from(first, n), io.v.rows_from(first, n), io.out};
+}
+
 /// The attention core: decode_core for n_q == 1 (over the keys the row sees: under a sliding
 /// window the last visible(0) of them), tiled_core otherwise.
 inline void attention_core(const problem& p, const core_io<float>& io, tiles t, int threads) {
-    if (p.n_q == 1) {
-        const std::size_t first = p.keys_begin(0), n = p.visible(0);
-        return decode_core(p.seen_keys(), {io.q, io.k.rows_from(first, n), io.v.rows_from(first, n), io.out}, threads);
-    }
+    if (p.n_q == 1) return decode_core(p.seen_keys(), seen_rows(p, io), threads);
     tiled_core(p, io, t, threads);
 }
 
@@ -72,9 +77,7 @@ inline variant tiled_variant(std::string name, std::string description, bool thr
     v.f16_path = isa::f16_path();
     auto kv = [threads]<class S>(attn::kv_kernels::core_fn<S>& slot) {
         slot = [threads](const problem& p, const kv_core_io<S>& io, const run_options& o) {
-            const std::size_t first = p.keys_begin(0), n = p.visible(0);
-            decode_core_kv<S>(p.seen_keys(), {io.q, io.k.rows_from(first, n), io.v.rows_from(first, n), io.out},
-                              threads(o));
+            decode_core_kv<S>(p.seen_keys(), seen_rows(p, io), threads(o));
         };
     };
     kv(v.kv.bf16);
