@@ -25,8 +25,8 @@ struct peer_provider {
     /// `not_served` says why, per precision, for the report.
     std::vector<dtype> precisions{dtype::f32};
     std::map<dtype, std::string> not_served;
-    /// Whether its runner takes a sliding window (ort-attention does; torch-sdpa's runner does not
-    /// pass one yet); a windowed case gets no peer that does not.
+    /// Whether its runner takes a sliding window (torch-sdpa and ort-attention do, both as a
+    /// boolean mask that still scores every pair); a windowed case gets no peer that does not.
     bool windows = false;
 
     /// Why it does not run `precision` (a precision it does run has no entry).
@@ -45,7 +45,8 @@ inline const std::vector<peer_provider>& peer_providers() {
          "torch",
          "bash scripts/peers.sh",
          {dtype::f32, dtype::bf16, dtype::f16},
-         {{dtype::int8, "int8 is a cache type of ours; torch's SDPA takes no quantized cache"}}},
+         {{dtype::int8, "int8 is a cache type of ours; torch's SDPA takes no quantized cache"}},
+         true}, // a window: a boolean attn_mask on the core (all pairs scored), the last W rows in decode
         {"torch-mha",
          {mode::layer},
          {family::single_head, family::mha},

@@ -170,6 +170,30 @@ TEST_CASE("peers: a case gets a peer only in a precision the peer runs, and the 
     CHECK(torch[0].precision == attn::dtype::int8);
 }
 
+TEST_CASE("peers: a windowed case gets the core and decode peers, each with its window; the layer's none",
+          "[cases][peers]") {
+    const auto of = [](const std::string& text) { return json::parse(text).get<attn::sweep_case>(); };
+    const std::vector<attn::sweep_case> cases{
+        of(R"({"variant": "simd", "mode": "core", "d_model": 512, "heads": 8, "kv_heads": 8, "n_q": 1024,
+               "causal": true, "window": 0})"),
+        of(R"({"variant": "simd", "mode": "core", "d_model": 512, "heads": 8, "kv_heads": 8, "n_q": 1024,
+               "causal": true, "window": 256})"),
+        of(R"({"variant": "simd", "mode": "decode", "d_model": 512, "heads": 8, "kv_heads": 2, "context": 4096,
+               "window": 1024})"),
+        of(R"({"variant": "simd", "mode": "layer", "d_model": 512, "heads": 8, "kv_heads": 8, "n_q": 1024,
+               "causal": true, "window": 256})")};
+    for (const std::string provider : {"torch-sdpa", "ort-attention"}) {
+        INFO(provider);
+        const auto peers = attn::peer_cases(cases, {provider});
+        REQUIRE(peers.size() == 3); // the two cores and the decode step; no layer
+        CHECK(peers[0].window == 0);
+        CHECK(peers[1].window == 256);
+        CHECK(peers[2].window == 1024);
+        CHECK(peers[2].mode == attn::mode::decode);
+    }
+    // torch-mha's runner takes no window: the windowed layer has no peer
+    CHECK(attn::peer_cases(cases, {"torch-mha"}).empty());
+}
 TEST_CASE("the precision preset: every variant in three storage types, the cache in four", "[cases][sweep]") {
     const auto spec =
         attn::parse_sweep(read_file(ATTNBENCH_SOURCE_DIR "/experiments/sweeps/precision.toml"), "precision.toml",

@@ -54,8 +54,9 @@ PROVIDERS = {
 }
 # Faults a test injects to prove the judgement catches a misconfigured peer: "scale" hands the
 # peer queries 1% too large (a softmax scale 1% off); "kv-heads" reverses the key/value heads
-# (a head-mapping mix-up; visible when G > 1).
-FAULTS = ("scale", "kv-heads")
+# (a head-mapping mix-up; visible when G > 1); "window" builds the peer with a window one key
+# longer than the case's (FlexAttention's p - j <= W read as ours; visible on a windowed case).
+FAULTS = ("scale", "kv-heads", "window")
 # A shape is judged on the timed inputs (queries and keys in [-1, 1]: scores of order 0.1 at
 # d_head 64, where a softmax nearly averages) and on a draw 4 times larger (scores 16 times
 # larger, of order 1-10), where a wrong scale moves the output by more than bf16's rounding does.
@@ -123,6 +124,14 @@ def load_inputs(case, d, fault):
     return {"q": q, "k": k, "v": v}
 
 
+def peer_case(case, fault):
+    """The case the peer is built for: the case itself, or under the "window" fault its window
+    one key longer (the inputs and the reference stay the case's)."""
+    if fault == "window" and case.get("window", 0):
+        return dict(case, window=case["window"] + 1)
+    return case
+
+
 def peer_timer(call, device):
     """The function Google Benchmark times for a peer's call, and whether it reports the time
     itself: on the CPU, GB's wall clock around the loop; on a GPU, CUDA events around each call
@@ -154,7 +163,7 @@ def judge(args, case, peer, make, d, magnitude):
     if peer is None:
         d = tempfile.mkdtemp(prefix="attnbench-peer-judge-", dir=d)
         peer_io(args.attnbench, case, d, magnitude=magnitude)
-        peer = make(case, load_inputs(case, d, args.fault), int(case.get("threads", 1)))
+        peer = make(peer_case(case, args.fault), load_inputs(case, d, args.fault), int(case.get("threads", 1)))
     peer.call()
     out = os.path.join(d, "out.npy")
     np.save(out, peer.output())
@@ -178,7 +187,7 @@ def register_case(bench, cid, case, args, checked):
             raise RuntimeError(f"{provider} runs {', '.join(PROVIDERS[provider][2])}, not {case['mode']}")
         d = tempfile.mkdtemp(prefix="attnbench-peer-", dir=args.workdir)
         peer_io(args.attnbench, case, d)
-        peer = make(case, load_inputs(case, d, args.fault), int(case.get("threads", 1)))
+        peer = make(peer_case(case, args.fault), load_inputs(case, d, args.fault), int(case.get("threads", 1)))
         label["peer"] = peer.info
         shape = json.dumps({k: v for k, v in case.items() if k not in ("threads", "grids")}, sort_keys=True)
         if shape not in checked and not args.no_judge:

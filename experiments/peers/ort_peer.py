@@ -1,9 +1,9 @@
 """ONNX Runtime's attention as an attnbench peer (run by harness.py): ort-attention, a one-node
 ONNX graph holding the standard Attention operator (opset 23: 3-D inputs [B, N, H*d] with
 q_num_heads and kv_num_heads, so G < H is its own grouped-query attention; is_causal for the
-core; decode: one query row over the cache, no mask; a sliding window as a boolean attn_mask on the
-core -- the operator has no window, so it still scores all N_q x N_kv pairs -- and in decode as the
-cache's last W rows, a rolling buffer's), run by the CPU execution provider with
+core; decode: one query row over the cache, no mask; a sliding window as window.py gives it: a
+boolean attn_mask on the core, all N_q x N_kv pairs still scored, and the cache's last W rows in
+decode), run by the CPU execution provider with
 intra_op_num_threads = the case's threads. The contrib MultiHeadAttention op cannot take G < H,
 so the standard operator serves every family. Records onnxruntime's version, its threads, the
 execution provider and the operator, and names the kernel that ran from onnxruntime's own
@@ -25,17 +25,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper
+from window import kv_rows, mask as window_of
 
 
 ELEM = {"f32": (TensorProto.FLOAT, np.float32), "f16": (TensorProto.FLOAT16, np.float16)}
-
-
-def kv_rows(case):
-    """The key/value rows the operator is given: a decode step under a window reads a rolling
-    buffer of its last W tokens; otherwise every row."""
-    if case["mode"] == "decode" and case.get("window", 0):
-        return min(case["n_kv"], case["window"])
-    return case["n_kv"]
 
 
 def graph(case):
@@ -50,13 +43,9 @@ def graph(case):
           helper.make_tensor_value_info("k", t, [B, n_kv, G * d]),
           helper.make_tensor_value_info("v", t, [B, n_kv, G * d])]
     inputs, masks = ["q", "k", "v"], []
-    if window and case["mode"] != "decode":
-        # the window's keys as a constant boolean mask [n_q, n_kv] (True: takes part), bottom-right
-        # aligned as attnbench's causal mask: row i's last key is e = i + n_kv - n_q, its first e - W + 1
-        e = np.arange(n_q)[:, None] + (n_kv - n_q)
-        j = np.arange(n_kv)[None, :]
-        masks.append(helper.make_tensor("window_mask", TensorProto.BOOL, [n_q, n_kv],
-                                        ((j <= e) & (j > e - window)).ravel().tolist()))
+    window_mask = window_of(case)
+    if window_mask is not None:  # the window's keys as a constant boolean mask (window.py)
+        masks.append(helper.make_tensor("window_mask", TensorProto.BOOL, [n_q, n_kv], window_mask.ravel().tolist()))
         inputs.append("window_mask")
         causal = False
     node = helper.make_node("Attention", inputs, ["y"], q_num_heads=H, kv_num_heads=G,

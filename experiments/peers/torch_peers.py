@@ -1,6 +1,7 @@
 """PyTorch's attention as attnbench peers (run by harness.py): torch-sdpa, the fused
 scaled_dot_product_attention on [B, H, N, d] tensors (core; causal; G < H through enable_gqa;
-decode: one query row over the cache; fp32, bf16 or f16 tensors as the case's precision says),
+decode: one query row over the cache; fp32, bf16 or f16 tensors as the case's precision says; a
+sliding window as window.py gives it: a boolean attn_mask on the core, the last W rows in decode),
 torch-mha, nn.MultiheadAttention in eval mode under inference_mode with need_weights=False (the layer; its fast path needs self-attention, which is
 what the harness's layer inputs are), and torch-mla, Multi-head Latent Attention's layer in the
 case's form, written with torch ops the way DeepSeek-V3's reference inference code writes it. Each records torch's version, its intra-op thread count
@@ -13,6 +14,7 @@ import numpy as np
 os.environ.setdefault("KINETO_LOG_LEVEL", "5")  # the profiler's GPU probe is noise on a CPU run
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from window import kv_rows, mask as window_of  # noqa: E402
 
 
 def kernel_of(call, prefixes):
@@ -39,25 +41,32 @@ def make_sdpa(case, inputs, threads):
     torch.set_num_threads(threads)
     H, G = case["heads"], case["kv_heads"]
     n_q, n_kv = case["n_q"], case["n_kv"]
-    causal = bool(case["causal"]) and case["mode"] != "decode"  # decode: the new token sees every key
+    # a window (window.py): the core's as a boolean attn_mask, which replaces is_causal; decode's as
+    # the cache's last W rows
+    window_mask = window_of(case)
+    causal = bool(case["causal"]) and case["mode"] != "decode" and window_mask is None  # decode: every key
     if causal and n_q != n_kv:
         raise RuntimeError("torch-sdpa's is_causal is top-left aligned; attnbench's causal is bottom-right (n_q != n_kv)")
     dtype = DTYPES[case.get("precision", "f32")]
+    rows = {"q": n_q, "k": kv_rows(case), "v": kv_rows(case)}
     # [B, N, H, d] -> [B, H, N, d], contiguous, in the case's precision, outside the timed call
-    q, k, v = (torch.from_numpy(inputs[n]).transpose(1, 2).to(dtype).contiguous() for n in ("q", "k", "v"))
+    q, k, v = (torch.from_numpy(inputs[n][:, -rows[n]:]).transpose(1, 2).to(dtype).contiguous() for n in ("q", "k", "v"))
+    mask = None if window_mask is None else torch.from_numpy(window_mask)
     gqa = G != H
     state = {}
 
     def call():
         with torch.inference_mode():
-            state["y"] = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+            state["y"] = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=gqa)
 
     def output():
         return state["y"].transpose(1, 2).float().contiguous().numpy()
 
     info = {"library": "torch", "version": torch.__version__, "threads": torch.get_num_threads(),
             "op": "torch.nn.functional.scaled_dot_product_attention" + (" (enable_gqa)" if gqa else "") +
-            ("" if dtype == torch.float32 else f" on {str(dtype).split('.')[-1]} tensors"),
+            ("" if dtype == torch.float32 else f" on {str(dtype).split('.')[-1]} tensors") +
+            ("" if mask is None else f" with the window as a boolean attn_mask [{n_q}, {n_kv}] (every pair scored)") +
+            (f" over the cache's last {rows['k']} rows" if rows["k"] < n_kv else ""),
             "kernel": kernel_of(call, ("aten::_scaled_dot_product", "aten::_flash_attention", "aten::bmm",
                                        "aten::matmul"))}
     return Peer(call, output, info)

@@ -4,7 +4,8 @@
   check_peers.py fault FAULT ATTNBENCH WORKDIR [PRECISION]
                                                    the first installed provider serving PRECISION
                                                    (f32 unless given) misconfigured (scale 1% off,
-                                                   key/value heads mixed up): every judged case
+                                                   key/value heads mixed up, a window one key
+                                                   longer on windowed cases): every judged case
                                                    must fail, loudly, and not be timed
   check_peers.py judge ATTNBENCH WORKDIR           `attnbench peer-io --judge` on NumPy outputs:
                                                    right ones pass, a 1%-off scale and a GQA
@@ -26,10 +27,25 @@ PRECISIONS = {"torch-sdpa": ("f32", "bf16", "f16"), "torch-mha": ("f32",), "torc
               "ort-attention": ("f32",)}
 REFUSED = {"ort-attention": "bf16"}
 # the providers that take a sliding window (attn::peer_provider::windows)
-WINDOWS = ("ort-attention",)
+WINDOWS = ("torch-sdpa", "ort-attention")
 
 
-def cases(provider, precisions=None):
+def windowed(provider):
+    """A window on the core (N_q = N_kv and N_q < N_kv) and over a decode cache, G 4 and 2."""
+    out = []
+    for g in (4, 2):
+        out.append(dict(variant=provider, mode="core", d_model=64, heads=4, kv_heads=g, batch=2, threads=1,
+                        causal=True, window=7, n_q=20))
+        out.append(dict(variant=provider, mode="core", d_model=64, heads=4, kv_heads=g, batch=2, threads=1,
+                        causal=True, window=7, n_q=9, n_kv=20))
+        out.append(dict(variant=provider, mode="decode", d_model=64, heads=4, kv_heads=g, batch=2, threads=1,
+                        window=16, context=33))
+    return out
+
+
+def cases(provider, precisions=None, fault=None):
+    if fault == "window":
+        return windowed(provider)
     out = []
     if provider == "torch-mla":  # MLA's layer: both forms, with and without a query latent, causal or not
         for form in ("naive", "absorb"):
@@ -49,14 +65,8 @@ def cases(provider, precisions=None):
                     c["context" if mode == "decode" else "n_q"] = 33 if mode == "decode" else 20
                     out.append(c)
     out.append(dict(out[0], threads=2))  # a second thread count of the first shape: judged once
-    if provider in WINDOWS and precisions is None:  # a window on the core (N_q = N_kv and N_q < N_kv) and over a decode cache
-        for g in (4, 2):
-            out.append(dict(variant=provider, mode="core", d_model=64, heads=4, kv_heads=g, batch=2, threads=1,
-                            causal=True, window=7, n_q=20))
-            out.append(dict(variant=provider, mode="core", d_model=64, heads=4, kv_heads=g, batch=2, threads=1,
-                            causal=True, window=7, n_q=9, n_kv=20))
-            out.append(dict(variant=provider, mode="decode", d_model=64, heads=4, kv_heads=g, batch=2, threads=1,
-                            window=16, context=33))
+    if provider in WINDOWS and precisions is None:
+        out += windowed(provider)
     return out
 
 
@@ -76,7 +86,7 @@ def available(provider):
 
 def run(provider, ab, work, fault=None, precisions=None):
     os.makedirs(work, exist_ok=True)
-    cs = cases(provider, precisions)
+    cs = cases(provider, precisions, fault)
     with open(os.path.join(work, "cases.json"), "w") as f:
         json.dump(cs, f)
     out = os.path.join(work, f"{provider}.json")
@@ -125,8 +135,8 @@ def test_run(provider, ab, work):
 
 
 def test_fault(fault, ab, work, precision="f32"):
-    provider = next((p for p in ("ort-attention", "torch-sdpa") if precision in PRECISIONS[p] and available(p)[0]),
-                    None)
+    provider = next((p for p in ("ort-attention", "torch-sdpa")
+                     if precision in PRECISIONS[p] and (fault != "window" or p in WINDOWS) and available(p)[0]), None)
     if not provider:
         print(f"skipped: no installed peer serves {precision} (bash scripts/peers.sh)")
         return 77
@@ -137,7 +147,8 @@ def test_fault(fault, ab, work, precision="f32"):
     assert len(failed) >= len({json.dumps({k: v for k, v in c.items() if k != "threads"}) for c in mixed}), \
         f"{len(failed)} cases failed, expected every misconfigured shape to"
     assert not any(b.get("real_time") for b in failed), "a failed peer was timed"
-    print(f"{provider} in {precision} with fault '{fault}': {len(failed)} of {len(cs)} cases refused: "
+    print(f"{provider} in {precision} with fault '{fault}': {len({base_name(b) for b in failed})} of {len(cs)} cases "
+          f"refused: "
           f"{failed[0]['error_message']}")
     return 0
 
