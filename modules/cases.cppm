@@ -114,7 +114,9 @@ struct sweep_case {
     /// The decode cases that share a harness run (their repetitions interleaved, a triad beside
     /// them) have the same key: every field but the family's (kv_heads, the family, form, head
     /// widths and latents: MHA, GQA, MQA and MLA's two forms at one d_model and H decode side by
-    /// side) and the grids. Other cases run alone: their id.
+    /// side) and the grids; under a sliding window also but the context, so the steps over one
+    /// rolling buffer (at most W tokens, whatever L) are timed against each other in one run.
+    /// Other cases run alone: their id.
     std::string run_group() const;
 
     /// The problem this case runs (decode: one query row over context + 1 keys, causal).
@@ -276,6 +278,7 @@ inline std::string sweep_case::run_group() const {
     key.family = attn::family::mha;
     key.form = attn::form::none;
     key.d_head = key.d_v = key.kv_lora_rank = key.q_lora_rank = key.qk_rope_head_dim = 0;
+    if (window) key.context = key.n_kv = 0; // a rolling buffer's steps: one run over every L
     key.grids.clear();
     return "decode:" + nlohmann::json(key).dump();
 }

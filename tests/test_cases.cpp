@@ -217,3 +217,18 @@ TEST_CASE("the precision preset: every variant in three storage types, the cache
     // MHA's cache is over 64 MiB in every type: 2 x 16 heads x 64 x 65536 tokens x 1 byte = 128 MiB
     CHECK(count([](const auto& c) { return c.mode == attn::mode::decode && c.context != 65536; }) == 0);
 }
+
+TEST_CASE("run groups: a rolling buffer's steps at every L share one run; a growing cache's do not", "[cases]") {
+    const auto decode = [](std::size_t context, std::size_t window, std::size_t g) {
+        return json{{"variant", "simd"}, {"mode", "decode"}, {"d_model", 512}, {"heads", 8},
+                    {"kv_heads", g},     {"context", context}, {"window", window}}
+            .get<attn::sweep_case>();
+    };
+    // under one window, L 4096 and 65536 (and MHA beside MQA) are one run
+    CHECK(decode(4096, 4096, 8).run_group() == decode(65536, 4096, 8).run_group());
+    CHECK(decode(4096, 4096, 8).run_group() == decode(65536, 4096, 1).run_group());
+    // two windows, or no window, at two L: separate runs (a growing cache of 64k tokens is 128 MiB)
+    CHECK(decode(4096, 4096, 8).run_group() != decode(4096, 1024, 8).run_group());
+    CHECK(decode(4096, 0, 8).run_group() != decode(65536, 0, 8).run_group());
+    CHECK(decode(4096, 0, 8).run_group() == decode(4096, 0, 1).run_group());
+}

@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plotting  # noqa: E402
+from latent import member  # noqa: E402  (MHA, GQA G=g, MQA or MLA's form: what a row is)
 from plotting import md_table, num  # noqa: E402
 
 save = plotting.save  # report.py points this at its own writer
@@ -30,6 +31,20 @@ LINES = ["-", "--", ":", "-."]
 
 def window_label(w):
     return "no window (full causal)" if not w else f"W = {w}"
+
+
+def groups(rows):
+    """The rows split by shape -- family (and MLA's form), d_model, H, batch, precision -- each drawn
+    as its own figure: lines of two shapes on one axis would join points of different caches.
+    Yields (shape's words, its file name's suffix, rows); the suffix is empty for the only one."""
+    key = lambda r: (member(r)[1], member(r)[0], r["d_model"], r["heads"], r["batch"], r.get("precision", "f32"))
+    keys = sorted({key(r) for r in rows})
+    for k in keys:
+        _, name, dm, h, b, prec = k
+        words = f"{name}, d_model {dm}, {h} query heads, batch {b}, {prec}"
+        suffix = "" if len(keys) == 1 else "_" + "_".join(
+            [name.lower().replace(" ", "").replace("=", ""), f"d{dm}", f"h{h}", f"b{b}", prec])
+        yield words, suffix, [r for r in rows if key(r) == k]
 
 
 def rows_by_mode(perf):
@@ -52,9 +67,7 @@ def series(rows, x):
                        dict(color=COLORS[p % len(COLORS)], ls=LINES[k % len(LINES)], marker="o"), pts)
 
 
-def plot_core(rows, figdir):
-    if not rows:
-        return None
+def plot_core(rows, figdir, words, suffix):
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     for label, st, pts in series(rows, "n_q"):
         ax.plot([r["n_q"] for r in pts], [r["time_ms"] for r in pts], label=label, **st)
@@ -64,12 +77,10 @@ def plot_core(rows, figdir):
     ax.set_ylabel("attention core time (ms, log scale)")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
-    r0 = rows[0]
-    ax.set_title(f"Causal prefill core with and without a sliding window: d_model {r0['d_model']}, H {r0['heads']}, "
-                 f"batch {r0['batch']}, {r0.get('precision', 'f32')}\n(slope 2: quadratic in N; "
+    ax.set_title(f"Causal prefill core with and without a sliding window: {words}\n(slope 2: quadratic in N; "
                  "a window bends it to slope 1 once N passes W)", fontsize=9)
     fig.tight_layout()
-    return save(fig, figdir, "local_core")
+    return save(fig, figdir, "local_core" + suffix)
 
 
 def core_table(rows):
@@ -89,9 +100,7 @@ def core_table(rows):
                      "FLOP ratio, no window / window [x]", "matmul GFLOP/s (counted FLOPs)", "% of FMA peak"], out)
 
 
-def plot_decode(rows, figdir):
-    if not rows:
-        return None
+def plot_decode(rows, figdir, words, suffix):
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(12, 4.6))
     for label, st, pts in series(rows, "context"):
         a1.plot([r["context"] for r in pts], [r["core_time_ms"] for r in pts], label=label, **st)
@@ -103,23 +112,35 @@ def plot_decode(rows, figdir):
         ax.grid(alpha=0.3, which="both")
     a1.set_ylabel("attention core per decode step (ms, log scale)")
     a2.set_ylabel("KV cache read per step (MiB, log scale)")
+    for w in sorted({r.get("window", 0) for r in rows} - {0}):
+        for ax in (a1, a2):
+            ax.axvline(w, color="0.5", lw=0.8, ls=":")
+            ax.annotate(f"W = {w}", (w, 1), xycoords=("data", "axes fraction"), xytext=(3, -12),
+                        textcoords="offset points", fontsize=7, color="0.35")
     a1.set_title("time per step: flat once L passes W", fontsize=9)
-    a2.set_title("cache per layer: a rolling buffer stops at W tokens", fontsize=9)
+    a2.set_title("cache per layer (every variant's): a rolling buffer stops at W tokens", fontsize=9)
     a1.legend(fontsize=8)
-    r0 = rows[0]
-    fig.suptitle(f"Decode with and without a window: d_model {r0['d_model']}, {r0['heads']} query heads, "
-                 f"G {r0['kv_heads']}, batch {r0['batch']}, {r0.get('precision', 'f32')} cache "
-                 "(median of the repetitions)", fontsize=10)
+    fig.suptitle(f"Decode with and without a window: {words} cache (median of the repetitions)", fontsize=10)
     fig.tight_layout()
-    return save(fig, figdir, "local_decode")
+    return save(fig, figdir, "local_decode" + suffix)
 
 
 def decode_table(rows):
+    """Per provider and window, the step against L; the last column is the core's time over its
+    time at the smallest L past W (flat under a window: 1)."""
+    def at_w(r):
+        w = r.get("window", 0)
+        same = [x for x in rows if (x["variant"], x["threads"], x.get("window", 0)) ==
+                (r["variant"], r["threads"], w) and w and x["context"] >= w]
+        base = min(same, key=lambda x: x["context"], default=None)
+        return num(r["core_time_ms"] / base["core_time_ms"], 3) if base and r["context"] >= w else "–"
+
     out = [[r["variant"], r["threads"], r["context"], window_label(r.get("window", 0)), num(r["core_time_ms"], 4),
-            num(r.get("time_ms"), 4), num(r.get("cache_mib"), 4), num(r.get("kv_gbs"), 3)]
+            at_w(r), num(r.get("time_ms"), 4), num(r.get("cache_mib"), 4), num(r.get("kv_gbs"), 3)]
            for r in sorted(rows, key=lambda r: (r["variant"], r["threads"], r.get("window", 0), r["context"]))]
-    return md_table(["variant", "threads", "L [tokens]", "window", "core per step [ms]", "whole step [ms]",
-                     "cache read per step [MiB]", "cache read rate [GB/s]"], out)
+    return md_table(["variant", "threads", "L [tokens]", "window", "core per step [ms]",
+                     "core / core at the first L >= W [x]", "whole step [ms]", "cache read per step [MiB]",
+                     "cache read rate [GB/s]"], out)
 
 
 def flops_table(d):
@@ -160,17 +181,17 @@ def section(d, perf, figdir):
           "rolling buffer of W tokens (slot = position mod W) whatever the context. Every windowed case was "
           "checked against the fp64 reference with the window's mask before it was timed.\n"]
     if core:
-        png = plot_core(core, figdir)
         md.append("### Prefill: time against N per window\n")
-        if png:
-            md.append(f"![local_core]({png})\n")
-        md.append(core_table(core) + "\n")
+        for words, suffix, rows in groups(core):
+            md.append(f"**{words}.**\n")
+            md.append(f"![local_core{suffix}]({plot_core(rows, figdir, words, suffix)})\n")
+            md.append(core_table(rows) + "\n")
     if decode:
-        png = plot_decode(decode, figdir)
         md.append("### Decode: a rolling buffer against a growing cache\n")
-        if png:
-            md.append(f"![local_decode]({png})\n")
-        md.append(decode_table(decode) + "\n")
+        for words, suffix, rows in groups(decode):
+            md.append(f"**{words} cache.**\n")
+            md.append(f"![local_decode{suffix}]({plot_decode(rows, figdir, words, suffix)})\n")
+            md.append(decode_table(rows) + "\n")
     if counted:
         md.append("### Counted\n\n" + counted)
     if failed:
