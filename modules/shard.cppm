@@ -58,8 +58,8 @@ inline double case_cost(const sweep_case& c) {
 
 /// The units a partition deals, in the list's order: one case each, except that decode cases of
 /// one run group stay together (differing only in the family, or under one window in L: the report
-/// runs them in one harness process, their repetitions interleaved). A peer's cases are dealt one by one: each shard runs its own share
-/// of them in one process of the peer harness.
+/// runs them in one harness process, their repetitions interleaved). A peer's cases are dealt one by one: each shard
+/// runs its own share of them in one process of the peer harness.
 inline std::vector<std::vector<sweep_case>> shard_units(const std::vector<sweep_case>& cases) {
     std::vector<std::vector<sweep_case>> runs;
     std::map<std::string, std::size_t> run_of;

@@ -220,7 +220,7 @@ TEST_CASE("the precision preset: every variant in three storage types, the cache
 
 TEST_CASE("run groups: a rolling buffer's steps at every L share one run; a growing cache's do not", "[cases]") {
     const auto decode = [](std::size_t context, std::size_t window, std::size_t g) {
-        return json{{"variant", "simd"}, {"mode", "decode"}, {"d_model", 512}, {"heads", 8},
+        return json{{"variant", "simd"}, {"mode", "decode"},   {"d_model", 512},  {"heads", 8},
                     {"kv_heads", g},     {"context", context}, {"window", window}}
             .get<attn::sweep_case>();
     };
