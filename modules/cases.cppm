@@ -325,7 +325,12 @@ struct grid {
     std::vector<attn::form> forms{attn::form::none};
     std::vector<std::size_t> d_v{0}, kv_lora_rank{0}, q_lora_rank{0}, qk_rope_head_dim{0};
 
-    /// Whether any of its windows is a sliding window (> 0); such a grid needs causal = true.
+    /// Whether every case it makes is causal (a decode step always is): what a window needs.
+    bool causal_only() const {
+        const bool other = std::any_of(modes.begin(), modes.end(), [](attn::mode m) { return m != mode::decode; });
+        return !other || std::find(causal.begin(), causal.end(), false) == causal.end();
+    }
+    /// Whether any of its windows is a sliding window (> 0); such a grid needs causal_only().
     bool windowed() const {
         return std::any_of(window.begin(), window.end(), [](std::size_t w) { return w > 0; });
     }

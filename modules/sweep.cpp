@@ -149,7 +149,7 @@ void check_combinations(const toml_reader& r, const located_grid& lg, const std:
         r.fail(line("magnitude"), "magnitude",
                "applies to modes 'core' and 'layer' only (a decode step's inputs are drawn in [-1, 1])" + where);
     // a window looks back from each query: it needs the causal mask (decode has it always)
-    if (g.windowed() && other_modes && std::find(g.causal.begin(), g.causal.end(), false) != g.causal.end())
+    if (g.windowed() && !g.causal_only())
         r.fail(line("window"), "window",
                "a window > 0 needs the causal mask, and causal includes false (give causal = [true])" + where);
     // MLA's keys need the family, and the family needs them

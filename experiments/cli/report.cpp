@@ -19,6 +19,7 @@
 #include <omp.h>
 #include <nlohmann/json.hpp>
 #include "commands.hpp"
+#include "numbers.hpp"
 #include "output.hpp"
 #include "presets.hpp"
 #include "report.hpp"
@@ -171,6 +172,7 @@ const std::vector<report_stage>& report_stages() {
 
 struct report_args {
     std::string preset, sweep, out, bench, shard;
+    std::vector<std::size_t> window; ///< --window: every causal-only grid's windows
     bool resume = false, yes = false;
     std::uint64_t stop_after = 0;
 };
@@ -221,6 +223,31 @@ void confirm_size(const sweep_spec& spec, int threads, bool yes) {
                 ": pass --yes to start it");
 }
 
+std::string window_list(const std::vector<std::size_t>& w) {
+    std::string s;
+    for (auto x : w) s += (s.empty() ? "" : ",") + std::to_string(x);
+    return s;
+}
+
+/// --window: the windows of every grid whose cases are all causal, in place of the sweep's own;
+/// a grid with non-causal cases keeps its own (a window needs the causal mask). Says in one line
+/// which grids it reached; a sweep with none is refused. The windows go into run.json, so a
+/// resumed run applies them again.
+void apply_window(sweep_spec& spec, const std::vector<std::size_t>& window) {
+    if (window.empty()) return;
+    std::string took, kept;
+    for (auto& g : spec.grids) {
+        std::string& names = g.causal_only() ? took : kept;
+        names += (names.empty() ? "" : ", ") + g.name;
+        if (g.causal_only()) g.window = window;
+    }
+    require(!took.empty(), "--window " + window_list(window) + ": no grid of " + spec.source +
+                               " has only causal cases, and a window needs the causal mask (a sweep file's grid "
+                               "takes causal = [true])");
+    std::fprintf(stderr, "--window %s: grids %s%s\n", window_list(window).c_str(), took.c_str(),
+                 kept.empty() ? "" : ("; not " + kept + " (non-causal cases)").c_str());
+}
+
 void report(const report_args& a, const std::vector<std::string>& command) {
     forward_signals(); // a stopped report stops its child and keeps the finished pieces
     run_context c;
@@ -242,8 +269,14 @@ void report(const report_args& a, const std::vector<std::string>& command) {
             require(load_spec(a).text == c.spec.text, "the sweep given differs from " +
                                                           (c.dir / "sweep.toml").string() +
                                                           ", the one this run started with");
+        const auto window = run.value("window", std::vector<std::size_t>{});
+        require(a.window.empty() || a.window == window,
+                "--window " + window_list(a.window) + " differs from the run's (" +
+                    (window.empty() ? std::string("none given") : window_list(window)) + ", run.json)");
+        apply_window(c.spec, window);
     } else {
         c.spec = load_spec(a);
+        apply_window(c.spec, a.window);
         confirm_size(c.spec, c.threads, a.yes);
         c.dir =
             a.out.empty() ? fs::path("results") / (c.spec.name + "-" + utc_stamp("%Y%m%d-%H%M%S")) : fs::path(a.out);
@@ -261,6 +294,7 @@ void report(const report_args& a, const std::vector<std::string>& command) {
                           {"sweep_source", c.spec.source},
                           {"preset", c.spec.name},
                           {"command", command},
+                          {"window", a.window},
                           {"started_utc", utc_stamp("%Y-%m-%dT%H:%M:%SZ")},
                           {"stages", c.spec.stages},
                           {"cases", c.cases.size()}};
@@ -336,6 +370,11 @@ void add_report(CLI::App& app) {
     cmd->add_option("--out", a->out, "the run directory (default results/<name>-<UTC date>)")
         ->option_text("DIR")
         ->check(output_dir());
+    cmd->add_option("--window", a->window,
+                    "sliding windows W, comma-separated (0: none), in place of the sweep's in every grid whose "
+                    "cases are all causal (decode grids included)")
+        ->delimiter(',')
+        ->check(window_in(max_window));
     cmd->add_flag("--resume", a->resume, "finish the run in --out DIR: skip the stages and cases done");
     cmd->add_flag("--yes", a->yes, "start a sweep of more than 10,000 performance cases");
     cmd->add_option("--shard", a->shard, "run only shard I of N of the sweep's cases (attnbench merge joins them)")
@@ -350,6 +389,7 @@ void add_report(CLI::App& app) {
         if (!a->sweep.empty()) command.insert(command.end(), {"--sweep", a->sweep});
         if (!a->out.empty()) command.insert(command.end(), {"--out", a->out});
         if (!a->shard.empty()) command.insert(command.end(), {"--shard", a->shard});
+        if (!a->window.empty()) command.insert(command.end(), {"--window", window_list(a->window)});
         report(*a, command);
     });
 
