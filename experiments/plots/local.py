@@ -180,6 +180,11 @@ def section(d, perf, figdir):
           "from N(N+1)/2 to about N W, so the core turns linear in N once N passes W, and a decode step reads a "
           "rolling buffer of W tokens (slot = position mod W) whatever the context. Every windowed case was "
           "checked against the fp64 reference with the window's mask before it was timed.\n"]
+    peers = sorted({r["variant"] for r in core + decode if r.get("window", 0) and r.get("peer")})
+    if peers:
+        md.append(f"The peers ({', '.join(peers)}) take the window as a boolean mask on the core: neither operator "
+                  "has a window, so each still scores every N_q x N_kv pair, while the GFLOP/s and FLOP ratio "
+                  "columns count the window's pairs alone; in decode they are given the cache's last W rows.\n")
     if core:
         md.append("### Prefill: time against N per window\n")
         for words, suffix, rows in groups(core):
