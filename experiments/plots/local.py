@@ -126,14 +126,18 @@ def plot_decode(rows, figdir, words, suffix):
 
 
 def decode_table(rows):
-    """Per provider and window, the step against L; the last column is the core's time over its
-    time at the smallest L past W (flat under a window: 1)."""
+    """Per provider and window, the step against L; beside the core's time, under a window, that
+    time over the core's at the smallest L >= W of the same provider (flat past W: 1)."""
+    line = lambda r: (r["variant"], r["threads"], r.get("window", 0))
+    base = {}  # per windowed line, its step at the smallest L >= W
+    for r in rows:
+        if r.get("window", 0) and r["context"] >= r["window"]:
+            if line(r) not in base or r["context"] < base[line(r)]["context"]:
+                base[line(r)] = r
+
     def at_w(r):
-        w = r.get("window", 0)
-        same = [x for x in rows if (x["variant"], x["threads"], x.get("window", 0)) ==
-                (r["variant"], r["threads"], w) and w and x["context"] >= w]
-        base = min(same, key=lambda x: x["context"], default=None)
-        return num(r["core_time_ms"] / base["core_time_ms"], 3) if base and r["context"] >= w else "–"
+        b = base.get(line(r)) if r.get("window", 0) and r["context"] >= r["window"] else None
+        return num(r["core_time_ms"] / b["core_time_ms"], 3) if b else "–"
 
     out = [[r["variant"], r["threads"], r["context"], window_label(r.get("window", 0)), num(r["core_time_ms"], 4),
             at_w(r), num(r.get("time_ms"), 4), num(r.get("cache_mib"), 4), num(r.get("kv_gbs"), 3)]
