@@ -176,7 +176,7 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
             std::fill(sr + hi, sr + a1, detail::neg_inf);
             const float m_old = w.m[r], m_new = std::max(m_old, detail::row_max(sr + a0, a1 - a0));
             const float sum = detail::exp_row(sr + a0, a1 - a0, m_new); // one vector exp per batch
-            std::fill(sr, sr + a0, 0.0f); // masked and padding columns weigh nothing
+            std::fill(sr, sr + a0, 0.0f);                               // masked and padding columns weigh nothing
             std::fill(sr + a1, sr + tk_pad, 0.0f);
             // exp(m_old - m_new) rescales what came before: 1 when the maximum holds (most tiles
             // after the first few), nothing to rescale on the row's first tile (its l and output
