@@ -27,7 +27,7 @@ const machine_info& machine();
 /// generated/build_info.cpp, from modules/results/build_info.cpp.in), so a new commit
 /// recompiles that file alone.
 struct build_info {
-    const char* commit;         ///< HEAD at configure time (+"-dirty" if tracked files differ), or "unknown"
+    const char* commit;         ///< HEAD at build time (+"-dirty" if tracked files differ), or "unknown"
     const char* compiler;       ///< CMake's compiler id and version
     const char* flags;          ///< CMAKE_CXX_FLAGS, the build type's flags and OpenMP's
     const char* build_type;     ///< CMAKE_BUILD_TYPE
