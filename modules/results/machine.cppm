@@ -23,9 +23,9 @@ struct machine_info {
 /// The machine this process runs on; read on the first call, then cached.
 const machine_info& machine();
 
-/// How this binary was built. Defined in the one generated source (the build folder's
-/// generated/build_info.cpp, from modules/results/build_info.cpp.in), so a new commit
-/// recompiles that file alone.
+/// How this binary was built. Defined in the build folder's generated/build_info.cpp (from
+/// modules/results/build_info.cpp.in, at configure time), its commit in generated/build_commit.cpp
+/// (modules/results/commit.cmake, at every build), so a new commit recompiles that file alone.
 struct build_info {
     const char* commit;         ///< HEAD at build time (+"-dirty" if tracked files differ), or "unknown"
     const char* compiler;       ///< CMake's compiler id and version
