@@ -3,7 +3,6 @@
 // inputs to the device once, in its storage type, and then runs, reads back or times one kernel.
 // Without a usable GPU, or in a build without CUDA, query() says why in one line, refusal() still
 // answers, and constructing a case throws attn::cuda::error.
-// Status of every kernel behind it: not yet run on a GPU (see variants/cuda/README.md).
 #pragma once
 
 #include <cstddef>
@@ -13,12 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "dtype.hpp" // attn::types::dtype: the one list of storage types (modules/core/dtype.hpp)
+
 namespace attn::cuda {
 
-/// How tensors are stored on the device. bf16 and f16: inputs rounded once on the host (to nearest,
-/// ties to even), all products, the softmax and the accumulation in fp32, outputs rounded to the
-/// format and widened back when copied to the host. int8 is a decode cache type only.
-enum class storage { f32, bf16, f16, int8 };
+/// How tensors are stored on the device: the suite's one storage type (f64 is refused: the GPU
+/// kernels store f32, bf16, f16, and int8 caches). bf16 and f16: inputs rounded once on the host
+/// (to nearest, ties to even), all products, the softmax and the accumulation in fp32, outputs
+/// rounded to the format and widened back when copied to the host. int8 is a decode cache type only.
+using storage = attn::types::dtype;
 
 /// The attention kernels: naive (scores in global memory), tiled (shared-memory tiles, online
 /// softmax, fp32), flash (tensor cores, bf16/f16), decode (split-key flash-decoding over a cache).
@@ -26,7 +28,7 @@ enum class kernel { naive, tiled, flash, decode };
 
 /// "cuda-naive", "cuda-tiled", "cuda-flash", "cuda-decode".
 const char* name(kernel k);
-/// "f32", "bf16", "f16", "int8".
+/// "f32", "bf16", "f16", "int8" (the traits' name).
 const char* name(storage s);
 
 /// One attention core: H query heads over G key/value heads (H % G == 0; query head h reads kv head
@@ -50,6 +52,7 @@ struct device_info {
     int sms = 0, cc_major = 0, cc_minor = 0;
     std::size_t l2_bytes = 0, global_bytes = 0, free_bytes = 0;
     int driver_version = 0, runtime_version = 0;
+    int clock_khz = 0, memory_clock_khz = 0, memory_bus_bits = 0; ///< the device's peak clocks (attributes)
 };
 
 /// Device 0's properties; never throws.
@@ -92,7 +95,8 @@ class core_case {
     /// The last run's output, [B, n_q, H*d_v], widened to fp32.
     std::vector<float> output();
     /// Device time of each of `repetitions` calls (CUDA events around each call), after `warmup`
-    /// untimed calls; with flush_l2, a buffer twice the L2 is written before each call, outside the events.
+    /// untimed calls; with flush_l2, the L2 is left clean before each call, outside the events (a
+    /// buffer of twice the L2 written, then read).
     std::vector<double> time_ms(int repetitions, int warmup, bool flush_l2);
 
     struct impl;
@@ -165,13 +169,22 @@ class layer_case {
     std::unique_ptr<impl> impl_;
 };
 
+/// A read kernel's shape and its median bandwidth (GB/s).
+struct read_candidate {
+    std::string shape;
+    double gbs = 0;
+};
+
 /// The device's measured ceilings (medians over the repetitions).
 struct peak {
     double tensor_tflops = 0; ///< cuBLAS bf16 GEMM, gemm_n^3, fp32 accumulation: 2 n^3 FLOP per call
-    double read_gbs = 0;      ///< a read-only kernel over read_bytes (>= 8 x L2): bytes read / time
+    double f16_tflops = 0;    ///< the same in f16
+    double read_gbs = 0;      ///< the best read-only kernel over read_bytes (>= 32 x L2): bytes read / time
     double copy_gbs = 0;      ///< cudaMemcpy device to device of read_bytes: bytes read + written / time
     std::size_t gemm_n = 0, read_bytes = 0;
-    std::vector<double> tensor_samples, read_samples, copy_samples;
+    std::string read_kernel; ///< the shape that read fastest
+    std::vector<read_candidate> read_candidates;
+    std::vector<double> tensor_samples, f16_samples, read_samples, copy_samples;
 };
 
 /// Measures the three ceilings; throws error without a GPU.

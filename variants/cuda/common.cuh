@@ -65,8 +65,8 @@ struct device_props {
 };
 const device_props& props();
 
-/// Bytes of one element stored as `st`.
-inline std::size_t element_bytes(storage st) { return st == storage::f32 ? 4 : st == storage::int8 ? 1 : 2; }
+/// Bytes of one element stored as `st` (the storage type's traits).
+inline std::size_t element_bytes(storage st) { return attn::types::traits(st).bytes; }
 
 /// Copies n host floats to a new device buffer, rounded to `st` (f32, bf16 or f16) on the host.
 device_memory upload(storage st, const float* host, std::size_t n, const std::string& what);

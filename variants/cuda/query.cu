@@ -37,6 +37,10 @@ device_info query() {
         d.cc_minor = p.minor;
         d.l2_bytes = std::size_t(p.l2CacheSize);
         d.global_bytes = p.totalGlobalMem;
+        cudaDeviceGetAttribute(&d.clock_khz, cudaDevAttrClockRate, 0);
+        cudaDeviceGetAttribute(&d.memory_clock_khz, cudaDevAttrMemoryClockRate, 0);
+        cudaDeviceGetAttribute(&d.memory_bus_bits, cudaDevAttrGlobalMemoryBusWidth, 0);
+        (void)cudaGetLastError(); // an attribute this driver lacks leaves 0, not an error for later checks
         cudaDriverGetVersion(&d.driver_version);
         cudaRuntimeGetVersion(&d.runtime_version);
         std::size_t free_b = 0, total_b = 0;

@@ -20,19 +20,7 @@ const char* name(kernel k) {
     return "cuda-?";
 }
 
-const char* name(storage s) {
-    switch (s) {
-    case storage::f32:
-        return "f32";
-    case storage::bf16:
-        return "bf16";
-    case storage::f16:
-        return "f16";
-    case storage::int8:
-        return "int8";
-    }
-    return "?";
-}
+const char* name(storage s) { return attn::types::traits(s).name.data(); } // names are literals
 
 shape resolved(shape s) {
     if (s.d_v == 0) s.d_v = s.d_qk;
@@ -69,6 +57,7 @@ std::string refusal(kernel k, const shape& in, storage st) {
     const shape s = resolved(in);
     if (std::string why = common_refusal(s); !why.empty()) return why;
     const std::string kn = name(k);
+    if (st == storage::f64) return kn + " does not store f64 (the GPU kernels store f32, bf16, f16 and int8 caches)";
     switch (k) {
     case kernel::naive:
     case kernel::tiled:
