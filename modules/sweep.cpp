@@ -11,6 +11,7 @@ module;
 #include <string>
 #include <utility>
 #include <vector>
+#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 module attn.sweep;
 import :reader;
@@ -22,29 +23,21 @@ namespace {
 using detail::toml_reader;
 using detail::type_name;
 
-const std::vector<std::string> grid_keys{
-    "variants", "modes", "precisions", "d_model",      "heads",       "kv_heads",         "d_head",    "seq",
-    "kv_seq",   "batch", "threads",    "causal",       "bias",        "context",          "magnitude", "figures",
-    "families", "forms", "d_v",        "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "window"};
-/// The storage types a grid may name (f64, the oracle's, is for attnbench check and the harness).
-const std::vector<dtype> sweep_precisions{dtype::f32, dtype::bf16, dtype::f16, dtype::int8};
-
-/// A list of a kind's names, read against its table (or the `allowed` values of it), as values.
-template <class E>
-std::vector<E> kinds(const toml_reader& r, const toml::node& v, const std::string& key, const std::string& what,
-                     const std::vector<E>& allowed = enum_values<E>()) {
-    std::vector<std::string> known;
-    for (const E e : allowed) known.emplace_back(enum_name(e));
-    std::vector<E> out;
-    for (const auto& n : r.names(v, key, known, what)) out.push_back(parse_enum<E>(n));
-    return out;
+/// The keys a [[perf.grid]] (or [perf]) may give: every field's sweep key (attn.cases:schema), and
+/// the figures it is drawn as.
+std::vector<std::string> grid_keys() {
+    std::vector<std::string> keys{"figures"};
+    for (const auto& f : case_schema())
+        if (!f.axis.empty()) keys.push_back(f.axis);
+    return keys;
 }
 
-/// What a grid's `variants` may name: the selectors and every registered variant.
-std::vector<std::string> known_variants() {
-    std::vector<std::string> v = variant_selectors();
-    for (const auto& x : registry()) v.push_back(x.name);
-    return v;
+/// A list of a kind's names, read against its table, as values.
+template <class E>
+std::vector<E> kinds(const toml_reader& r, const toml::node& v, const std::string& key, const std::string& what) {
+    std::vector<E> out;
+    for (const auto& n : r.names(v, key, enum_names<E>(), what)) out.push_back(parse_enum<E>(n));
+    return out;
 }
 
 /// A grid and the line each of its keys was given on (0: a built-in default).
@@ -53,68 +46,47 @@ struct located_grid {
     std::map<std::string, std::size_t> line;
 };
 
+/// One field's list, read by the field's kind and held to its range.
+std::vector<nlohmann::json> field_values(const toml_reader& r, const toml::node& v, const case_field& f) {
+    const std::string& key = f.axis;
+    std::vector<nlohmann::json> out;
+    switch (f.kind) {
+    case value_kind::size:
+        for (auto x : r.sizes(v, key, f.min)) {
+            if (f.max > 0 && double(x) > f.max)
+                r.fail(v, key,
+                       "must be <= " + std::to_string(std::uint64_t(f.max)) + " (got " + std::to_string(x) + "; " +
+                           f.help + ")");
+            out.emplace_back(x);
+        }
+        break;
+    case value_kind::flag:
+        for (bool b : r.booleans(v, key)) out.emplace_back(b);
+        break;
+    case value_kind::real:
+        for (double x : r.positives(v, key, f.max > 0 ? f.max : 1e300)) out.emplace_back(x);
+        break;
+    case value_kind::name:
+        for (const auto& n : r.names(v, key, f.names(), f.name)) out.emplace_back(n);
+        break;
+    }
+    return out;
+}
+
 void read_grid_keys(const toml_reader& r, const toml::table& t, located_grid& lg) {
     auto& g = lg.g;
     for (auto&& [k, v] : t) {
         const std::string key(k.str());
-        if (std::find(grid_keys.begin(), grid_keys.end(), key) == grid_keys.end()) continue;
-        lg.line[key] = v.source().begin.line;
-        if (key == "variants")
-            g.variants = r.names(v, key, known_variants(), "variant");
-        else if (key == "modes")
-            g.modes = kinds<mode>(r, v, key, "mode");
-        else if (key == "precisions")
-            g.precisions = kinds<dtype>(r, v, key, "precision", sweep_precisions);
-        else if (key == "d_model")
-            g.d_model = r.sizes(v, key, 1);
-        else if (key == "heads")
-            g.heads = r.sizes(v, key, 1);
-        else if (key == "kv_heads")
-            g.kv_heads = r.sizes(v, key, 0);
-        else if (key == "d_head")
-            g.d_head = r.sizes(v, key, 0);
-        else if (key == "seq")
-            g.seq = r.sizes(v, key, 1);
-        else if (key == "kv_seq")
-            g.kv_seq = r.sizes(v, key, 0);
-        else if (key == "batch")
-            g.batch = r.sizes(v, key, 1);
-        else if (key == "threads") {
-            g.threads = r.sizes(v, key, 0);
-            for (auto t : g.threads)
-                if (t > thread_limit())
-                    r.fail(v, key,
-                           "must be <= " + std::to_string(thread_limit()) + " (got " + std::to_string(t) +
-                               "; 0 means every CPU, the cap is max(1024, 4 x the logical CPUs))");
-        } else if (key == "context")
-            g.context = r.sizes(v, key, 0);
-        else if (key == "causal")
-            g.causal = r.booleans(v, key);
-        else if (key == "bias")
-            g.bias = r.booleans(v, key);
-        else if (key == "window") {
-            g.window = r.sizes(v, key, 0);
-            for (auto w : g.window)
-                if (w > max_window)
-                    r.fail(v, key,
-                           "value " + std::to_string(w) + " is absurd: at most " + std::to_string(max_window) +
-                               " keys (2^32; 0: no window)");
-        } else if (key == "magnitude")
-            g.magnitude = r.positives(v, key, 1e6);
-        else if (key == "figures")
+        if (key == "figures") {
+            lg.line[key] = v.source().begin.line;
             g.figures = kinds<figure>(r, v, key, "figure");
-        else if (key == "families") // the named families; the others are told apart by their shape
-            g.families = kinds<family>(r, v, key, "family", {family::mla});
-        else if (key == "forms")
-            g.forms = kinds<form>(r, v, key, "form", {form::naive, form::absorb});
-        else if (key == "d_v")
-            g.d_v = r.sizes(v, key, 0);
-        else if (key == "kv_lora_rank")
-            g.kv_lora_rank = r.sizes(v, key, 1);
-        else if (key == "q_lora_rank")
-            g.q_lora_rank = r.sizes(v, key, 0);
-        else if (key == "qk_rope_head_dim")
-            g.qk_rope_head_dim = r.sizes(v, key, 2);
+            continue;
+        }
+        for (const auto& f : case_schema())
+            if (f.axis == key) {
+                lg.line[key] = v.source().begin.line;
+                f.put_list(g, field_values(r, v, f));
+            }
     }
     // MLA without forms named runs both
     if (!g.families.empty() && !lg.line.count("forms")) g.forms = {form::naive, form::absorb};
@@ -231,13 +203,11 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source,
             else if (key == "batch")
                 s.check.batch = r.sizes(v, key, 1);
             else if (key == "mode") {
-                s.check.mode = r.string(v, key);
+                const std::string m = r.string(v, key);
                 try {
-                    select_modes(s.check.mode);
+                    s.check.mode = parse_enum<check_modes>(m);
                 } catch (const error&) {
-                    r.fail(v, key,
-                           "must be \"core\", \"layer\", \"decode\", \"both\" or \"all\" (got \"" + s.check.mode +
-                               "\")");
+                    r.fail(v, key, "must be one of " + enum_known<check_modes>() + " (got \"" + m + "\")");
                 }
             }
         }
@@ -265,7 +235,7 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source,
     if (const auto* n = root.get("perf")) {
         const auto& t = r.table(*n, "perf");
         std::set<std::string> known{"repetitions", "min_time", "grid"};
-        known.insert(grid_keys.begin(), grid_keys.end());
+        for (const auto& k : grid_keys()) known.insert(k);
         r.only(t, known, "[perf]");
         if (const auto* v = t.get("repetitions")) s.repetitions = r.count(*v, "repetitions");
         if (const auto* v = t.get("min_time")) s.min_time = r.number(*v, "min_time");
@@ -275,7 +245,7 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source,
             if (!a || !a->is_array_of_tables())
                 r.fail(*v, "grid", std::string("must be an array of tables ([[perf.grid]]), not ") + type_name(*v));
             std::set<std::string> gknown{"name"};
-            gknown.insert(grid_keys.begin(), grid_keys.end());
+            for (const auto& k : grid_keys()) gknown.insert(k);
             std::set<std::string> names;
             for (const auto& e : *a) {
                 const auto& gt = *e.as_table();

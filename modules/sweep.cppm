@@ -17,7 +17,7 @@ export namespace attn {
 /// The grid `check` runs on ([check]); empty lists mean check's own embedded grid.
 struct check_grid {
     std::vector<std::size_t> d_model, heads, kv_heads, seq, batch;
-    std::string mode = "both";
+    check_modes mode = check_modes::both;
 };
 
 /// A whole sweep file, validated.

@@ -20,6 +20,19 @@ std::size_t count_variant(const std::vector<attn::sweep_case>& cs, const std::st
     return std::size_t(std::count_if(cs.begin(), cs.end(), [&](const auto& c) { return c.variant == v; }));
 }
 
+/// Converts to any member type: what counts an aggregate's members by how many it can be braced with.
+struct any_member {
+    template <class T>
+    operator T() const;
+};
+template <class T, class... A>
+constexpr std::size_t member_count() {
+    if constexpr (requires { T{A{}..., any_member{}}; })
+        return member_count<T, A..., any_member>();
+    else
+        return sizeof...(A);
+}
+
 std::string read_file(const std::string& path) {
     std::ifstream f(path);
     REQUIRE(bool(f));
@@ -231,4 +244,61 @@ TEST_CASE("run groups: a rolling buffer's steps at every L share one run; a grow
     CHECK(decode(4096, 4096, 8).run_group() != decode(4096, 1024, 8).run_group());
     CHECK(decode(4096, 0, 8).run_group() != decode(65536, 0, 8).run_group());
     CHECK(decode(4096, 0, 8).run_group() == decode(4096, 0, 1).run_group());
+}
+
+TEST_CASE("the field table: a row for every member of the case, each named once", "[cases][schema]") {
+    // every member but `extra` (the registered fields' values) and `grids` (bookkeeping) is a row
+    CHECK(member_count<attn::sweep_case>() == attn::builtin_case_fields() + 2);
+    std::vector<std::string> names, axes, flags;
+    for (const auto& f : attn::case_schema()) {
+        INFO(f.name);
+        CHECK(std::find(names.begin(), names.end(), f.name) == names.end());
+        CHECK((f.get && f.put && f.id && f.text));
+        if (!f.axis.empty()) {
+            CHECK(std::find(axes.begin(), axes.end(), f.axis) == axes.end());
+            CHECK((f.list && f.put_list && f.count && f.take));
+            axes.push_back(f.axis);
+        }
+        if (!f.flag.empty()) CHECK(std::find(flags.begin(), flags.end(), f.flag) == flags.end());
+        names.push_back(f.name);
+        flags.push_back(f.flag);
+    }
+    CHECK_THROWS_WITH(attn::find_case_field("tile"), Catch::Contains("unknown case field 'tile'"));
+    // the one order, the id's: the id written by hand for a case away from every default
+    attn::sweep_case c =
+        json{{"mode", "layer"}, {"variant", "naive"}, {"d_model", 48}, {"heads", 4},       {"kv_heads", 2},
+             {"d_head", 16},    {"n_q", 7},           {"n_kv", 9},     {"batch", 2},       {"threads", 1},
+             {"causal", true},  {"window", 3},        {"bias", true},  {"magnitude", 0.5}, {"precision", "bf16"},
+             {"device", "cuda"}}
+            .get<attn::sweep_case>();
+    CHECK(c.id() == "layer-naive-d48-h4-g2-dh16-n7-nkv9-b2-t1-causal-w3-bias-mag0.5-bf16-cuda");
+    CHECK(c.text() == "naive layer d_model=48 H=4 G=2 d_head=16 N=7 N_kv=9 B=2 t=1 causal W=3 bias |x|<=0.5 bf16 cuda");
+    CHECK(json(c).get<attn::sweep_case>().id() == c.id());
+}
+
+TEST_CASE("the field table's kinds: a value from JSON or a flag is held to its field's kind and range",
+          "[cases][schema][errors]") {
+    const auto& window = attn::find_case_field("window");
+    CHECK(attn::parse_value(window, "512", "--window") == json(512));
+    CHECK_THROWS_WITH(attn::parse_value(window, "08", "--window"),
+                      Catch::StartsWith("--window: '08' is not a whole number >= 0 (no leading zeros"));
+    CHECK_THROWS_WITH(attn::parse_value(window, "-1", "--window"), "--window: '-1' is not a whole number >= 0");
+    CHECK_THROWS_WITH(attn::parse_value(window, "99999999999999999999", "--window"),
+                      "--window: '99999999999999999999' is not a whole number >= 0 that fits in 64 bits");
+    CHECK_THROWS_WITH(attn::parse_value(window, "4294967297", "--window"),
+                      Catch::StartsWith("--window 4294967297 is out of range: at most 4294967296"));
+    CHECK_THROWS_WITH(attn::parse_value(attn::find_case_field("heads"), "0", "--heads"),
+                      "--heads: '0' is not a whole number >= 1");
+    CHECK(attn::parse_value(attn::find_case_field("causal"), "1", "--causal") == json(true));
+    CHECK_THROWS_WITH(attn::parse_value(attn::find_case_field("precision"), "fp8", "--precision"),
+                      "--precision: 'fp8' is not one of f64, f32, bf16, f16, int8");
+    CHECK_THROWS_WITH(attn::parse_value(attn::find_case_field("magnitude"), "nan", "--magnitude"),
+                      Catch::StartsWith("--magnitude: 'nan' is not a finite number in (0, 1e+06]"));
+    CHECK_THROWS_WITH(json({{"mode", "core"}, {"variant", "simd"}, {"d_model", 8}, {"heads", 2}, {"n_q", 1.5}})
+                          .get<attn::sweep_case>(),
+                      "the case's field 'n_q' must be a non-negative integer, not 1.5");
+    CHECK_THROWS_WITH(
+        json({{"mode", "core"}, {"variant", "simd"}, {"d_model", 8}, {"heads", 2}, {"n_q", 4}, {"precision", "fp8"}})
+            .get<attn::sweep_case>(),
+        Catch::StartsWith("the case's field 'precision': unknown precision 'fp8'"));
 }

@@ -181,7 +181,7 @@ TEST_CASE("precision: double -> bf16/f16 rounds once (never twice through float)
 TEST_CASE("precision: names, parsing, bytes and unit roundoff", "[precision]") {
     using attn::precision;
     for (const precision p : attn::all_precisions) CHECK(attn::parse_enum<precision>(attn::enum_name(p)) == p);
-    CHECK_THROWS_WITH(attn::parse_enum<precision>("fp8"), "unknown precision 'fp8' (known: f64, f32, bf16, f16)");
+    CHECK_THROWS_WITH(attn::parse_enum<precision>("fp8"), "unknown precision 'fp8' (known: f64, f32, bf16, f16, int8)");
     // the unit roundoff is half the distance from 1 to the next value, from the decoded patterns
     CHECK(attn::unit_roundoff(precision::bf16) == (decode(0x3f81, bf16_fmt) - 1.0) / 2);
     CHECK(attn::unit_roundoff(precision::f16) == (decode(0x3c01, f16_fmt) - 1.0) / 2);

@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 #include "../cli/numbers.hpp"
 #include "../cli/process.hpp"
+#include "../cli/case_flags.hpp"
 import attn.count;
 import attn.peak;
 import attn.results;
@@ -201,58 +202,13 @@ int main(int argc, char** argv) {
     g.modes = {attn::mode::core, attn::mode::layer};
     g.seq = {512, 1024};
     g.context = {1024};
-    std::vector<int> causal{0};
     std::size_t tile_q = 0, tile_kv = 0;
     double max_memory_mib = 0;
     std::uint64_t seed = 1;
     app.add_option("--case", case_json, "a case as JSON (attn.cases; repeatable); replaces the grid flags");
     app.add_option("--cases", cases_file, "a file holding a JSON case or an array of cases")->option_text("FILE");
-    app.add_option("--variant", g.variants, "variants or selectors (all, fast, loops, threaded), comma-separated")
-        ->delimiter(',')
-        ->capture_default_str();
-    std::vector<std::string> modes{"core", "layer"}, precisions{"f32"}; // typed once parsed (attn::parse_enums)
-    app.add_option("--mode", modes, "core, layer, decode")
-        ->delimiter(',')
-        ->capture_default_str()
-        ->check(CLI::IsMember({"core", "layer", "decode"}));
-    app.add_option(
-           "--precision", precisions,
-           "f32, bf16, f16 (f64 for the variants that have it); decode: the cache's type, f32, bf16, f16 or int8")
-        ->delimiter(',')
-        ->capture_default_str()
-        ->check(CLI::IsMember({"f32", "bf16", "f16", "f64", "int8"}));
-    app.add_option("--context", g.context, "decode: tokens already in the cache, L")
-        ->check(CLI::NonNegativeNumber)
-        ->delimiter(',')
-        ->capture_default_str();
-    app.add_option("--d-model", g.d_model, "d_model")
-        ->check(CLI::NonNegativeNumber)
-        ->delimiter(',')
-        ->capture_default_str();
-    app.add_option("--heads", g.heads, "query heads H")
-        ->check(CLI::NonNegativeNumber)
-        ->delimiter(',')
-        ->capture_default_str();
-    app.add_option("--kv-heads", g.kv_heads, "key/value heads G (0: G = H)")
-        ->check(CLI::NonNegativeNumber)
-        ->delimiter(',')
-        ->capture_default_str();
-    app.add_option("--seq", g.seq, "sequence length N (N_q = N_kv)")
-        ->check(CLI::NonNegativeNumber)
-        ->delimiter(',')
-        ->capture_default_str();
-    app.add_option("--batch", g.batch, "batch")->check(CLI::NonNegativeNumber)->delimiter(',')->capture_default_str();
-    app.add_option("--threads", g.threads, "thread counts (0: all cores); single-threaded variants run at 1")
-        ->check(CLI::NonNegativeNumber)
-        ->delimiter(',')
-        ->capture_default_str();
-    app.add_option("--causal", causal, "0, 1 or 0,1")->delimiter(',')->capture_default_str()->check(CLI::Range(0, 1));
-    app.add_option("--window", g.window,
-                   "sliding windows W, comma-separated (each query sees the W keys ending at its own; 0: none); "
-                   "needs --causal 1 but in decode")
-        ->delimiter(',')
-        ->capture_default_str()
-        ->check(attn::cli::window_in(attn::max_window));
+    attn::cli::case_flags grid_flags; // --variant, --mode, --precision, --d-model, ... : the field table's flags
+    attn::cli::add_case_flags(app, grid_flags, g);
     app.add_option("--tile-q", tile_q, "query tile of the tiled variants (0: default)")
         ->check(CLI::Range(std::size_t(0), std::size_t(1) << 20));
     app.add_option("--tile-kv", tile_kv, "key/value tile of the tiled variants (0: default)")
@@ -267,9 +223,7 @@ int main(int argc, char** argv) {
         return app.exit(e) == 0 ? 0 : 2;
     }
     try {
-        g.causal.assign(causal.begin(), causal.end());
-        g.modes = attn::parse_enums<attn::mode>(modes);
-        g.precisions = attn::parse_enums<attn::dtype>(precisions);
+        attn::cli::apply_case_flags(grid_flags, g);
         attn::check_threads(std::size_t(omp_get_max_threads()), "OMP_NUM_THREADS");
         if (out_given) { // the output is checked, and its temporary made, before any work
             attn::check_output_file(out_path);

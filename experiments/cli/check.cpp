@@ -92,7 +92,7 @@ void check_all(const check_args& a) {
     else
         for (const auto& n : a.variants) vars.push_back(&find_variant(n));
     const auto grid = grid_from(a);
-    std::vector<mode> modes = select_modes(a.mode);
+    std::vector<mode> modes = modes_of(parse_enum<check_modes>(a.mode));
     const bool decode = std::erase(modes, mode::decode) > 0; // decode rows are their own pass below
     run_options opt;
     opt.threads = a.threads;
@@ -300,13 +300,17 @@ void add_check(CLI::App& app) {
         ->check(CLI::IsMember({"on", "off", "both"}))
         ->capture_default_str();
     cmd->add_option("--mode", a->mode, "core, layer, decode (steps over a kv cache), both (core and layer) or all")
-        ->check(CLI::IsMember({"core", "layer", "decode", "both", "all"}))
+        ->check(CLI::IsMember(enum_names<check_modes>()))
         ->capture_default_str();
     cmd->add_option("--precision", a->precisions,
                     "f32, bf16, f16, f64, int8 or all, comma-separated (decode: bf16, f16 and int8 are the key/value "
                     "cache's type; int8 is decode only)")
         ->delimiter(',')
-        ->check(CLI::IsMember({"f32", "bf16", "f16", "f64", "int8", "all"}))
+        ->check(CLI::IsMember([] {
+            auto names = enum_names<dtype>(); // the one list of storage types, and "all"
+            names.push_back("all");
+            return names;
+        }()))
         ->capture_default_str();
     cmd->add_option("--threads", a->threads, "threads for threaded variants")
         ->check(threads_in())

@@ -3,6 +3,7 @@
 // attn.core after its own #includes: include it after every other header.
 #pragma once
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <CLI/CLI.hpp>
 import attn.core;
@@ -10,8 +11,8 @@ import attn.core;
 namespace attn::cli {
 
 struct family_flags {
-    std::string family; ///< "" or "mla"
-    std::string form = "naive";
+    std::optional<attn::family> family; ///< a named family (--family): one the shape does not derive
+    attn::form form = attn::form::naive;
     std::string config; ///< deepseek-v2, deepseek-v3, deepseek-v2-lite
     std::size_t kv_rank = 0, q_rank = 0, nope = 0, rope = 0, v_head = 0;
     bool q_rank_given = false;

@@ -120,7 +120,7 @@ outcome stage_check(run_context& c) {
                                   "--threads",
                                   std::to_string(c.threads),
                                   "--mode",
-                                  c.spec.check.mode};
+                                  std::string(enum_name(c.spec.check.mode))};
     // the whole sweep's variants, also on a shard: every shard's check is the same check
     for (const auto& v : swept_variants(expand(c.spec.grids, c.threads))) args.insert(args.end(), {"--variant", v});
     auto grid = [&](const char* flag, const std::vector<std::size_t>& xs) {

@@ -53,13 +53,14 @@ void aggregate_perf(const fs::path& dir) {
         const auto name = e.path().filename().string();
         if (e.path().extension() == ".json" && name[0] != '.') recs.push_back(read_json(e.path()));
     }
-    // sorted by the case's fields (mode and variant first; the family, which the shape derives, and
-    // the form last), not by finishing order
-    const auto fields = case_fields();
+    // sorted by the case's fields in the field table's order (mode and variant first; the family,
+    // which the shape derives, and the form last), not by finishing order
+    std::vector<std::string> fields;
+    for (const auto& f : case_schema()) fields.push_back(f.name);
     auto key = [&](const json& r) {
-        std::vector<json> k{r["case"].value("mode", json(nullptr)), r["case"].value("variant", json(nullptr))};
-        for (const auto f : fields)
-            if (f != "family" && f != "form") k.push_back(r["case"].value(std::string(f), json(nullptr)));
+        std::vector<json> k;
+        for (const auto& f : fields)
+            if (f != "family" && f != "form") k.push_back(r["case"].value(f, json(nullptr)));
         k.push_back(r["case"].value("family", json(nullptr)));
         k.push_back(r["case"].value("form", json(nullptr)));
         return k;
@@ -115,18 +116,23 @@ void aggregate_perf(const fs::path& dir) {
                   {"round_spread", "(slowest - fastest) / median of the rounds' median times"}};
     for (const auto c : columns)
         units[std::string(spec(c).name)] = std::string(spec(c).unit) + ": " + std::string(spec(c).meaning);
+    // fields: every row of the field table (name, the label of its column in a report table, its
+    // default), which the plots read to show each field that tells two rows of a table apart
     json schema = {{"case_fields", json::array()},
                    {"shape_fields", json::array()},
+                   {"fields", json::array()},
                    {"units", units},
                    {"grids", grids_drawn(dir, rows)}};
-    for (const auto f : fields) {
-        schema["case_fields"].push_back(std::string(f));
-        if (f != "threads") schema["shape_fields"].push_back(std::string(f));
+    for (const auto& f : case_schema()) {
+        schema["fields"].push_back({{"name", f.name}, {"label", f.label}, {"default", f.fallback}});
+        if (f.name == "variant") continue; // the provider: not a field of the shape
+        schema["case_fields"].push_back(f.name);
+        if (f.name != "threads") schema["shape_fields"].push_back(f.name);
     }
     json j = {{"schema", schema}, {"unit", units}, {"cases", rows}};
     attn::write_atomic((dir / "perf.json").string(), j.dump(2) + "\n");
-    std::vector<std::string> cols{"id", "variant"};
-    for (const auto f : fields) cols.emplace_back(f);
+    std::vector<std::string> cols{"id"};
+    for (const auto& f : fields) cols.push_back(f);
     cols.insert(cols.end(), {"status", "repetitions"});
     cols.insert(cols.end(), times.begin(), times.end());
     for (const auto c : columns) cols.emplace_back(spec(c).name);

@@ -105,6 +105,8 @@ void run(const run_args& a) {
     case precision::f16:
         run_as<f16>(var, p, w, x, xkv, a);
         break;
+    case precision::int8:
+        throw error("--precision int8 is a key/value cache type: a layer computes in f64, f32, bf16 or f16");
     }
     std::printf("wrote %s: %s output of %s, variant %s, %s\n", a.out.c_str(), npy::shape_string(x.shape).c_str(),
                 p.describe().c_str(), var.name.c_str(), a.precision.c_str());
@@ -134,7 +136,11 @@ void add_run(CLI::App& app) {
     cmd->add_option("--precision", a->precision,
                     "storage type: f64, f32, bf16 or f16 (inputs and weights rounded to it, to nearest even; "
                     "products and softmax in fp32 for bf16/f16; output .npy float64 for f64, else float32)")
-        ->check(CLI::IsMember({"f64", "f32", "bf16", "f16"}))
+        ->check(CLI::IsMember([] {
+            std::vector<std::string> names; // the compute precisions of the one list of storage types
+            for (const auto p : all_precisions) names.emplace_back(enum_name(p));
+            return names;
+        }()))
         ->capture_default_str();
     cmd->add_option("--threads", a->threads, "threads for threaded variants")->check(threads_in());
     cmd->add_option("--out", a->out, "output .npy")->required()->check(output_file());

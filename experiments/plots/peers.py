@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from perf import style  # noqa: E402
-from plotting import md_table, num, rows_of, shape_fields  # noqa: E402
+from plotting import field_text, md_table, num, rows_of, shape_fields, varying_fields  # noqa: E402
 
 
 def shape_of(perf):
@@ -100,6 +100,9 @@ def section(d, perf):
         if not is_peer(r):
             ours[tuple(r.get(k) for k in keyed)].append(r)
     table = []
+    covered = ("variant", "mode", "threads", "d_model", "heads", "kv_heads", "context", "n_q", "batch", "causal",
+               "precision", "family", "form", "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "d_head", "d_v")
+    more = varying_fields(perf, peers, covered)  # what else tells two of its rows apart (W, the device, ...)
     for r in sorted(peers, key=lambda r: (r["mode"], r["variant"], [str(r.get(k)) for k in keyed])):
         key = tuple(r.get(k) for k in keyed)
         if not ours.get(key):
@@ -119,6 +122,7 @@ def section(d, perf):
         if r.get("family") == "mla":  # MLA's widths and form (its two forms share the other fields)
             shape += (f" MLA {r.get('form')} d_c={r.get('kv_lora_rank')} d_c'={r.get('q_lora_rank')} "
                       f"d_h^R={r.get('qk_rope_head_dim')} d_head={r['d_head']} d_v={r.get('d_v') or r['d_head']}")
+        shape += "".join(f" {label}={field_text(r, name)}" for name, label in more)
         ceiling = r.get("ceiling_speedup")
         spread = best.get("round_spread")
         table.append([r["mode"], shape, r["threads"], f"{best['variant']} {num(measured(best), 4)}" + rate(best),

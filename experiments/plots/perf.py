@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from plotting import (config_key, config_text, grids_drawn_as, md_table, num, plain_log_y, pow2_axis,  # noqa: E402
-                      rows_of, save, shape_fields)
+                      rows_of, save, shape_fields, varying_fields, field_text)
 
 
 def figure_path(fig, figdir, stem):
@@ -209,20 +209,22 @@ def plot_free_lunch(d, figdir, perf):
 
 
 def perf_table(perf, peak):
+    cases = [r for r in perf["cases"] if r["mode"] != "decode"]  # decode: in the decoding section
+    fixed = ("variant", "precision", "mode", "family", "form", "d_model", "heads", "kv_heads", "n_q", "batch",
+             "threads", "causal")
+    more = varying_fields(perf, cases, fixed)  # every other field that tells two rows apart (W, d_head, ...)
     rows = []
-    for r in perf["cases"]:
-        if r["mode"] == "decode":  # in the decoding section
-            continue
+    for r in cases:
         fam = r.get("family", "") + (f" {r['form']}" if r.get("form", "none") != "none" else "")
         rows.append([r["variant"], r.get("precision", "f32"), r["mode"], fam, r["d_model"], r["heads"], r["kv_heads"],
                      r["n_q"], r["batch"],
                      r["threads"],
-                     "yes" if r["causal"] else "no",
-                     num(r.get("time_ms"), 4), num(r.get("gflops_matmul"), 3),
+                     "yes" if r["causal"] else "no"] + [field_text(r, name) for name, _ in more] +
+                    [num(r.get("time_ms"), 4), num(r.get("gflops_matmul"), 3),
                      num(r.get("pct_peak"), 3) + (" †" if r.get("peak_in_doubt") else ""),
                      r["status"] if r["status"] == "ok" else f"**{r['status']}**: {r.get('error', '')}"])
-    table = md_table(["variant", "precision", "mode", "family", "d_model", "H", "G", "N", "batch", "threads", "causal",
-                      "time [ms]", "GFLOP/s (matmul)", "% of peak", "status"], rows)
+    table = md_table(["variant", "precision", "mode", "family", "d_model", "H", "G", "N", "batch", "threads", "causal"] +
+                     [label for _, label in more] + ["time [ms]", "GFLOP/s (matmul)", "% of peak", "status"], rows)
     doubt = [r for r in perf["cases"] if r["mode"] != "decode" and r.get("peak_in_doubt")]
     if doubt:
         table += (f"\n\n† {len(doubt)} rows: % of a peak that was measured low (the row is above 100 %, or other "

@@ -1,5 +1,6 @@
 """What every plot script here shares: atomic PNG + SVG output, log axes with plain labels,
 Markdown tables and numbers as the report prints them."""
+import json
 import math
 import os
 import sys
@@ -93,6 +94,29 @@ LEGACY_SHAPE = ("mode", "precision", "d_model", "heads", "kv_heads", "d_head", "
 
 def shape_fields(perf):
     return tuple((perf or {}).get("schema", {}).get("shape_fields") or LEGACY_SHAPE)
+
+
+def varying_fields(perf, rows, shown=()):
+    """(name, label) of each field of the case (perf.json's schema, the C++ field table's rows) whose
+    values differ between two of `rows`, but those in `shown`: the columns a table of these rows
+    needs so that no two of them read as one case."""
+    out = []
+    for f in (perf or {}).get("schema", {}).get("fields") or []:
+        name = f["name"]
+        if name in shown:
+            continue
+        values = {json.dumps(r.get(name, f.get("default")), sort_keys=True) for r in rows}
+        if len(values) > 1:
+            out.append((name, f.get("label") or name))
+    return out
+
+
+def field_text(r, name):
+    """A field's value as a table shows it: yes/no for a flag, '–' for none."""
+    v = r.get(name)
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return "–" if v is None else str(v)
 
 
 def grids_drawn_as(perf, figure):

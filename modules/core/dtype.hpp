@@ -21,12 +21,12 @@ enum class dtype : std::uint8_t { f64, f32, bf16, f16, int8 };
 
 struct dtype_traits {
     dtype value;
-    std::string_view name;  ///< what files, flags and ids say
-    std::string_view label; ///< what tables show people
-    std::size_t bytes;      ///< one stored element
-    double unit_roundoff;   ///< u = 2^-t for a t-bit significand (int8: half a step of the row's grid)
-    bool compute;           ///< a precision core and layer cases compute in (not int8)
-    bool cache;             ///< a type a decode step's key/value cache may be stored in (not f64)
+    std::string_view name;       ///< what files, flags and ids say
+    std::string_view label;      ///< what tables show people
+    std::size_t bytes;           ///< one stored element
+    double unit_roundoff;        ///< u = 2^-t for a t-bit significand (int8: half a step of the row's grid)
+    bool compute;                ///< a precision core and layer cases compute in (not int8)
+    bool cache;                  ///< a type a decode step's key/value cache may be stored in (not f64)
     std::size_t row_extra_bytes; ///< bytes stored beside each cached row (int8's fp32 scale)
 };
 

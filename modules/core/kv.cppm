@@ -27,40 +27,22 @@ import :tensor;
 
 export namespace attn {
 
-enum class kv_dtype : std::uint8_t { f32, bf16, f16, int8 };
+/// The cache types are storage types (attn.core:names' dtype, dtype.hpp's one list) whose traits
+/// say `cache`: f32, bf16, f16, int8.
+using kv_dtype = dtype;
 
-template <>
-struct names_of<kv_dtype> {
-    static constexpr std::string_view kind = "key/value cache type";
-    static constexpr std::array<name_entry<kv_dtype>, 4> table{{{kv_dtype::f32, "f32", "fp32"},
-                                                                {kv_dtype::bf16, "bf16", "bf16"},
-                                                                {kv_dtype::f16, "f16", "fp16"},
-                                                                {kv_dtype::int8, "int8", "int8"}}};
-    static std::span<const name_entry<kv_dtype>> entries() { return table; }
-};
-
-/// The cache type a decode case's storage type names; throws for f64 (no cache is stored in it).
+/// The storage type as a cache type; throws for f64 (no cache is stored in it).
 inline kv_dtype to_kv_dtype(dtype t) {
-    require(t != dtype::f64, "'f64' is not a key/value cache type (" + enum_known<kv_dtype>() + ")");
-    return t == dtype::bf16   ? kv_dtype::bf16
-           : t == dtype::f16  ? kv_dtype::f16
-           : t == dtype::int8 ? kv_dtype::int8
-                              : kv_dtype::f32;
-}
-inline constexpr dtype dtype_of(kv_dtype t) {
-    return t == kv_dtype::bf16   ? dtype::bf16
-           : t == kv_dtype::f16  ? dtype::f16
-           : t == kv_dtype::int8 ? dtype::int8
-                                 : dtype::f32;
+    require(traits(t).cache,
+            "'" + std::string(traits(t).name) + "' is not a key/value cache type (f32, bf16, f16, int8)");
+    return t;
 }
 
 /// Bytes of one stored element.
-inline constexpr std::size_t kv_element_bytes(kv_dtype t) {
-    return t == kv_dtype::f32 ? 4 : t == kv_dtype::int8 ? 1 : 2;
-}
+inline constexpr std::size_t kv_element_bytes(kv_dtype t) { return traits(t).bytes; }
 
 /// Bytes stored beside each row of d_head elements (int8's fp32 scale).
-inline constexpr std::size_t kv_row_extra_bytes(kv_dtype t) { return t == kv_dtype::int8 ? 4 : 0; }
+inline constexpr std::size_t kv_row_extra_bytes(kv_dtype t) { return traits(t).row_extra_bytes; }
 
 /// The C++ type a cache of each kind stores.
 template <kv_dtype T>

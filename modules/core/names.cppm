@@ -16,6 +16,7 @@ module;
 #include <string>
 #include <string_view>
 #include <vector>
+#include "dtype.hpp" // the one list of storage types, shared with the CUDA backend (plain C++17)
 export module attn.core:names;
 import :error;
 
@@ -121,17 +122,21 @@ struct names_of<device> {
 
 /// The storage type a case names (its `precision`): a compute precision for core and layer
 /// (attn.core:precision; f64 is the oracle), the key/value cache's type for decode (attn.core:kv;
-/// int8 there only).
-enum class dtype : std::uint8_t { f64, f32, bf16, f16, int8 };
+/// int8 there only). One list with one traits row per type (dtype.hpp: name, bytes, unit roundoff,
+/// whether it computes and whether it caches), which `precision` and `kv_dtype` name as well.
+using dtype = types::dtype;
+using types::dtype_traits;
+using types::traits;
 
 template <>
 struct names_of<dtype> {
     static constexpr std::string_view kind = "precision";
-    static constexpr std::array<name_entry<dtype>, 5> table{{{dtype::f64, "f64", "fp64"},
-                                                             {dtype::f32, "f32", "fp32"},
-                                                             {dtype::bf16, "bf16", "bf16"},
-                                                             {dtype::f16, "f16", "fp16"},
-                                                             {dtype::int8, "int8", "int8"}}};
+    static constexpr std::array<name_entry<dtype>, types::dtype_count> table = [] {
+        std::array<name_entry<dtype>, types::dtype_count> a{};
+        for (std::size_t i = 0; i < types::dtype_count; ++i)
+            a[i] = {types::dtype_table[i].value, types::dtype_table[i].name, types::dtype_table[i].label};
+        return a;
+    }();
     static std::span<const name_entry<dtype>> entries() { return table; }
 };
 
@@ -198,3 +203,8 @@ inline family add_family_name(const std::string& name, const std::string& label)
 }
 
 } // namespace attn
+
+export namespace attn::types {
+/// Writes a storage type's name (a test's failure message); found by ADL, as dtype lives here.
+inline std::ostream& operator<<(std::ostream& os, dtype t) { return os << traits(t).name; }
+} // namespace attn::types

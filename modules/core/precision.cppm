@@ -26,63 +26,24 @@ export namespace attn {
 using bf16 = __bf16;
 using f16 = _Float16;
 
-enum class precision : std::uint8_t { f64, f32, bf16, f16 };
-
-template <>
-struct names_of<precision> {
-    static constexpr std::string_view kind = "precision";
-    static constexpr std::array<name_entry<precision>, 4> table{{{precision::f64, "f64", "fp64"},
-                                                                 {precision::f32, "f32", "fp32"},
-                                                                 {precision::bf16, "bf16", "bf16"},
-                                                                 {precision::f16, "f16", "fp16"}}};
-    static std::span<const name_entry<precision>> entries() { return table; }
-};
+/// The compute precisions are storage types (attn.core:names' dtype, dtype.hpp's one list) whose
+/// traits say `compute`: f64, f32, bf16, f16.
+using precision = dtype;
 
 inline constexpr precision all_precisions[] = {precision::f64, precision::f32, precision::bf16, precision::f16};
 
-/// The compute precision a case's storage type names; throws for int8 (a cache type only).
+/// The storage type as a compute precision; throws for int8 (a cache type only).
 inline precision to_precision(dtype t) {
-    require(t != dtype::int8, "precision 'int8' is a key/value cache type: it applies to mode 'decode' only");
-    return t == dtype::f64    ? precision::f64
-           : t == dtype::bf16 ? precision::bf16
-           : t == dtype::f16  ? precision::f16
-                              : precision::f32;
-}
-inline constexpr dtype dtype_of(precision p) {
-    return p == precision::f64    ? dtype::f64
-           : p == precision::bf16 ? dtype::bf16
-           : p == precision::f16  ? dtype::f16
-                                  : dtype::f32;
+    require(traits(t).compute, "precision '" + std::string(traits(t).name) +
+                                   "' is a key/value cache type: it applies to mode 'decode' only");
+    return t;
 }
 
 /// Bytes one stored element takes.
-inline constexpr std::size_t bytes_per_element(precision p) {
-    switch (p) {
-    case precision::f64:
-        return 8;
-    case precision::f32:
-        return 4;
-    case precision::bf16:
-    case precision::f16:
-        return 2;
-    }
-    return 0;
-}
+inline constexpr std::size_t bytes_per_element(dtype t) { return traits(t).bytes; }
 
 /// Unit roundoff u = 2^-t of rounding to nearest with a t-bit significand: 2^-53, 2^-24, 2^-8, 2^-11.
-inline constexpr double unit_roundoff(precision p) {
-    switch (p) {
-    case precision::f64:
-        return 0x1.0p-53;
-    case precision::f32:
-        return 0x1.0p-24;
-    case precision::bf16:
-        return 0x1.0p-8;
-    case precision::f16:
-        return 0x1.0p-11;
-    }
-    return 0;
-}
+inline constexpr double unit_roundoff(dtype t) { return traits(t).unit_roundoff; }
 
 /// The precision whose storage type is T.
 template <class T>

@@ -205,6 +205,8 @@ struct variant {
             return supports<attn::bf16>();
         case precision::f16:
             return supports<attn::f16>();
+        case precision::int8: // a cache type: kv_kernels say which caches a variant reads
+            return false;
         }
         return false;
     }

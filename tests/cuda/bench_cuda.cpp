@@ -121,7 +121,8 @@ int main(int argc, char** argv) {
             std::printf("measure,value,unit,size\n");
             std::printf("tensor,%.1f,TFLOP/s,%zu^3 bf16 GEMM\n", p.tensor_tflops, p.gemm_n);
             std::printf("tensor_f16,%.1f,TFLOP/s,%zu^3 f16 GEMM\n", p.f16_tflops, p.gemm_n);
-            for (const auto& c : p.read_candidates) std::printf("read_candidate,%.1f,GB/s,%s\n", c.gbs, c.shape.c_str());
+            for (const auto& c : p.read_candidates)
+                std::printf("read_candidate,%.1f,GB/s,%s\n", c.gbs, c.shape.c_str());
             std::printf("read,%.1f,GB/s,%zu bytes\n", p.read_gbs, p.read_bytes);
             std::printf("copy,%.1f,GB/s,%zu bytes each way\n", p.copy_gbs, p.read_bytes);
         } else if (mode == "flash") {
