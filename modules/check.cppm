@@ -80,7 +80,27 @@ metrics compare(const std::vector<T>& out, const std::vector<double>& ref, const
     return m;
 }
 
-/// Runs `var` on `in` at precision T and returns its output.
+/// What a device variant prepares a core or layer case from: `in`'s arrays (already rounded to
+/// the storage type by rounded<T> for bf16 and f16, so the device's rounding changes nothing).
+inline device_inputs device_inputs_of(const problem& p, mode m, dtype t, const inputs& in) {
+    device_inputs d;
+    d.mode = m;
+    d.type = t;
+    d.p = p;
+    if (m == mode::core) {
+        d.q = in.q;
+        d.k = in.k;
+        d.v = in.v;
+    } else {
+        d.x_q = in.x_q;
+        d.x_kv = in.x_kv;
+        for (const auto& w : in.w.t) d.weights.emplace_back(w);
+    }
+    return d;
+}
+
+/// Runs `var` on `in` at precision T and returns its output: through its kernel sets, or on its
+/// device (prepared, run once, read back) for a device variant.
 template <class T>
 std::vector<T> run(const variant& var, const problem& p, mode m, const inputs& in, const run_options& opt) {
     auto cast = [](const std::vector<float>& v) {
@@ -88,6 +108,11 @@ std::vector<T> run(const variant& var, const problem& p, mode m, const inputs& i
         for (std::size_t i = 0; i < v.size(); ++i) t[i] = T(v[i]);
         return t;
     };
+    if (var.device) {
+        const auto r = var.device.prepare(device_inputs_of(p, m, precision_of<T>, in), opt);
+        r->run();
+        return cast(r->output());
+    }
     if (m == mode::core) {
         const auto q = cast(in.q), k = cast(in.k), v = cast(in.v);
         std::vector<T> out(p.batch * p.n_q * p.o_width(), T(-777)); // garbage a kernel must overwrite

@@ -10,6 +10,8 @@
 import attn.figures;
 import attn.peak;
 
+using attn::operator""_counter;
+
 namespace {
 
 /// The rows of results/README.md's counter table: name -> (unit, modes, source).
@@ -83,13 +85,13 @@ TEST_CASE("derive: a core case's rates and shares, and a decode core's, by hand"
     c.threads = 2;
     const auto f0 = attn::quantities(k, c);
     // QK^T and PV: 2 x 8 heads x 1024^2 pairs x 64 x 2 FLOP = 2^31
-    REQUIRE(f0.at(attn::counter::flop_matmul) == 2147483648.0);
+    REQUIRE(f0.at("flop_matmul"_counter) == 2147483648.0);
     attn::figures f = f0;
     attn::derive(f, k, attn::part::run, 0.05); // 50 ms
-    CHECK(f.at(attn::counter::gflops_matmul) == Approx(2147483648.0 * 1e-9 / 0.05));
-    CHECK(f.at(attn::counter::pct_peak) == Approx(100 * 42.94967296 / 100.0));
-    CHECK(f.at(attn::counter::ceiling_speedup) == Approx(100.0 / 42.94967296));
-    CHECK(f.at(attn::counter::peak_in_doubt) == 0.0);
+    CHECK(f.at("gflops_matmul"_counter) == Approx(2147483648.0 * 1e-9 / 0.05));
+    CHECK(f.at("pct_peak"_counter) == Approx(100 * 42.94967296 / 100.0));
+    CHECK(f.at("ceiling_speedup"_counter) == Approx(100.0 / 42.94967296));
+    CHECK(f.at("peak_in_doubt"_counter) == 0.0);
 
     // a decode core: MHA, d_model 1024, H 16, f32 cache, L 4095: K and V, 16 heads x 64 x 4 B, 4096
     // tokens: 2 x 16 x 64 x 4 x 4096 B = 32 MiB
@@ -103,15 +105,15 @@ TEST_CASE("derive: a core case's rates and shares, and a decode core's, by hand"
     c.read_1t_gbs.median = 20;
     c.triad_1t_gbs.median = 16;
     attn::figures g = attn::quantities(d, c);
-    REQUIRE(g.at(attn::counter::kv_read_bytes) == 32.0 * 1048576);
+    REQUIRE(g.at("kv_read_bytes"_counter) == 32.0 * 1048576);
     attn::derive(g, d, attn::part::core, 32.0 * 1048576 / 10e9, 0, 25); // read at exactly 10 GB/s
-    CHECK(g.at(attn::counter::kv_gbs) == Approx(10.0));
-    CHECK(g.at(attn::counter::pct_read) == Approx(50.0));
-    CHECK(g.at(attn::counter::pct_triad) == Approx(62.5));
+    CHECK(g.at("kv_gbs"_counter) == Approx(10.0));
+    CHECK(g.at("pct_read"_counter) == Approx(50.0));
+    CHECK(g.at("pct_triad"_counter) == Approx(62.5));
     // intensity 0.5 FLOP/B: FMA peak / I = 200 GB/s, so the read ceiling binds the roofline
-    CHECK(g.at(attn::counter::roof_gbs) == Approx(20.0));
-    CHECK(g.at(attn::counter::pct_roof_alongside) == Approx(40.0));
-    CHECK(g.at(attn::counter::share_mark) == 0.0);
+    CHECK(g.at("roof_gbs"_counter) == Approx(20.0));
+    CHECK(g.at("pct_roof_alongside"_counter) == Approx(40.0));
+    CHECK(g.at("share_mark"_counter) == 0.0);
     // above 100 %: marked by where the cache lives (below the footprint from which a read-only
     // stream runs at DRAM speed: read from the caches) or not
     CHECK(attn::share_mark(120, 16.0 * 1048576, 64.0 * 1048576) == 1.0);

@@ -138,11 +138,11 @@ export void run_decode_core(benchmark::State& state, timed_case& c) {
         benchmark::ClobberMemory();
     }
     put(state, c.q);
-    put(state, attn::counter::check_ratio, c.check_ratio);
-    put(state, attn::counter::unrounded_max_abs, c.unrounded.max_abs);
-    put(state, attn::counter::unrounded_ratio, c.unrounded.ratio);
-    put(state, attn::counter::unrounded_nmse, c.unrounded.nmse);
-    state.SetLabel(nlohmann::json(c.k).dump());
+    put(state, "check_ratio"_counter, c.check_ratio);
+    put(state, "unrounded_max_abs"_counter, c.unrounded.max_abs);
+    put(state, "unrounded_ratio"_counter, c.unrounded.ratio);
+    put(state, "unrounded_nmse"_counter, c.unrounded.nmse);
+    state.SetLabel(label_of(c.k, attn::part::core));
 }
 
 /// The bandwidth probes beside the decode cases, one benchmark each per thread count.
@@ -170,12 +170,14 @@ export void run_probe(benchmark::State& state, probe which, int threads) {
         state.SetIterationTime(bytes / (gbs * 1e9));
         sum += gbs;
     }
-    state.counters[std::string(
-        attn::enum_name(which == probe::triad ? attn::counter::triad_gbs : attn::counter::read_gbs))] =
+    state.counters[std::string(attn::enum_name(which == probe::triad ? "triad_gbs"_counter : "read_gbs"_counter))] =
         benchmark::Counter(sum, benchmark::Counter::kAvgIterations);
     state.SetLabel(nlohmann::json{
-        {"probe", which == probe::triad ? "triad" : "read"}, {"threads", threads}, {"array_bytes", array_bytes}}
-                       .dump());
+        {"probe", which == probe::triad ? "triad" : "read"},
+        {"part", attn::enum_name(attn::part::probe)},
+        {"threads", threads},
+        {"array_bytes",
+         array_bytes}}.dump());
 }
 
 /// For every decode core of the runs, the probes measured alongside at its thread count (the
@@ -185,31 +187,25 @@ export void run_probe(benchmark::State& state, probe which, int threads) {
 export void pair_probes(std::vector<benchmark::BenchmarkReporter::Run>& runs,
                         void (*rederive)(benchmark::BenchmarkReporter::Run&, double, double)) {
     using Run = benchmark::BenchmarkReporter::Run;
-    auto label = [](const Run& r) {
-        return nlohmann::json::parse(r.report_label, nullptr, false); // discarded (not an object) if not JSON
+    auto known = [](const Run& r) -> const registered_benchmark* {
+        const auto it = registered().find(r.run_name.function_name);
+        return it == registered().end() ? nullptr : &it->second;
     };
     std::map<std::pair<std::string, int>, std::vector<double>> probes;
     for (const auto& r : runs) {
-        if (r.run_type != Run::RT_Iteration || r.error_occurred) continue;
-        const auto j = label(r);
-        if (!j.is_object() || !j.contains("probe")) continue;
+        const registered_benchmark* b = known(r);
+        if (r.run_type != Run::RT_Iteration || r.error_occurred || !b || b->part != attn::part::probe) continue;
         for (const char* name : {"triad_gbs", "read_gbs"})
-            if (r.counters.count(name)) probes[{name, j.value("threads", 0)}].push_back(r.counters.at(name).value);
+            if (r.counters.count(name)) probes[{name, b->threads}].push_back(r.counters.at(name).value);
     }
     auto median_of = [&](const char* name, int threads) {
         const auto it = probes.find({name, threads});
         return it == probes.end() ? 0.0 : attn::stats::median(it->second);
     };
-    const std::string core = "/core";
     for (auto& r : runs) {
-        const auto& name = r.run_name.function_name;
-        if (r.error_occurred || name.size() < core.size() ||
-            name.compare(name.size() - core.size(), core.size(), core) != 0)
-            continue;
-        const auto j = label(r);
-        if (!j.is_object()) continue;
-        const int t = j.value("threads", 0);
-        rederive(r, median_of("triad_gbs", t), median_of("read_gbs", t));
+        const registered_benchmark* b = known(r);
+        if (r.error_occurred || !b || b->part != attn::part::core) continue;
+        rederive(r, median_of("triad_gbs", b->threads), median_of("read_gbs", b->threads));
     }
 }
 

@@ -4,6 +4,7 @@
 module;
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <cstdio>
 #include <memory>
 #include <new>
@@ -18,6 +19,31 @@ export import attn.figures;
 import attn.results;
 
 export namespace bench {
+
+using attn::operator""_counter;
+
+/// What a registered benchmark measures: its case (null for a probe), which part of it, and at how
+/// many threads. The reporters look a run up here by its name, so a label is written for readers of
+/// the JSON and never parsed back by the harness itself.
+struct registered_benchmark {
+    const attn::sweep_case* k = nullptr;
+    attn::part part = attn::part::run;
+    int threads = 0;
+};
+
+/// Every benchmark this process registered, by the name it was registered under.
+inline std::map<std::string, registered_benchmark>& registered() {
+    static std::map<std::string, registered_benchmark> m;
+    return m;
+}
+
+/// A benchmark's label: the case as JSON and the part it times ("run", "core"); a probe's: what
+/// it probes and at how many threads, part "probe".
+inline std::string label_of(const attn::sweep_case& k, attn::part p) {
+    nlohmann::json j = k;
+    j["part"] = attn::enum_name(p);
+    return j.dump();
+}
 
 /// One registered case and what Google Benchmark's calls share: its inputs, the check's
 /// verdict and, for decode, the step set up over its cache (built on first use; the decode
@@ -94,8 +120,8 @@ void time_calls(benchmark::State& state, timed_case& c, F&& step) {
     if (c.extra_bytes < -1.5) c.extra_bytes = measured_extra_bytes(step); // once, on first use
     for (auto _ : state) step();
     put(state, c.q);
-    put(state, attn::counter::extra_mib, std::max(0.0, c.extra_bytes) / 1048576.0);
-    state.SetLabel(nlohmann::json(c.k).dump());
+    put(state, "extra_mib"_counter, std::max(0.0, c.extra_bytes) / 1048576.0);
+    state.SetLabel(label_of(c.k, attn::part::run));
 }
 
 } // namespace bench

@@ -43,6 +43,7 @@ import bench.reporters;
 
 namespace {
 
+using attn::operator""_counter;
 using attn::problem;
 using bench::mib;
 using bench::timed_case;
@@ -116,7 +117,7 @@ void run_case(benchmark::State& state, timed_case& c) {
             benchmark::ClobberMemory();
         });
     }
-    bench::put(state, attn::counter::scratch_mib, scratch / 1048576.0);
+    bench::put(state, "scratch_mib"_counter, scratch / 1048576.0);
 }
 
 /// The cases to run: --case and --cases when given, the flags' grid otherwise.
@@ -257,6 +258,7 @@ int main(int argc, char** argv) {
         std::vector<int> probe_threads; // the probes, once per thread count of the decode cases
         for (auto& c : cases) {
             const bool decode = c.k.decode();
+            bench::registered()[c.k.id()] = {&c.k, attn::part::run, c.opt.threads};
             benchmark::RegisterBenchmark(c.k.id().c_str(),
                                          [p = &c, decode](benchmark::State& s) {
                                              bench::guard_memory(s, *p, [&] {
@@ -271,6 +273,7 @@ int main(int argc, char** argv) {
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
             if (!decode) continue;
+            bench::registered()[c.k.id() + "/core"] = {&c.k, attn::part::core, c.opt.threads};
             benchmark::RegisterBenchmark(
                 (c.k.id() + "/core").c_str(),
                 [p = &c](benchmark::State& s) { bench::guard_memory(s, *p, [&] { bench::run_decode_core(s, *p); }); })
@@ -280,11 +283,13 @@ int main(int argc, char** argv) {
                 probe_threads.push_back(c.opt.threads);
         }
         for (int t : probe_threads)
-            for (const auto which : {bench::probe::triad, bench::probe::read})
+            for (const auto which : {bench::probe::triad, bench::probe::read}) {
+                bench::registered()[bench::probe_name(which, t)] = {nullptr, attn::part::probe, t};
                 benchmark::RegisterBenchmark(bench::probe_name(which, t).c_str(),
                                              [t, which](benchmark::State& s) { bench::run_probe(s, which, t); })
                     ->UseManualTime()
                     ->Unit(benchmark::kMillisecond);
+            }
 
         attn::run_info info;
         info.seed = seed;

@@ -11,41 +11,30 @@ module;
 export module bench.reporters;
 import attn.figures;
 import bench.decode;
+import bench.harness;
 
 export namespace bench {
 
 using Run = benchmark::BenchmarkReporter::Run;
 
-/// The case a run measured (its label), or false for a probe or an unreadable label.
-inline bool case_of(const Run& r, attn::sweep_case& k) {
-    const auto j = nlohmann::json::parse(r.report_label, nullptr, false);
-    if (!j.is_object() || j.contains("probe")) return false;
-    try {
-        k = j.get<attn::sweep_case>();
-        return true;
-    } catch (const attn::error&) {
-        return false;
-    }
-}
-
 /// The run's figures by attn.figures' table, derived again from its time per call (the
-/// alongside probes' medians given: a decode core's shares of them).
+/// alongside probes' medians given: a decode core's shares of them). The case and the part come
+/// from the registry of this process's benchmarks (bench.harness), not from the label.
 inline void derive_run(Run& r, double triad_alongside, double read_alongside) {
-    attn::sweep_case k;
-    if (!case_of(r, k)) return;
+    const auto it = registered().find(r.run_name.function_name);
+    if (it == registered().end() || !it->second.k) return; // a probe
     // an aggregate of times (mean, median) is a time; a spread (stddev, cv) is not
     if (r.run_type == Run::RT_Aggregate && r.aggregate_name != "mean" && r.aggregate_name != "median") return;
     attn::figures f;
     for (const auto& s : attn::counter_table)
-        if (const auto it = r.counters.find(std::string(s.name)); it != r.counters.end()) f.put(s.id, it->second.value);
-    const std::string& name = r.run_name.function_name;
-    const bool core = name.size() > 5 && name.compare(name.size() - 5, 5, "/core") == 0;
+        if (const auto c = r.counters.find(std::string(s.name)); c != r.counters.end())
+            f.put(id_of(s), c->second.value);
     const double seconds = r.GetAdjustedRealTime() / benchmark::GetTimeUnitMultiplier(r.time_unit);
-    attn::derive(f, k, core ? attn::part::core : attn::part::run, seconds, triad_alongside, read_alongside);
+    attn::derive(f, *it->second.k, it->second.part, seconds, triad_alongside, read_alongside);
     for (const auto& s : attn::counter_table) // the derived ones, and the probes alongside
-        if (f.contains(s.id)) r.counters[std::string(s.name)] = benchmark::Counter(f.at(s.id));
-    for (auto it = r.counters.begin(); it != r.counters.end();) // JSON has no NaN (a constant's cv is 0/0)
-        it = std::isfinite(it->second.value) ? std::next(it) : r.counters.erase(it);
+        if (f.contains(id_of(s))) r.counters[std::string(s.name)] = benchmark::Counter(f.at(id_of(s)));
+    for (auto c = r.counters.begin(); c != r.counters.end();) // JSON has no NaN (a constant's cv is 0/0)
+        c = std::isfinite(c->second.value) ? std::next(c) : r.counters.erase(c);
 }
 
 /// A reporter that adds the derived figures. The file reporter also holds every run back to the

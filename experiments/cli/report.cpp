@@ -66,6 +66,32 @@ std::set<std::string> failed_check(const fs::path& dir) {
     return failed;
 }
 
+std::string window_list(const std::vector<std::size_t>& w) {
+    std::string s;
+    for (auto x : w) s += (s.empty() ? "" : ",") + std::to_string(x);
+    return s;
+}
+
+/// --window: the windows of every grid whose cases are all causal, in place of the sweep's own;
+/// a grid with non-causal cases keeps its own (a window needs the causal mask). Says in one line
+/// which grids it reached; a sweep with none is refused. The windows go into run.json, so a
+/// resumed run applies them again.
+void apply_window(sweep_spec& spec, const std::vector<std::size_t>& window, bool quiet) {
+    if (window.empty()) return;
+    std::string took, kept;
+    for (auto& g : spec.grids) {
+        std::string& names = g.causal_only() ? took : kept;
+        names += (names.empty() ? "" : ", ") + g.name;
+        if (g.causal_only()) g.window = window;
+    }
+    require(!took.empty(), "--window " + window_list(window) + ": no grid of " + spec.source +
+                               " has only causal cases, and a window needs the causal mask (a sweep file's grid "
+                               "takes causal = [true])");
+    if (!quiet)
+        std::fprintf(stderr, "--window %s: grids %s%s\n", window_list(window).c_str(), took.c_str(),
+                     kept.empty() ? "" : ("; not " + kept + " (non-causal cases)").c_str());
+}
+
 } // namespace attn::cli::reporting
 
 namespace attn::cli {
@@ -223,31 +249,6 @@ void confirm_size(const sweep_spec& spec, int threads, bool yes) {
                 ": pass --yes to start it");
 }
 
-std::string window_list(const std::vector<std::size_t>& w) {
-    std::string s;
-    for (auto x : w) s += (s.empty() ? "" : ",") + std::to_string(x);
-    return s;
-}
-
-/// --window: the windows of every grid whose cases are all causal, in place of the sweep's own;
-/// a grid with non-causal cases keeps its own (a window needs the causal mask). Says in one line
-/// which grids it reached; a sweep with none is refused. The windows go into run.json, so a
-/// resumed run applies them again.
-void apply_window(sweep_spec& spec, const std::vector<std::size_t>& window) {
-    if (window.empty()) return;
-    std::string took, kept;
-    for (auto& g : spec.grids) {
-        std::string& names = g.causal_only() ? took : kept;
-        names += (names.empty() ? "" : ", ") + g.name;
-        if (g.causal_only()) g.window = window;
-    }
-    require(!took.empty(), "--window " + window_list(window) + ": no grid of " + spec.source +
-                               " has only causal cases, and a window needs the causal mask (a sweep file's grid "
-                               "takes causal = [true])");
-    std::fprintf(stderr, "--window %s: grids %s%s\n", window_list(window).c_str(), took.c_str(),
-                 kept.empty() ? "" : ("; not " + kept + " (non-causal cases)").c_str());
-}
-
 void report(const report_args& a, const std::vector<std::string>& command) {
     forward_signals(); // a stopped report stops its child and keeps the finished pieces
     run_context c;
@@ -345,7 +346,7 @@ void report(const report_args& a, const std::vector<std::string>& command) {
         std::printf("%s\n", c.dir.string().c_str());
         return;
     }
-    const int rc = render(c.dir);
+    const int rc = render(c.dir, &c.spec); // the sweep as read at the start, not read again
     if (rc) throw exit_status{rc};
     std::printf("%s\n", (c.dir / "report.md").string().c_str());
 }

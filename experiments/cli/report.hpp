@@ -98,12 +98,16 @@ inline peak_file read_peak(const fs::path& dir) {
 /// Benchmark's median aggregates), every counter of attn.figures' table, the rounds' spread.
 void summarise(json& rec, const sweep_case& k, const std::vector<std::vector<json>>& rounds, const peak_file& peak);
 
+/// --window: the windows of every grid whose cases are all causal, in place of the sweep's own
+/// (report.cpp); `quiet`: without the line saying which grids it reached.
+void apply_window(sweep_spec& spec, const std::vector<std::size_t>& window, bool quiet = false);
+
 /// cases/*.json -> perf.json and perf.csv, sorted by case (the order does not depend on the
 /// order cases finished in, so an interrupted and resumed run writes the same files).
-void aggregate_perf(const fs::path& dir);
+void aggregate_perf(const fs::path& dir, const sweep_spec* spec = nullptr);
 
 /// The render step: aggregate_perf, then the plots and report.md from what `dir` holds (each
 /// machine's folder first for a merge). 0, or 1 when the plots script failed.
-int render(const fs::path& dir);
+int render(const fs::path& dir, const sweep_spec* spec = nullptr);
 
 } // namespace attn::cli::reporting

@@ -37,13 +37,36 @@ double to_ms(double v, const std::string& unit) {
 }
 
 /// What a benchmark of a harness's JSON measured: the case's own call (or decode step), a decode
-/// case's attention core (named ID/core), or a bandwidth probe run beside decode cases (its label
-/// names the probe).
-part part_of(const json& b) {
+/// case's attention core, or a bandwidth probe run beside decode cases, as its label's "part"
+/// says; read_label() writes it into the benchmark as "part" when the run's JSON is read (the
+/// label is parsed once).
+part part_of(const json& b) { return parse_enum<part>(b.value("part", std::string("run"))); }
+
+/// A benchmark's label, parsed once: its part, its case's id (none for a probe or an unreadable
+/// label), and a probe's thread count.
+struct label_info {
+    part which = part::run;
+    std::string case_id;
+    int threads = 0;
+};
+
+label_info read_label(const json& b) {
+    label_info l;
     const json label = json::parse(b.value("label", std::string()), nullptr, false);
-    if (label.is_object() && label.contains("probe")) return part::probe;
-    const std::string name = b.value("run_name", b.value("name", std::string()));
-    return name.find("/core") != std::string::npos ? part::core : part::run;
+    if (!label.is_object()) return l;
+    try {
+        if (label.contains("part")) l.which = parse_enum<part>(label["part"].get<std::string>());
+    } catch (const std::exception&) {
+    }
+    if (l.which == part::probe) {
+        l.threads = label.value("threads", 0);
+        return l;
+    }
+    try {
+        l.case_id = label.get<sweep_case>().id();
+    } catch (const error&) {
+    }
+    return l;
 }
 
 /// One part (the call, or a decode core) of one case in one harness run: its repetitions and
@@ -105,9 +128,8 @@ probe_medians probes_of(const std::vector<json>& benchmarks) {
         if (part_of(b) != part::probe || b.value("run_type", std::string("iteration")) != "iteration" ||
             b.value("error_occurred", false))
             continue;
-        const json label = json::parse(b.value("label", std::string()), nullptr, false);
         for (const char* name : {"triad_gbs", "read_gbs"})
-            if (b.contains(name) && b[name].is_number()) all[{name, label.value("threads", 0)}].push_back(b[name]);
+            if (b.contains(name) && b[name].is_number()) all[{name, b.value("probe_threads", 0)}].push_back(b[name]);
     }
     probe_medians m;
     for (const auto& [k, v] : all) m.gbs[k] = stats::median(v);
@@ -188,7 +210,8 @@ void summarise(json& rec, const sweep_case& k, const std::vector<std::vector<jso
         s["time_ms_max"] = std::max(s["time_ms_max"].get<double>(), x["time_ms"].get<double>());
     }
     for (const auto& sp : counter_table)
-        if (sp.part != part::probe) s[std::string(sp.name)] = f.contains(sp.id) ? json(f.at(sp.id)) : json(nullptr);
+        if (sp.part != part::probe)
+            s[std::string(sp.name)] = f.contains(id_of(sp)) ? json(f.at(id_of(sp))) : json(nullptr);
     rec["status"] = "ok";
     rec["summary"] = s;
 }
@@ -231,18 +254,6 @@ std::string tail(const fs::path& p, std::size_t n) {
     return s;
 }
 
-/// The case a benchmark of the harness's JSON ran (from its label), or "" for a triad or an
-/// unreadable label.
-std::string case_id_of(const json& b) {
-    const json label = json::parse(b.value("label", std::string()), nullptr, false);
-    if (!label.is_object() || label.contains("probe")) return "";
-    try {
-        return label.get<sweep_case>().id();
-    } catch (const error&) {
-        return "";
-    }
-}
-
 /// One harness process over some cases: how it ended and, per case, the benchmarks of its JSON
 /// (split by each benchmark's label, the case; the probes of the run go to every case).
 struct harness_run {
@@ -280,11 +291,16 @@ harness_run run_harness(const run_context& c, const std::vector<sweep_case>& ks,
             const json gb = parse_json(json_without_nan(read_text(out)), out.string());
             parsed = true;
             h.context = gb.value("context", json::object());
-            for (const auto& b : gb.value("benchmarks", json::array()))
-                if (part_of(b) == part::probe)
+            for (json b : gb.value("benchmarks", json::array())) {
+                const label_info l = read_label(b);
+                b["part"] = enum_name(l.which);
+                if (l.which == part::probe) {
+                    b["probe_threads"] = l.threads;
                     for (const auto& k : ks) h.of_case[k.id()].push_back(b);
-                else
-                    h.of_case[case_id_of(b)].push_back(b);
+                } else {
+                    h.of_case[l.case_id].push_back(b);
+                }
+            }
         } catch (const error& e) {
             h.error = std::string("the harness's JSON does not parse: ") + e.what();
         }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <string>
 #include <tuple>
@@ -23,10 +24,17 @@ namespace {
 /// The sweep's grids and the figures each is drawn as (attn::grid::drawn_as: those it names, or
 /// those its axes call for), from the run's own sweep.toml; where a folder has none readable
 /// (written by hand), every grid its cases name, drawn as whatever their axes allow.
-json grids_drawn(const fs::path& dir, const json& rows) {
+json grids_drawn(const fs::path& dir, const json& rows, const sweep_spec* given) {
     json out = json::array();
     try {
-        const auto spec = parse_sweep(read_text(dir / "sweep.toml"), (dir / "sweep.toml").string(), stage_names());
+        sweep_spec spec;
+        if (given) {
+            spec = *given;
+        } else { // a stored run: its sweep and the windows run.json says it applied (--window)
+            spec = parse_sweep(read_text(dir / "sweep.toml"), (dir / "sweep.toml").string(), stage_names());
+            if (fs::exists(dir / "run.json"))
+                apply_window(spec, read_json(dir / "run.json").value("window", std::vector<std::size_t>{}), true);
+        }
         for (const auto& g : spec.grids) {
             json fs = json::array();
             for (const auto f : g.drawn_as()) fs.push_back(enum_name(f));
@@ -45,7 +53,7 @@ json grids_drawn(const fs::path& dir, const json& rows) {
 
 } // namespace
 
-void aggregate_perf(const fs::path& dir) {
+void aggregate_perf(const fs::path& dir, const sweep_spec* sweep) {
     const fs::path cases = dir / "cases";
     if (!fs::exists(cases)) return;
     std::vector<json> recs;
@@ -71,11 +79,12 @@ void aggregate_perf(const fs::path& dir) {
         const auto ka = key(recs[a]), kb = key(recs[b]);
         return ka != kb ? ka < kb : a < b;
     });
-    const std::vector<std::string> times{"time_ms",      "time_ms_min", "time_ms_max", "cpu_time_ms",
-                                         "core_time_ms", "rounds",      "round_spread"};
+    const std::vector<std::string> times{"time_ms",      "time_ms_min",         "time_ms_max",
+                                         "cpu_time_ms",  "core_time_ms",        "rounds",
+                                         "round_spread", "speedup_vs_1_thread", "parallel_efficiency"};
     std::vector<counter> columns;
     for (const auto& sp : counter_table)
-        if (sp.part != part::probe) columns.push_back(sp.id);
+        if (sp.part != part::probe) columns.push_back(id_of(sp));
     json rows = json::array();
     for (auto i : order) {
         const auto& r = recs[i];
@@ -104,6 +113,27 @@ void aggregate_perf(const fs::path& dir) {
         row["error"] = r.value("error", std::string());
         rows.push_back(row);
     }
+    // the threads sweep's figures: each row's speed-up over the same provider and shape at 1 thread
+    // (the time compared is a decode case's core, the whole call otherwise) and that over its threads
+    auto measured = [](const json& r) {
+        const json t = r.value("mode", std::string()) == "decode" ? r["core_time_ms"] : r["time_ms"];
+        return t.is_number() && r["status"] == "ok" ? t.get<double>() : 0.0;
+    };
+    auto but_threads = [](const json& r) {
+        json k = r["case"];
+        for (const char* f : {"threads", "grids", "peer"}) k.erase(f); // a peer's record names its own threads
+        return k.dump();
+    };
+    std::map<std::string, double> one_thread;
+    for (std::size_t j = 0; j < rows.size(); ++j)
+        if (rows[j].value("threads", 0) == 1) one_thread[but_threads(recs[order[j]])] = measured(rows[j]);
+    for (std::size_t j = 0; j < rows.size(); ++j) {
+        const auto it = one_thread.find(but_threads(recs[order[j]]));
+        const double t1 = it == one_thread.end() ? 0 : it->second, t = measured(rows[j]);
+        const double threads = rows[j].value("threads", 1.0);
+        rows[j]["speedup_vs_1_thread"] = t1 > 0 && t > 0 ? json(t1 / t) : json(nullptr);
+        rows[j]["parallel_efficiency"] = t1 > 0 && t > 0 ? json(t1 / t / threads) : json(nullptr);
+    }
     // the schema the plots read: the case's fields, the shape's (every field but the provider and
     // its threads), every column's unit and meaning
     json units = {{"time_ms", "milliseconds per call, the median over the rounds of Google Benchmark's median of "
@@ -113,7 +143,10 @@ void aggregate_perf(const fs::path& dir) {
                   {"cpu_time_ms", "milliseconds of CPU time per call (all threads), median"},
                   {"core_time_ms", "decode: the attention core alone over the cache, milliseconds per call"},
                   {"rounds", "harness runs of the case, alternating with its shape's peers"},
-                  {"round_spread", "(slowest - fastest) / median of the rounds' median times"}};
+                  {"round_spread", "(slowest - fastest) / median of the rounds' median times"},
+                  {"speedup_vs_1_thread", "x: the same provider and shape's time at 1 thread over this row's (a decode "
+                                          "case's core time; null without a 1-thread row)"},
+                  {"parallel_efficiency", "1: speedup_vs_1_thread / threads"}};
     for (const auto c : columns)
         units[std::string(spec(c).name)] = std::string(spec(c).unit) + ": " + std::string(spec(c).meaning);
     // fields: every row of the field table (name, the label of its column in a report table, its
@@ -121,8 +154,11 @@ void aggregate_perf(const fs::path& dir) {
     json schema = {{"case_fields", json::array()},
                    {"shape_fields", json::array()},
                    {"fields", json::array()},
+                   {"wording", json::array()},
                    {"units", units},
-                   {"grids", grids_drawn(dir, rows)}};
+                   {"grids", grids_drawn(dir, rows, sweep)}};
+    for (const auto& w : decode_wording)
+        schema["wording"].push_back({{"name", w.name}, {"value", w.value}, {"meaning", w.meaning}});
     for (const auto& f : case_schema()) {
         schema["fields"].push_back({{"name", f.name}, {"label", f.label}, {"default", f.fallback}});
         if (f.name == "variant") continue; // the provider: not a field of the shape
@@ -141,13 +177,13 @@ void aggregate_perf(const fs::path& dir) {
 }
 
 /// Re-renders the plots and report.md from what `dir` holds.
-int render(const fs::path& dir) {
+int render(const fs::path& dir, const sweep_spec* sweep) {
     // a merge over several machines: each machine's folder is a run of its own, and report.md
     // gives each its section (merged.py)
     const auto machines = machine_folders(dir);
     for (const auto& m : machines)
         if (const int rc = render(m)) return rc;
-    aggregate_perf(dir);
+    aggregate_perf(dir, machines.empty() ? sweep : nullptr);
     std::string python = attn::build().python;
     if (const char* env = std::getenv("ATTNBENCH_PYTHON"); env && *env) python = env;
     require(!python.empty(), "no Python with matplotlib was found at configure time (set ATTNBENCH_PYTHON)");

@@ -179,7 +179,7 @@ def register_case(bench, cid, case, args, checked):
     Benchmark; a case that cannot run registers a benchmark that skips with the reason (as
     attnbench-bench's SkipWithError), so the run goes on."""
     name = cid + ("/core" if case["mode"] == "decode" else "")
-    label = dict(case)
+    label = dict(case, part="core" if case["mode"] == "decode" else "run")  # what it times, as attnbench-bench says
     try:
         provider = case["variant"]
         make = factory(provider)

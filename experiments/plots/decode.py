@@ -75,6 +75,8 @@ class Decode:
     `rows`/`get`; every type's rows are `all_rows`/`getp`."""
 
     def __init__(self, perf, meta=None):
+        # the thresholds the section's wording uses, as the C++ wrote them (attn::decode_wording)
+        self.wording = {w["name"]: w["value"] for w in (perf or {}).get("schema", {}).get("wording", [])}
         mine = plotting.rows_of(perf, "decode")  # the grids drawn as the decode figures
         # MLA's rows are the latent section's (latent.py): these figures key on G, and MLA's naive
         # form has MHA's

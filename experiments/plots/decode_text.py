@@ -120,12 +120,13 @@ def family_paragraph(dec):
         listing.append(f"{name(dec, g)}: " + (f"{fmt(last, 2)}× at L = {lmax} (its largest)" if l_best == lmax else
                                               f"up to {fmt(best, 2)}× (L = {l_best}), {fmt(last, 2)}× at L = {lmax}")
                        + f", byte ratio {fmt(ratio, 0)}")
-        if best > 1.05 * ratio:
+        w = dec.wording
+        if best > w["overshoot"] * ratio:
             overshoot.append(name(dec, g))
-            settles = settles and last < 0.95 * best
+            settles = settles and last < w["settled"] * best
         q, m = dec.get(b0, g, lmax), dec.get(b0, h, lmax)
-        if last < 0.9 * ratio and q:
-            if q["cache_mib"] < 2 * q["weight_mib"]:
+        if last < w["short_of_ratio"] * ratio and q:
+            if q["cache_mib"] < w["weights_dominate"] * q["weight_mib"]:
                 below_w.append(name(dec, g))
             elif q["arith_roof_gbs"] < dec.memory:  # the roofline's arithmetic side binds
                 below_c.append(name(dec, g))
@@ -176,7 +177,7 @@ def bandwidth_paragraph(dec, peak):
                      + f", {span(min(roof), max(roof), 0)}% of its roofline"
                      + (f" ({span(min(triad), max(triad), 0)}% of the triad)" if dec.read and triad else ""))
         n = sum(1 for r in rs if first(r, "roof_alongside_gbs", "roof_gbs")
-                < 0.7 * first(r, "read_alongside_gbs", "read_ceiling_gbs", "triad_alongside_gbs", "triad_ceiling_gbs",
+                < dec.wording["capped"] * first(r, "read_alongside_gbs", "read_ceiling_gbs", "triad_alongside_gbs", "triad_ceiling_gbs",
                               "peak_gbs"))
         if n:
             capped.append(f"{name(dec, g)} in {n} of its {len(rs)} cases ({rs[0]['intensity']:g} FLOP/B caps its read "

@@ -155,7 +155,7 @@ def threads_figure(figdir, perf, save):
     for r in rows_of(perf, "threads"):
         if r["status"] == "ok" and measured(r):
             shape = tuple(r.get(k) for k in keys)
-            series[(r["variant"],) + shape][r["threads"]] = measured(r)
+            series[(r["variant"],) + shape][r["threads"]] = r
     lines = {k: v for k, v in series.items() if len(v) >= 2 and 1 in v}
     # the shapes where one of our variants ran at several thread counts (the threads grids), each
     # with the peers that ran on it; a peer's 1-thread cases elsewhere only follow our 1-thread variants
@@ -189,9 +189,11 @@ def threads_figure(figdir, perf, save):
                 v = lines.get((p,) + s)
                 if not v or t not in v:
                     continue
-                sp = v[1] / v[t]
+                sp, eff = v[t].get("speedup_vs_1_thread"), v[t].get("parallel_efficiency")  # the C++'s
+                if sp is None or eff is None:
+                    continue
                 st = style(p)
-                bar = ax.bar(i + (j - (len(bars) - 1) / 2) * width, sp / t, width * 0.95, color=st["color"],
+                bar = ax.bar(i + (j - (len(bars) - 1) / 2) * width, eff, width * 0.95, color=st["color"],
                              hatch="//" if p in peers else None, edgecolor="white" if p in peers else None,
                              label=f"{p}, {t} threads" + (" (peer)" if p in peers else "") if i == 0 or
                              not any((p,) + k in lines for k in keys[:i]) else None)
@@ -204,13 +206,15 @@ def threads_figure(figdir, perf, save):
                     dm, h, g, n, ctx = (at(s, k) for k in ("d_model", "heads", "kv_heads", "n_q", "context"))
                     shape = f"d_model={dm} H={h}" + (f" G={g}" if g != h else "")
                     shape += f" L={ctx}" if mode == "decode" else f" N={n}"
-                    sp = v[1] / v[max(v)]
-                    rows.append([p, mode, shape] + [num(v.get(t), 4) for t in ts_all] +
-                                [f"{sp:.2f}× ({100 * sp / max(v):.0f}%)"])
+                    top = v[max(v)]
+                    sp, eff = top.get("speedup_vs_1_thread"), top.get("parallel_efficiency")
+                    rows.append([p, mode, shape] + [num(measured(v[t]), 4) if t in v else "–" for t in ts_all] +
+                                [f"{sp:.2f}× ({100 * eff:.0f}%)" if sp is not None and eff is not None else "–"])
         ax.axhline(1.0, color="black", ls=":", lw=1)
         ax.set_xticks(range(len(keys)))
         ax.set_xticklabels(labels, fontsize=7)
-        top = max([v[1] / v[t] / t for k, v in lines.items() if at(k[1:], "mode") == mode for t in v] + [1.0])
+        top = max([v[t].get("parallel_efficiency") or 0 for k, v in lines.items() if at(k[1:], "mode") == mode
+                   for t in v] + [1.0])
         ax.set_ylim(0, top * 1.25)
         ax.set_ylabel("parallel efficiency: speed-up / threads")
         ax.set_title(f"{mode} (bar labels: speed-up over 1 thread)", fontsize=9)

@@ -107,16 +107,11 @@ def undrawn(perf, figure, x_key, series):
     return out
 
 
-def peak_for(peak, threads):
-    """The measured FMA ceiling (GFLOP/s) at this thread count, and its label."""
-    if not peak:
-        return None, None
-    p = peak["peak"]
-    if threads == 1:
-        return p["fma_f32_gflops_1_thread"]["median"], "1-thread"
-    if threads == p["threads"]:
-        return p["fma_f32_gflops_all_threads"]["median"], f"{threads}-thread"
-    return None, None
+def peak_for(rows, threads):
+    """The measured FMA ceiling (GFLOP/s) the C++ held these rows to at this thread count (each row's
+    peak_gflops), and its label."""
+    peaks = {r["peak_gflops"] for r in rows if threads_of(r) == threads and r.get("peak_gflops")}
+    return (peaks.pop(), f"{threads}-thread") if len(peaks) == 1 else (None, None)
 
 
 def plot_vs_n(d, figdir, perf, peak):
@@ -152,7 +147,7 @@ def plot_vs_n(d, figdir, perf, peak):
                 threads = sorted({threads_of(pts[0][1]) for pts in series[cfg].values()}, reverse=True)
                 top = ax.get_ylim()[1]
                 for t, ls in zip(threads, ("--", ":")):
-                    gf, which = peak_for(peak, t)
+                    gf, which = peak_for([r for pts in series[cfg].values() for _, r in pts], t)
                     if gf:
                         ax.axhline(gf, color="black", ls=ls, lw=1.2, label=f"measured {which} FMA peak ({gf:.0f})")
                         top = max(top, gf)

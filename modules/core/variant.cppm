@@ -14,6 +14,8 @@ module;
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
+#include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -145,6 +147,52 @@ struct kv_kernels {
     }
 };
 
+/// A case prepared on a device: its inputs were copied there once, in the case's storage type.
+/// run() runs one call and waits for it; output() reads the last run's output back, widened to
+/// fp32, in the host's layout (device_inputs says which); time_ms() times calls with the device's
+/// own clock, each alone, after `warmup` untimed ones, the device's caches left clean before each
+/// (outside the timing) when `cold`. What a device needs of the one harness, the checker and the
+/// report; a CPU-backed test device (tests/device/) takes the same path.
+struct device_run {
+    virtual ~device_run() = default;
+    virtual void run() = 0;
+    virtual std::vector<float> output() = 0;
+    virtual std::vector<double> time_ms(int repetitions, int warmup, bool cold) = 0;
+};
+
+/// What a device variant prepares a case from: host arrays, fp32 (decode's caches in their own
+/// type), row-major, heads interleaved ([rows, heads * width]):
+///  - core: q [B, n_q, H d_qk], k [B, n_kv, G d_qk], v [B, n_kv, G d_v]; output [B, n_q, H d_v];
+///  - layer: x_q [B, n_q, d_model], x_kv [B, n_kv, d_model] and the family's weight set in its
+///    order (the q/k/v family: wq, wk, wv, wo, then bq, bk, bv, bo with biases); output
+///    [B, n_q, d_model];
+///  - decode: q [B, H d] (one query per sequence) over the cache k, v [B, G, capacity, d] in the
+///    cache's type (bf16/f16 as their 16-bit patterns, int8 with one fp32 scale per row in
+///    k_scales, v_scales [B, G, capacity]), the first n_kv = L + 1 rows used; output [B, H d].
+struct device_inputs {
+    attn::mode mode = attn::mode::core;
+    dtype type = dtype::f32;
+    problem p;
+    std::span<const float> q, k, v;
+    std::span<const float> x_q, x_kv;
+    std::vector<std::span<const float>> weights;
+    const void* k_cache = nullptr;
+    const void* v_cache = nullptr;
+    const float* k_scales = nullptr;
+    const float* v_scales = nullptr;
+    std::size_t capacity = 0;
+    bool values_in_keys = false; ///< decode: the values are the first d_v columns of the key rows (MLA's latent)
+};
+
+/// A variant that computes on a device: it prepares a case (throwing attn::error in one line when
+/// it cannot), and says in one line what it does not serve (a problem in a mode and storage type:
+/// "" when it serves it; the device's absence is said here too).
+struct device_kernels {
+    std::function<std::unique_ptr<device_run>(const device_inputs&, const run_options&)> prepare;
+    std::function<std::string(const problem&, attn::mode, dtype)> refuses;
+    explicit operator bool() const { return bool(prepare); }
+};
+
 /// What a variant serves beyond its precisions (its kernel sets say those): the families (empty:
 /// every family), the device it computes on, whether it serves a sliding window, and limits of
 /// its own (`limits`: "" for a problem it runs, else one line saying what it lacks).
@@ -171,6 +219,9 @@ struct variant {
     /// How the variant computes in bf16 and f16, one line each (recorded in results' metadata).
     std::string bf16_path, f16_path;
     kv_kernels kv; ///< decode over a bf16, f16 or int8 key/value cache
+    /// Set for a variant that computes on a device (the CUDA kernels, the CPU-backed test device):
+    /// its cases are prepared, run, read back and timed through it, not through the kernel sets.
+    device_kernels device;
     /// Extra memory the core allocates beyond its inputs and outputs, in bytes.
     std::function<std::size_t(const problem&, const run_options&)> scratch_bytes =
         [](const problem&, const run_options&) { return std::size_t(0); };

@@ -8,6 +8,7 @@ module;
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <type_traits>
 #include <vector>
 export module attn.decode:check;
 import :step;
@@ -154,9 +155,28 @@ kv_check check_decode_core(const variant& var, const problem& step, const run_op
                v = interleaved_heads<const float>(in.v.data(), B, n, step.kv_heads, step.v_dim());
     for (std::size_t i = 0; i < n; ++i) cache.append(k, v, i);
     std::vector<float> out(B * step.o_width(), -777.0f);
-    require_kv_core<float, S>(var);
-    attend(var, step, interleaved_heads<const float>(in.q.data(), B, 1, step.heads, step.qk_dim()), cache, out.data(),
-           opt);
+    if (var.device) { // the cache's own rows, copied to the device as they are stored
+        device_inputs d;
+        d.mode = mode::decode;
+        d.type = kv_dtype_of<S>;
+        d.p = step;
+        d.q = in.q;
+        d.k_cache = cache.keys().row(0, 0, 0);
+        d.v_cache = cache.values().row(0, 0, 0);
+        if constexpr (std::is_same_v<S, std::int8_t>) {
+            d.k_scales = cache.key_rows().scale.row(0, 0, 0);
+            d.v_scales = cache.value_rows().scale.row(0, 0, 0);
+        }
+        d.capacity = cache.capacity();
+        d.values_in_keys = cache.values_in_keys();
+        const auto r = var.device.prepare(d, opt);
+        r->run();
+        out = r->output();
+    } else {
+        require_kv_core<float, S>(var);
+        attend(var, step, interleaved_heads<const float>(in.q.data(), B, 1, step.heads, step.qk_dim()), cache,
+               out.data(), opt);
+    }
     check::inputs same_in = in;
     same_in.k = detail::cached(cache, false);
     same_in.v = detail::cached(cache, true);

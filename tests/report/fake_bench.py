@@ -40,7 +40,7 @@ for text in a.case:
     flops = core + (8.0 * b * n * d * d if case["mode"] == "layer" else 0)
     full = flops + 6.0 * b * h * n * n
     seconds = full / rate * (1 + 0.05 * (64 // dh))  # narrower heads run slower, as on real machines
-    label = json.dumps(case, separators=(",", ":"))
+    label = json.dumps(dict(case, part="run"), separators=(",", ":"))
     name = f"{case['mode']}-{case['variant']}-fake"
     for r in range(a.benchmark_repetitions):
         e = dict(name=name, run_name=name, run_type="iteration", repetitions=a.benchmark_repetitions,
