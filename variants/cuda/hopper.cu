@@ -68,7 +68,7 @@ __device__ void zero_unloaded(unsigned char* smem, const hopper_params& p) {
 template <class T, class C>
 __global__ void __launch_bounds__(hopper::threads, 1)
     hopper_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
-                  const __grid_constant__ CUtensorMap tv, const hopper_params p) {
+                  const __grid_constant__ CUtensorMap tv, const __grid_constant__ hopper_params p) {
 #if ATTN_HOPPER_DEVICE
     extern __shared__ __align__(1024) unsigned char smem_raw[];
     const std::uint32_t raw = sm90::smem_u32(smem_raw), base = (raw + 1023u) & ~1023u;

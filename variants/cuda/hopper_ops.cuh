@@ -32,40 +32,52 @@ struct producer_ops {
     const void *tq, *tk, *tv;
     const hopper_params* p;
 
+    long long w_ = -1; // the work tile whose indices follow (decoded once per tile)
+    int q0_ = 0, h_ = 0, g_ = 0, b_ = 0;
+
     __device__ std::uint32_t bar(int i) const { return base + C::bar_off + 8 * i; }
-    __device__ int head_of(long long w) const { return int(p->plan.sched.at(w).hb % p->heads); }
-    __device__ int batch_of(long long w) const { return int(p->plan.sched.at(w).hb / p->heads); }
-    __device__ int kv_head_of(long long w) const { return int((long long)head_of(w) * p->kv_heads / p->heads); }
+    __device__ void decode(long long w) {
+        if (w == w_) return;
+        const prefill::schedule::item it = p->plan.sched.at(w);
+        w_ = w;
+        q0_ = it.q_tile * hopper::block_q;
+        h_ = int(it.hb % p->heads);
+        b_ = int(it.hb / p->heads);
+        g_ = int((long long)h_ * p->kv_heads / p->heads);
+    }
 
     __device__ void wait_q_empty(int parity) { mbar_wait(bar(hopper::q_empty), parity); }
     __device__ void wait_k_empty(int slot, int parity) { mbar_wait(bar(hopper::k_empty<C::stages>(slot)), parity); }
     __device__ void wait_v_empty(int slot, int parity) { mbar_wait(bar(hopper::v_empty<C::stages>(slot)), parity); }
 
     __device__ void load_q(long long w) {
-        const int q0 = p->plan.sched.at(w).q_tile * hopper::block_q, n = hopper::boxes_for(p->d_qk);
+        decode(w);
+        const int n = hopper::boxes_for(p->d_qk);
         const std::uint32_t full = bar(hopper::q_full);
         mbar_arrive_expect_tx(full, std::uint32_t(n * C::q_box_bytes));
         for (int c = 0; c < n; ++c) {
-            const hopper::coords x = hopper::box_coords(c, head_of(w), q0, batch_of(w));
+            const hopper::coords x = hopper::box_coords(c, h_, q0_, b_);
             tma_load_4d(base + C::q_off + c * C::q_box_bytes, tq, full, x.c[0], x.c[1], x.c[2], x.c[3]);
         }
     }
     __device__ void load_k(long long w, int t, int slot) {
+        decode(w);
         const int n = hopper::boxes_for(p->d_qk);
         const std::uint32_t full = bar(hopper::k_full(slot));
         mbar_arrive_expect_tx(full, std::uint32_t(n * C::kv_box_bytes));
         for (int c = 0; c < n; ++c) {
-            const hopper::coords x = hopper::box_coords(c, kv_head_of(w), t * C::block_kv, batch_of(w));
+            const hopper::coords x = hopper::box_coords(c, g_, t * C::block_kv, b_);
             tma_load_4d(base + C::k_off + slot * C::k_stage_bytes + c * C::kv_box_bytes, tk, full, x.c[0], x.c[1],
                         x.c[2], x.c[3]);
         }
     }
     __device__ void load_v(long long w, int t, int slot) {
+        decode(w);
         const int n = hopper::boxes_for(p->d_v);
         const std::uint32_t full = bar(hopper::v_full<C::stages>(slot));
         mbar_arrive_expect_tx(full, std::uint32_t(n * C::kv_box_bytes));
         for (int c = 0; c < n; ++c) {
-            const hopper::coords x = hopper::box_coords(c, kv_head_of(w), t * C::block_kv, batch_of(w));
+            const hopper::coords x = hopper::box_coords(c, g_, t * C::block_kv, b_);
             tma_load_4d(base + C::v_off + slot * C::v_stage_bytes + c * C::kv_box_bytes, tv, full, x.c[0], x.c[1],
                         x.c[2], x.c[3]);
         }
