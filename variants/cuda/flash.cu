@@ -161,13 +161,17 @@ __global__ void __launch_bounds__(C::threads, 1) flash_kernel(const T* __restric
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                    for (int nt = 0; nt < NT; ++nt)
+                    for (int r = 0; r < 2; ++r) { // the lane's rows: c_frag_elem rows lane / 4 and + 8
+                        const int row = q0 + wrow0 + 16 * mt + fl::c_frag_elem(lane, 2 * r).row;
+                        const int kb = int(prefill::key_begin(d.mask, row)) - j0, ke = int(prefill::key_end(d.mask, row)) - j0;
 #pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            const fl::rc c = fl::c_frag_elem(lane, e);
-                            const int row = q0 + wrow0 + 16 * mt + c.row, key = j0 + nt * 8 + c.col;
-                            if (!prefill::visible(d.mask, row, key)) s[mt][nt][e] = -INFINITY;
-                        }
+                        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                            for (int e = 2 * r; e < 2 * r + 2; ++e) {
+                                const int key = nt * 8 + fl::c_frag_elem(lane, e).col; // in the tile
+                                if (key < kb || key >= ke) s[mt][nt][e] = -INFINITY;
+                            }
+                    }
             }
 
             // online softmax per row r of each m-tile, over the 4 lanes that hold a row

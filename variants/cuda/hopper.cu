@@ -17,6 +17,8 @@
 //    and stores run.
 //  - Masks, windows, GQA/MQA, n_q != n_kv and narrow heads as cuda-flash (prefill_tiles.hpp); the
 //    output stored from registers (4 bytes a thread and row).
+//  - A wait on an mbarrier that lasts over 2^34 cycles traps (hopper_ptx.cuh): a hang becomes a
+//    failed launch.
 // Serves bf16 and f16, the widths of prefill_plan.hpp, on sm_90 (the sm_80 pass compiles an empty
 // kernel; refusal.cpp and core_case refuse other devices). Resources: README.md.
 #include <cudaTypedefs.h> // PFN_cuTensorMapEncodeTiled (driver entry point: no -lcuda)

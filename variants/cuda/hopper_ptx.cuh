@@ -31,13 +31,27 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(std::uint32_t bar, std::ui
                  "r"(bytes)
                  : "memory");
 }
-/// Returns once the phase of parity `parity` has completed (a fresh barrier: parity 1 at once).
+/// Cycles after which a wait is a hang, not a wait (2^34: about 9 s at 1.98 GHz; a whole kernel at
+/// N 16k takes tens of ms): the kernel traps, so the launch fails with an error instead of hanging.
+#define ATTN_HANG_CYCLES "17179869184"
+/// Returns once the phase of parity `parity` has completed (a fresh barrier: parity 1 at once);
+/// traps after ATTN_HANG_CYCLES. One asm block, so the loop costs the caller no live register.
 __device__ __forceinline__ void mbar_wait(std::uint32_t bar, int parity) {
     asm volatile("{\n"
-                 " .reg .pred done;\n"
+                 " .reg .pred p;\n"
+                 " .reg .u64 t0, t1;\n"
+                 " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 " @p bra DONE;\n"
+                 " mov.u64 t0, %%clock64;\n"
                  "WAIT:\n"
-                 " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-                 " @!done bra WAIT;\n"
+                 " mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+                 " @p bra DONE;\n"
+                 " mov.u64 t1, %%clock64;\n"
+                 " sub.u64 t1, t1, t0;\n"
+                 " setp.lt.u64 p, t1, " ATTN_HANG_CYCLES ";\n"
+                 " @p bra WAIT;\n"
+                 " trap;\n"
+                 "DONE:\n"
                  "}\n" ::"r"(bar),
                  "r"(parity)
                  : "memory");

@@ -57,6 +57,7 @@ __global__ void __launch_bounds__(threads, 1) tiled_kernel(const T* __restrict__
     const T* kb = k + (long long)b * d.n_kv * kv_stride + (long long)g * d.d_qk;
     const T* vb = v + (long long)b * d.n_kv * v_stride + (long long)g * d.d_v;
     const prefill::tile_range range = prefill::kv_tiles(d.mask, q0, tile_q, tile_kv);
+    const int row_begin = int(prefill::key_begin(d.mask, i)), row_end = int(prefill::key_end(d.mask, i)); // row i's keys
     const int kv_end = int(prefill::key_end(d.mask, min(q0 + tile_q, d.n_q) - 1)); // the last row's end
 
     for (int e = tid; e < tile_q * d.d_qk; e += threads) {
@@ -86,7 +87,7 @@ __global__ void __launch_bounds__(threads, 1) tiled_kernel(const T* __restrict__
             const int c = u + per_row * kk, j = j0 + c;
             float dot = 0.0f;
             for (int x = 0; x < d.d_qk; ++x) dot += qs[r * dq1 + x] * ks[c * dq1 + x];
-            const bool seen = prefill::visible(d.mask, i, j);
+            const bool seen = j >= row_begin && j < row_end;
             s[kk] = seen ? dot : -INFINITY;
             mx = fmaxf(mx, s[kk]);
         }
