@@ -2,9 +2,13 @@
 // mode). Times are medians of CUDA-event timings, each call with a cold L2 (core_case::time_ms with
 // flush_l2), after warm-up calls; inputs are uniform in [-1, 1), never zeros.
 //   attn_cuda_bench peak     the device's ceilings (cuBLAS bf16 GEMM, read kernel, D2D copy)
-//   attn_cuda_bench flash    cuda-flash, bf16, hidden 2048 (H = 2048 / d), N 1k-16k, batch x N >= 16k
-//                            and B x H >= 132, d 64 and 128, causal and not: ms and TFLOP/s
-//                            (4 B H d x visible pairs; causal n_q = n_kv: N (N + 1) / 2 pairs)
+//   attn_cuda_bench flash    cuda-flash and cuda-hopper, every tile candidate (core_options::tile),
+//                            bf16, hidden 2048 (H = 2048 / d), N 1k-16k, batch x N >= 16k and
+//                            B x H >= 132, d 64 and 128, causal and not (issue 47's table): ms and
+//                            TFLOP/s (4 B H d x visible pairs, counted row by row)
+//   attn_cuda_bench window   the same kernels at B 8, H 16, d 128, N 16384, causal, windows 1024 and
+//                            4096 beside the full causal mask (issue 48): ms, TFLOP/s, the speed-up
+//                            over the same kernel and tile's full causal time, the counted FLOP ratio
 //   attn_cuda_bench decode   cuda-decode over a bf16 cache: ms and GB/s (cache bytes read + q + out)
 // Not a test: it asserts nothing (attn_cuda_gpu_tests checks the outputs).
 #include <algorithm>
@@ -37,8 +41,56 @@ double median(std::vector<double> v) {
     return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+/// (query, key) pairs scored in one head: the keys of every row (bottom-right causal, a window W).
+double visible_pairs(const cu::shape& s) {
+    double pairs = 0;
+    for (std::size_t i = 0; i < s.n_q; ++i) {
+        long long end = (long long)s.n_kv;
+        if (s.causal) end = std::min<long long>(end, (long long)i + (long long)s.n_kv - (long long)s.n_q + 1);
+        end = std::max(0LL, end);
+        pairs += double(s.window > 0 ? std::min<long long>(end, (long long)s.window) : end);
+    }
+    return pairs;
+}
+
+/// Every tile candidate of cuda-flash and cuda-hopper on s; one CSV row each, and the times by
+/// "kernel tile" for the caller. A kernel the device cannot run prints one "# refused" line.
+std::vector<std::pair<std::string, double>> time_candidates(const cu::shape& s, int reps) {
+    std::vector<float> q(s.batch * s.n_q * s.heads * s.d_qk), k(s.batch * s.n_kv * s.kv_heads * s.d_qk), v(k.size());
+    fill(q, 1);
+    fill(k, 2);
+    fill(v, 3);
+    const double flop = 4.0 * double(s.batch * s.heads * s.d_qk) * visible_pairs(s);
+    std::vector<std::pair<std::string, double>> times;
+    for (cu::kernel kn : {cu::kernel::flash, cu::kernel::hopper}) {
+        if (const std::string why = cu::refusal(kn, s, cu::storage::bf16); !why.empty()) {
+            std::printf("# %s refused: %s\n", cu::name(kn), why.c_str());
+            continue;
+        }
+        const std::vector<std::string> tiles = cu::tile_candidates(kn, s);
+        for (std::size_t t = 0; t < tiles.size(); ++t) {
+            cu::core_options opt;
+            opt.tile = int(t + 1);
+            try {
+                cu::core_case c(kn, s, cu::storage::bf16, q.data(), k.data(), v.data(), opt);
+                const double ms = median(c.time_ms(reps, 3, true));
+                std::printf("%s,%s,bf16,%zu,%zu,%zu,%zu,%zu,%d,%zu,%.4f,%.1f\n", cu::name(kn), tiles[t].c_str(),
+                            s.batch, s.heads, s.kv_heads, s.n_q, s.d_qk, int(s.causal), s.window, ms, flop / ms * 1e-9);
+                times.push_back({std::string(cu::name(kn)) + " " + tiles[t], ms});
+            } catch (const std::exception& e) {
+                std::printf("# %s %s d %zu n %zu causal %d window %zu: %s\n", cu::name(kn), tiles[t].c_str(), s.d_qk,
+                            s.n_q, int(s.causal), s.window, e.what());
+            }
+            std::fflush(stdout);
+        }
+    }
+    return times;
+}
+
+constexpr const char* core_header = "kernel,tile,storage,batch,heads,kv_heads,n,d,causal,window,ms,tflops\n";
+
 void bench_flash(int reps) {
-    std::printf("kernel,storage,batch,heads,kv_heads,n,d,causal,ms,tflops\n");
+    std::printf("%s", core_header);
     for (std::size_t d : {64, 128})
         for (std::size_t n : {1024, 2048, 4096, 8192, 16384})
             for (bool causal : {false, true}) {
@@ -48,22 +100,35 @@ void bench_flash(int reps) {
                 s.n_q = s.n_kv = n;
                 s.d_qk = d;
                 s.causal = causal;
-                std::vector<float> q(s.batch * n * s.heads * d), k(q.size()), v(q.size());
-                fill(q, 1);
-                fill(k, 2);
-                fill(v, 3);
-                try {
-                    cu::core_case c(cu::kernel::flash, s, cu::storage::bf16, q.data(), k.data(), v.data());
-                    const double ms = median(c.time_ms(reps, 3, true));
-                    const double pairs = causal ? double(n) * double(n + 1) / 2 : double(n) * double(n);
-                    const double flop = 4.0 * double(s.batch * s.heads * d) * pairs;
-                    std::printf("cuda-flash,bf16,%zu,%zu,%zu,%zu,%zu,%d,%.4f,%.1f\n", s.batch, s.heads, s.kv_heads, n,
-                                d, int(causal), ms, flop / ms * 1e-9);
-                } catch (const std::exception& e) {
-                    std::printf("# cuda-flash d %zu n %zu causal %d: %s\n", d, n, int(causal), e.what());
-                }
-                std::fflush(stdout);
+                time_candidates(s, reps);
             }
+}
+
+void bench_window(int reps) {
+    std::printf("%s", core_header);
+    cu::shape s;
+    s.batch = 8;
+    s.heads = s.kv_heads = 16;
+    s.n_q = s.n_kv = 16384;
+    s.d_qk = 128;
+    s.causal = true;
+    const double full_pairs = visible_pairs(s);
+    const auto full = time_candidates(s, reps);
+    std::vector<std::string> summary;
+    for (std::size_t w : {1024, 4096}) {
+        s.window = w;
+        const double ratio = full_pairs / visible_pairs(s);
+        for (const auto& [what, ms] : time_candidates(s, reps))
+            for (const auto& [what_full, ms_full] : full)
+                if (what == what_full) {
+                    char b[200];
+                    std::snprintf(b, sizeof b,
+                                  "# %s W %zu: %.2fx over full causal, counted FLOP ratio %.2fx (%.2f of it)",
+                                  what.c_str(), w, ms_full / ms, ratio, ms_full / ms / ratio);
+                    summary.push_back(b);
+                }
+    }
+    for (const std::string& line : summary) std::printf("%s\n", line.c_str());
 }
 
 void bench_decode(int reps) {
@@ -106,8 +171,8 @@ void bench_decode(int reps) {
 int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     const int reps = argc > 2 ? std::max(1, std::atoi(argv[2])) : 10;
-    if (mode != "peak" && mode != "flash" && mode != "decode") {
-        std::fprintf(stderr, "usage: %s peak|flash|decode [repetitions]\n", argv[0]);
+    if (mode != "peak" && mode != "flash" && mode != "window" && mode != "decode") {
+        std::fprintf(stderr, "usage: %s peak|flash|window|decode [repetitions]\n", argv[0]);
         return 2;
     }
     const cu::device_info dev = cu::query();
@@ -127,6 +192,8 @@ int main(int argc, char** argv) {
             std::printf("copy,%.1f,GB/s,%zu bytes each way\n", p.copy_gbs, p.read_bytes);
         } else if (mode == "flash") {
             bench_flash(reps);
+        } else if (mode == "window") {
+            bench_window(reps);
         } else {
             bench_decode(reps);
         }

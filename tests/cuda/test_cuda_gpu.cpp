@@ -5,7 +5,9 @@
 //    poisoned with NaN before each run, so an unwritten element fails). Below 1e-4 for f32 storage,
 //    2e-2 for bf16 and f16 (inputs rounded once on the host; the reference reads the rounded values).
 //  - Sizes: n 1, 7, 129, 1000 (and n_q != n_kv both ways), d_head 64 and 128 (decode also 80),
-//    causal and not (bottom-right), G = H, 2, 1 with H = 4 (and MQA with H = 32 for decode), batch 2.
+//    causal and not (bottom-right), G = H, 2, 1 with H = 4 (and MQA with H = 32 for decode), batch 2;
+//    the prefill cores also under sliding windows, with MLA's widths, every tile candidate
+//    (test_cuda_gpu_core.cpp; the reference and its mutants: gpu_reference.hpp).
 //  - Mutants: the same outputs must fail against a reference with query head h reading kv head
 //    h % G instead of h*G/H, and with the mask one key short; for f32 storage also with the scale
 //    1% off. At bf16/f16's 2e-2 a 1% scale error cannot show: it moves the output by about
@@ -14,207 +16,26 @@
 //  - Decode caches carry 3 rows past the L + 1 in use, filled with NaN (int8: NaN scales): a kernel
 //    that reads past the end fails.
 // Flags: --small (the sizes compute-sanitizer runs), --reference-only (no GPU: the reference's own
-// identities and the mutants' margins over the tolerances, so the GPU checks can tell them apart).
-// Without a GPU (or in a build without CUDA) it prints "skipped: <reason>" and exits 77.
+// identities and the mutants' margins over the tolerances, so the GPU checks can tell them apart),
+// --only <kernel name> (the prefill checks of one kernel, e.g. cuda-hopper; no decode or layer).
+// Order: every check of naive, tiled, flash, decode and the layer first, cuda-hopper's last, so a
+// hang there (reported by the watchdog: "HANG: ...", exit 124, after 20 s without progress) costs
+// nothing else. Without a GPU (or in a build without CUDA) it prints "skipped: <reason>" and exits 77.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <functional>
 #include <limits>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
-#include "api.hpp"
-#include "formats.hpp"
+#include "gpu_reference.hpp"
 
-namespace cu = attn::cuda;
-namespace fm = attn::cuda::formats;
+using namespace gpu_test;
 
 namespace {
-
-enum class mutant { none, scale, kv_map, mask_short };
-constexpr mutant all_mutants[] = {mutant::scale, mutant::kv_map, mutant::mask_short};
-const char* mutant_name(mutant m) {
-    return m == mutant::scale ? "scale 1% off" : m == mutant::kv_map ? "kv head h % G" : "mask one key short";
-}
-
-double tolerance(cu::storage st) { return st == cu::storage::f32 ? 1e-4 : 2e-2; }
-
-float round_to(cu::storage st, float x) {
-    return st == cu::storage::bf16 ? fm::round_bf16(x) : st == cu::storage::f16 ? fm::round_f16(x) : x;
-}
-
-std::vector<float> random_vector(std::mt19937_64& rng, std::size_t n, float sigma = 1.0f) {
-    std::normal_distribution<float> nd(0.0f, sigma);
-    std::vector<float> x(n);
-    for (float& e : x) e = nd(rng);
-    return x;
-}
-
-std::vector<float> rounded(std::vector<float> x, cu::storage st) {
-    for (float& e : x) e = round_to(st, e);
-    return x;
-}
-
-/// Runs f(i) for i < n on every hardware thread.
-void parallel_for(std::size_t n, const std::function<void(std::size_t)>& f) {
-    const std::size_t t = std::max(1u, std::thread::hardware_concurrency());
-    std::vector<std::thread> pool;
-    for (std::size_t w = 0; w < std::min(t, n); ++w)
-        pool.emplace_back([&, w] {
-            for (std::size_t i = w; i < n; i += t) f(i);
-        });
-    for (auto& th : pool) th.join();
-}
-
-/// Keys query row i sees: bottom-right causal (j <= i + n_kv - n_q), the mutant one short.
-std::size_t visible(const cu::shape& s, std::size_t i, mutant m) {
-    long long n = (long long)s.n_kv;
-    if (s.causal) n = std::min<long long>(n, (long long)i + (long long)s.n_kv - (long long)s.n_q + 1);
-    if (m == mutant::mask_short) --n;
-    return n < 0 ? 0 : std::size_t(n);
-}
-
-/// The attention core in float64: q [B, n_q, H*dq], k [B, n_kv, G*dq], v [B, n_kv, G*dv] ->
-/// [B, n_q, H*dv]. Plain loops; `m` plants one mistake.
-std::vector<double> core_reference(const cu::shape& in, const float* q, const float* k, const float* v,
-                                   mutant m = mutant::none) {
-    const cu::shape s = cu::resolved(in);
-    const std::size_t H = s.heads, G = s.kv_heads, dq = s.d_qk, dv = s.d_v;
-    const double scale = m == mutant::scale ? s.scale * 1.01 : s.scale;
-    std::vector<double> out(s.batch * s.n_q * H * dv, 0.0);
-    parallel_for(s.batch * H, [&](std::size_t bh) {
-        const std::size_t b = bh / H, h = bh % H, g = m == mutant::kv_map ? h % G : h * G / H;
-        std::vector<double> p(s.n_kv);
-        for (std::size_t i = 0; i < s.n_q; ++i) {
-            const std::size_t n = visible(s, i, m);
-            double* o = &out[((b * s.n_q + i) * H + h) * dv];
-            if (n == 0) continue; // a row that sees no key yields zeros
-            const float* qi = q + ((b * s.n_q + i) * H + h) * dq;
-            double mx = -std::numeric_limits<double>::infinity();
-            for (std::size_t j = 0; j < n; ++j) {
-                const float* kj = k + ((b * s.n_kv + j) * G + g) * dq;
-                double dot = 0;
-                for (std::size_t c = 0; c < dq; ++c) dot += double(qi[c]) * double(kj[c]);
-                p[j] = dot * scale;
-                mx = std::max(mx, p[j]);
-            }
-            double sum = 0;
-            for (std::size_t j = 0; j < n; ++j) sum += (p[j] = std::exp(p[j] - mx));
-            for (std::size_t j = 0; j < n; ++j) {
-                const float* vj = v + ((b * s.n_kv + j) * G + g) * dv;
-                const double w = p[j] / sum;
-                for (std::size_t c = 0; c < dv; ++c) o[c] += w * double(vj[c]);
-            }
-        }
-    });
-    return out;
-}
-
-/// max |out - ref| / max |ref|; infinity when out holds a NaN or the sizes differ.
-template <class T>
-double relative_error(const std::vector<T>& out, const std::vector<double>& ref) {
-    if (out.size() != ref.size()) return std::numeric_limits<double>::infinity();
-    double err = 0, mx = 0;
-    for (std::size_t i = 0; i < ref.size(); ++i) {
-        const double d = std::abs(double(out[i]) - ref[i]);
-        if (!(d <= std::numeric_limits<double>::max())) return std::numeric_limits<double>::infinity();
-        err = std::max(err, d);
-        mx = std::max(mx, std::abs(ref[i]));
-    }
-    return mx > 0 ? err / mx : err;
-}
-
-struct tally {
-    int passed = 0, failed = 0;
-    void check(bool ok, const std::string& what) {
-        if (ok) {
-            ++passed;
-        } else {
-            ++failed;
-            std::printf("FAIL %s\n", what.c_str());
-        }
-    }
-};
-
-std::string describe(const cu::shape& s) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "B%zu H%zu G%zu n_q %zu n_kv %zu d %zu%s", s.batch, s.heads, s.kv_heads, s.n_q,
-                  s.n_kv, s.d_qk, s.causal ? " causal" : "");
-    return buf;
-}
-
-std::string fmt_err(double e, double tol) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "error %.3g (tolerance %.0e)", e, tol);
-    return buf;
-}
-
-cu::shape make_shape(std::size_t n_q, std::size_t n_kv, std::size_t d, std::size_t h, std::size_t g, bool causal) {
-    cu::shape s;
-    s.batch = 2;
-    s.heads = h;
-    s.kv_heads = g;
-    s.n_q = n_q;
-    s.n_kv = n_kv;
-    s.d_qk = d;
-    s.causal = causal;
-    return s;
-}
-
-struct core_data {
-    cu::shape s;
-    std::vector<float> q, k, v;
-};
-
-/// The mutants a storage type's tolerance can tell from the reference (see the header).
-std::vector<mutant> mutants_for(cu::storage st) {
-    if (st == cu::storage::f32) return {mutant::scale, mutant::kv_map, mutant::mask_short};
-    return {mutant::kv_map, mutant::mask_short};
-}
-
-core_data draw_core(std::mt19937_64& rng, const cu::shape& s, float q_sigma = 1.0f) {
-    core_data c{cu::resolved(s), {}, {}, {}};
-    c.q = random_vector(rng, s.batch * s.n_q * s.heads * c.s.d_qk, q_sigma);
-    c.k = random_vector(rng, s.batch * s.n_kv * s.kv_heads * c.s.d_qk);
-    c.v = random_vector(rng, s.batch * s.n_kv * s.kv_heads * c.s.d_v);
-    return c;
-}
-
-constexpr cu::storage core_storages[] = {cu::storage::f32, cu::storage::bf16, cu::storage::f16};
-constexpr cu::kernel core_kernels[] = {cu::kernel::naive, cu::kernel::tiled, cu::kernel::flash};
-
-/// Every core kernel that serves (s, st) on the rounded inputs, against the reference; with
-/// `mutants`, the outputs must also fail against each mutant reference.
-void check_core(tally& t, const core_data& raw, cu::storage st, bool mutants) {
-    const core_data c{raw.s, rounded(raw.q, st), rounded(raw.k, st), rounded(raw.v, st)};
-    const std::vector<double> ref = core_reference(c.s, c.q.data(), c.k.data(), c.v.data());
-    const std::vector<mutant> ms = mutants ? mutants_for(st) : std::vector<mutant>{};
-    std::vector<std::vector<double>> mut;
-    for (mutant m : ms) mut.push_back(core_reference(c.s, c.q.data(), c.k.data(), c.v.data(), m));
-    const double tol = tolerance(st);
-    for (cu::kernel k : core_kernels) {
-        if (!cu::refusal(k, c.s, st).empty()) continue;
-        const std::string what = std::string(cu::name(k)) + " " + cu::name(st) + " " + describe(c.s);
-        try {
-            cu::core_case cc(k, c.s, st, c.q.data(), c.k.data(), c.v.data());
-            cc.run();
-            const std::vector<float> out = cc.output();
-            const double e = relative_error(out, ref);
-            t.check(e < tol, what + ": " + fmt_err(e, tol));
-            for (std::size_t i = 0; i < mut.size(); ++i) {
-                const double em = relative_error(out, mut[i]);
-                t.check(em >= tol, what + ": mutant '" + mutant_name(ms[i]) + "' not rejected, " + fmt_err(em, tol));
-            }
-        } catch (const std::exception& e) {
-            t.check(false, what + ": " + e.what());
-        }
-    }
-}
 
 /// A decode cache: host arrays in the storage type, [B, G, capacity, d], rows past n_kv poisoned.
 struct cache {
@@ -302,6 +123,7 @@ void check_decode(tally& t, std::mt19937_64& rng, const cu::shape& s0, bool muta
             }
             continue;
         }
+        watchdog::get().at(what);
         try {
             cu::decode_case dc(s, st, q.data(), kc.data(st), vc.data(st),
                                kc.scales.empty() ? nullptr : kc.scales.data(),
@@ -335,7 +157,8 @@ std::vector<float> linear_reference(const std::vector<float>& x, std::size_t row
     return y;
 }
 
-void check_layer(tally& t, std::mt19937_64& rng, const cu::shape& s0, cu::storage st, bool bias) {
+void check_layer(tally& t, std::mt19937_64& rng, const cu::shape& s0, cu::storage st, bool bias,
+                 const std::vector<cu::kernel>& kernels) {
     const cu::shape s = cu::resolved(s0);
     const std::size_t dm = s.heads * s.d_qk, H = s.heads, G = s.kv_heads, d = s.d_qk;
     const float ws = 1.0f / std::sqrt(float(dm)); // unit-variance projections
@@ -376,10 +199,11 @@ void check_layer(tally& t, std::mt19937_64& rng, const cu::shape& s0, cu::storag
         in.bo = bo.data();
     }
     const double tol = tolerance(st);
-    for (cu::kernel kn : core_kernels) {
+    for (cu::kernel kn : kernels) {
         if (!cu::refusal(kn, s, st).empty()) continue;
         const std::string what =
             std::string("layer ") + cu::name(kn) + " " + cu::name(st) + " " + describe(s) + (bias ? " bias" : "");
+        watchdog::get().at(what);
         try {
             cu::layer_case lc(s, dm, st, kn, in);
             lc.run();
@@ -437,26 +261,8 @@ void check_reference(tally& t, std::mt19937_64& rng) {
     }
 }
 
-/// The mutant check's shape: causal, n 129, d 64, H 4 over G 2, queries scaled up (scaled scores of
-/// standard deviation 3: a softmax neither flat nor one-hot, where a scale error shows most).
-core_data mutant_case(std::mt19937_64& rng) { return draw_core(rng, make_shape(129, 129, 64, 4, 2, true), 3.0f); }
-
 void reference_margins(tally& t, std::mt19937_64& rng) {
-    const core_data raw = mutant_case(rng);
-    for (cu::storage st : core_storages) {
-        const core_data c{raw.s, rounded(raw.q, st), rounded(raw.k, st), rounded(raw.v, st)};
-        const auto ref = core_reference(c.s, c.q.data(), c.k.data(), c.v.data());
-        for (mutant m : all_mutants) {
-            const double gap = relative_error(ref, core_reference(c.s, c.q.data(), c.k.data(), c.v.data(), m));
-            const auto ms = mutants_for(st);
-            const bool checked = std::find(ms.begin(), ms.end(), m) != ms.end();
-            std::printf("margin: core %s %s: mutant '%s' at %.3g x the tolerance%s\n", cu::name(st),
-                        describe(c.s).c_str(), mutant_name(m), gap / tolerance(st), checked ? "" : " (not checked)");
-            if (checked)
-                t.check(gap > 2 * tolerance(st), std::string("core ") + cu::name(st) + ": mutant '" + mutant_name(m) +
-                                                     "' within twice the tolerance of the reference");
-        }
-    }
+    core_reference_checks(t, rng);
     std::vector<std::pair<std::string, double>> margins;
     check_decode(t, rng, make_shape(1, 129, 64, 4, 2, false), true, true, &margins);
     for (const auto& [what, x] : margins) std::printf("margin: %s at %.3g x the tolerance\n", what.c_str(), x);
@@ -465,18 +271,31 @@ void reference_margins(tally& t, std::mt19937_64& rng) {
 } // namespace
 
 int main(int argc, char** argv) {
-    bool small = false, reference_only = false;
+    bool reference_only = false;
+    run_options ro;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--small") {
-            small = true;
+            ro.small = true;
         } else if (a == "--reference-only") {
             reference_only = true;
+        } else if (a == "--only" && i + 1 < argc) {
+            const std::string k = argv[++i];
+            for (cu::kernel c : {cu::kernel::naive, cu::kernel::tiled, cu::kernel::flash, cu::kernel::hopper})
+                if (k == cu::name(c)) ro.kernels.push_back(c);
+            if (ro.kernels.empty()) {
+                std::fprintf(stderr, "--only: no prefill kernel named %s\n", k.c_str());
+                return 2;
+            }
         } else {
-            std::fprintf(stderr, "usage: %s [--small] [--reference-only]\n", argv[0]);
+            std::fprintf(
+                stderr,
+                "usage: %s [--small] [--reference-only] [--only cuda-naive|cuda-tiled|cuda-flash|cuda-hopper]\n",
+                argv[0]);
             return 2;
         }
     }
+    const bool small = ro.small;
     std::mt19937_64 rng(std::random_device{}()); // fresh inputs every run
     tally t;
     if (reference_only) {
@@ -492,50 +311,57 @@ int main(int argc, char** argv) {
     }
     std::printf("device: %s, %d SMs, cc %d.%d, L2 %zu MB\n", dev.name.c_str(), dev.sms, dev.cc_major, dev.cc_minor,
                 dev.l2_bytes >> 20);
+    std::fflush(stdout);
+    watchdog::get().start(20);
     check_reference(t, rng);
 
-    // the attention core
-    const std::vector<std::pair<std::size_t, std::size_t>> sizes =
-        small ? std::vector<std::pair<std::size_t, std::size_t>>{{7, 7}, {129, 129}, {129, 7}, {7, 129}}
-              : std::vector<std::pair<std::size_t, std::size_t>>{{1, 1},       {7, 7},   {129, 129},
-                                                                 {1000, 1000}, {7, 129}, {129, 7}};
-    const std::vector<std::size_t> groups = small ? std::vector<std::size_t>{4, 1} : std::vector<std::size_t>{4, 2, 1};
-    for (const auto& [n_q, n_kv] : sizes)
-        for (std::size_t d : {64, 128})
+    // the prefill cores: every kernel but cuda-hopper first (hopper's, if wanted, last)
+    const bool only = !ro.kernels.empty();
+    run_options first = ro;
+    if (!only) first.kernels = {cu::kernel::naive, cu::kernel::tiled, cu::kernel::flash};
+    if (!only || first.wants(cu::kernel::naive) || first.wants(cu::kernel::tiled) || first.wants(cu::kernel::flash)) {
+        run_options some = first;
+        some.kernels.erase(std::remove(some.kernels.begin(), some.kernels.end(), cu::kernel::hopper),
+                           some.kernels.end());
+        if (!some.kernels.empty()) core_checks(t, rng, some);
+    }
+
+    if (!only) {
+        // decode: L + 1 keys of a longer cache
+        const std::vector<std::size_t> groups =
+            small ? std::vector<std::size_t>{4, 1} : std::vector<std::size_t>{4, 2, 1};
+        const std::vector<std::size_t> lengths =
+            small ? std::vector<std::size_t>{1, 7, 129} : std::vector<std::size_t>{1, 7, 129, 1000, 4097, 40000};
+        for (std::size_t n_kv : lengths)
+            for (std::size_t d : {64, 80, 128})
+                for (std::size_t g : groups) check_decode(t, rng, make_shape(1, n_kv, d, 4, g, false), false, false);
+        check_decode(t, rng, make_shape(1, small ? 129 : 4097, 128, 32, 1, false), false,
+                     false); // MQA, 32 heads a block
+        check_decode(t, rng, make_shape(1, 129, 64, 4, 2, false), true, false);
+
+        // the layer (a window too)
+        const std::vector<cu::kernel> layer_kernels{cu::kernel::naive, cu::kernel::tiled, cu::kernel::flash};
+        for (const auto& [n_q, n_kv] : std::vector<std::pair<std::size_t, std::size_t>>{{7, 7}, {129, 129}, {129, 7}})
             for (bool causal : {false, true})
-                for (std::size_t g : groups) {
-                    const core_data raw = draw_core(rng, make_shape(n_q, n_kv, d, 4, g, causal));
-                    for (cu::storage st : core_storages) check_core(t, raw, st, false);
-                }
-    {
-        cu::shape mla = make_shape(small ? 7 : 129, small ? 9 : 130, 96, 4, 2, true);
-        mla.d_v = 64;
-        const core_data raw = draw_core(rng, mla);
-        for (cu::storage st : core_storages) check_core(t, raw, st, false);
-    }
-    const core_data mc = mutant_case(rng);
-    for (cu::storage st : core_storages) check_core(t, mc, st, true);
-    for (std::size_t d : {64, 128}) { // a scale far from 1/sqrt(d): the kernels apply the one given
-        cu::shape s = make_shape(129, 130, d, 4, 2, true);
-        s.scale = 0.3;
-        const core_data raw = draw_core(rng, s);
-        for (cu::storage st : core_storages) check_core(t, raw, st, false);
+                for (cu::storage st : core_storages)
+                    check_layer(t, rng, make_shape(n_q, n_kv, 64, 4, 2, causal), st, causal, layer_kernels);
+        cu::shape lw = make_shape(129, 129, 64, 4, 2, true);
+        lw.window = 7;
+        check_layer(t, rng, lw, cu::storage::bf16, false, layer_kernels);
     }
 
-    // decode: L + 1 keys of a longer cache
-    const std::vector<std::size_t> lengths =
-        small ? std::vector<std::size_t>{1, 7, 129} : std::vector<std::size_t>{1, 7, 129, 1000, 4097, 40000};
-    for (std::size_t n_kv : lengths)
-        for (std::size_t d : {64, 80, 128})
-            for (std::size_t g : groups) check_decode(t, rng, make_shape(1, n_kv, d, 4, g, false), false, false);
-    check_decode(t, rng, make_shape(1, small ? 129 : 4097, 128, 32, 1, false), false, false); // MQA, 32 heads a block
-    check_decode(t, rng, make_shape(1, 129, 64, 4, 2, false), true, false);
-
-    // the layer
-    for (const auto& [n_q, n_kv] : std::vector<std::pair<std::size_t, std::size_t>>{{7, 7}, {129, 129}, {129, 7}})
-        for (bool causal : {false, true})
-            for (cu::storage st : core_storages)
-                check_layer(t, rng, make_shape(n_q, n_kv, 64, 4, 2, causal), st, causal);
+    // cuda-hopper last: its cores, then a layer through it
+    if (ro.wants(cu::kernel::hopper)) {
+        run_options h = ro;
+        h.kernels = {cu::kernel::hopper};
+        std::printf("cuda-hopper checks begin (%d passed, %d failed so far)\n", t.passed, t.failed);
+        std::fflush(stdout);
+        core_checks(t, rng, h);
+        if (!only)
+            for (bool causal : {false, true})
+                check_layer(t, rng, make_shape(129, 129, 64, 4, 2, causal), cu::storage::bf16, causal,
+                            {cu::kernel::hopper});
+    }
 
     std::printf("%d passed, %d failed\n", t.passed, t.failed);
     return t.failed ? 1 : 0;

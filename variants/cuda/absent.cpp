@@ -28,6 +28,10 @@ struct core_case::impl {};
 core_case::core_case(kernel k, const shape&, storage st, const float*, const float*, const float*) {
     absent(std::string("cannot run the ") + name(k) + " core in " + name(st));
 }
+core_case::core_case(kernel k, const shape&, storage st, const float*, const float*, const float*,
+                     const core_options&) {
+    absent(std::string("cannot run the ") + name(k) + " core in " + name(st));
+}
 core_case::~core_case() = default;
 core_case::core_case(core_case&&) noexcept = default;
 core_case& core_case::operator=(core_case&&) noexcept = default;

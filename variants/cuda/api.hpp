@@ -23,10 +23,11 @@ namespace attn::cuda {
 using storage = attn::types::dtype;
 
 /// The attention kernels: naive (scores in global memory), tiled (shared-memory tiles, online
-/// softmax, fp32), flash (tensor cores, bf16/f16), decode (split-key flash-decoding over a cache).
-enum class kernel { naive, tiled, flash, decode };
+/// softmax, fp32), flash (tensor cores through mma.sync, bf16/f16), decode (split-key
+/// flash-decoding over a cache), hopper (sm_90a: wgmma fed by TMA, warp-specialised warpgroups).
+enum class kernel { naive, tiled, flash, decode, hopper };
 
-/// "cuda-naive", "cuda-tiled", "cuda-flash", "cuda-decode".
+/// "cuda-naive", "cuda-tiled", "cuda-flash", "cuda-decode", "cuda-hopper".
 const char* name(kernel k);
 /// "f32", "bf16", "f16", "int8" (the traits' name).
 const char* name(storage s);
@@ -37,7 +38,9 @@ const char* name(storage s);
 struct shape {
     std::size_t batch = 1, heads = 1, kv_heads = 1, n_q = 1, n_kv = 1, d_qk = 0, d_v = 0;
     bool causal = false;
-    std::size_t window = 0; ///< sliding window (keys before i - window hidden); not served on the GPU yet
+    /// Sliding window W (causal only): query i sees keys i + n_kv - n_q - W + 1 ... i + n_kv - n_q
+    /// (the CPU suite's convention); 0: none. Served by naive, tiled, flash and hopper.
+    std::size_t window = 0;
     double scale = 0;
 };
 
@@ -65,6 +68,18 @@ bool built_with_cuda();
 /// 64 and 128, not 80"). Pure host logic: the same answer with or without a GPU or CUDA.
 std::string refusal(kernel k, const shape& s, storage st);
 
+/// Run-time choices of the tensor-core prefill kernels, so that one process can time candidates
+/// (0 everywhere: each kernel's default). The other kernels ignore them.
+struct core_options {
+    int tile = 0; ///< cuda-flash, cuda-hopper: candidate tile_candidates(k, s)[tile - 1]; 0: the default (the first)
+    int ctas = 0; ///< cuda-hopper: persistent blocks in the grid; 0: one per SM
+};
+
+/// The tile candidates of cuda-flash or cuda-hopper for the shape's head widths ("q128 kv64 w4",
+/// "q128 kv128 s2", ...): core_options::tile = i + 1 picks entry i. Empty for the other kernels
+/// and for widths the kernel does not serve. Pure host logic.
+std::vector<std::string> tile_candidates(kernel k, const shape& s);
+
 /// A failed CUDA call or a refused case: one line naming the failed call and what it was for.
 class error : public std::runtime_error {
   public:
@@ -84,6 +99,9 @@ class core_case {
   public:
     /// Throws error (refusal(k, s, st) not empty, or a CUDA call failed) or out_of_memory.
     core_case(kernel k, const shape& s, storage st, const float* q, const float* k_in, const float* v);
+    /// The same with run-time options; also throws error for a tile the kernel does not have.
+    core_case(kernel k, const shape& s, storage st, const float* q, const float* k_in, const float* v,
+              const core_options& options);
     ~core_case();
     core_case(const core_case&) = delete;
     core_case& operator=(const core_case&) = delete;

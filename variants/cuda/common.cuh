@@ -60,7 +60,7 @@ class device_memory {
 
 /// The device's properties this library plans with; throws error (the query's reason) without one.
 struct device_props {
-    int sms = 0, cc_major = 0, smem_optin = 0;
+    int sms = 0, cc_major = 0, cc_minor = 0, smem_optin = 0;
     std::size_t l2_bytes = 0;
 };
 const device_props& props();
@@ -106,8 +106,10 @@ struct core_args {
     float* scratch = nullptr; ///< cuda-naive's scores [B, H, n_q, n_kv]
     int batch = 0, heads = 0, kv_heads = 0, n_q = 0, n_kv = 0, d_qk = 0, d_v = 0;
     bool causal = false;
+    int window = 0; ///< sliding window (causal only); 0: none, also when the window hides no key (>= n_kv)
     float scale = 0;
     storage st = storage::f32;
+    core_options options; ///< cuda-flash / cuda-hopper: the tile candidate, hopper's grid
 };
 
 core_args make_core_args(const shape& resolved_shape, storage st);
@@ -116,6 +118,7 @@ std::size_t naive_scratch_bytes(const shape& s);
 void launch_naive(const core_args& a, cudaStream_t stream);
 void launch_tiled(const core_args& a, cudaStream_t stream);
 void launch_flash(const core_args& a, cudaStream_t stream);
+void launch_hopper(const core_args& a, cudaStream_t stream);
 
 /// cuda-decode's plan for one shape on this device: heads_per_block query heads of a kv head per
 /// block (all R = H/G where shared memory allows), groups = ceil(R / heads_per_block), chunks of

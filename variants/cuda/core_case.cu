@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "host.cuh"
+#include "prefill_plan.hpp"
 
 namespace attn::cuda {
 
@@ -20,13 +21,21 @@ struct core_case::impl {
     core_args args;
 };
 
-core_case::core_case(kernel k, const shape& in, storage st, const float* q, const float* k_in, const float* v) {
+core_case::core_case(kernel k, const shape& in, storage st, const float* q, const float* k_in, const float* v)
+    : core_case(k, in, st, q, k_in, v, core_options{}) {}
+
+core_case::core_case(kernel k, const shape& in, storage st, const float* q, const float* k_in, const float* v,
+                     const core_options& options) {
     const shape s = resolved(in);
     const std::string what = std::string(name(k)) + " " + name(st) + " core";
     if (const std::string why = refusal(k, s, st); !why.empty()) throw error(what + " refused: " + why);
     if (k == kernel::decode) throw error(what + " refused: cuda-decode runs through decode_case");
+    if (const std::string why = prefill::option_refusal(k, s, options); !why.empty()) throw error(what + ": " + why);
     try {
-        props();
+        const device_props& dev = props();
+        if (k == kernel::hopper && (dev.cc_major != 9 || dev.cc_minor != 0))
+            throw error("cuda-hopper runs on sm_90 (H100, H200) only, not on compute capability " +
+                        std::to_string(dev.cc_major) + "." + std::to_string(dev.cc_minor));
     } catch (const error& e) {
         throw error(what + ": " + e.what());
     }
@@ -40,6 +49,7 @@ core_case::core_case(kernel k, const shape& in, storage st, const float* q, cons
     p->out = device_memory(s.batch * s.n_q * s.heads * s.d_v * element_bytes(st), "the output of the " + what);
     if (k == kernel::naive) p->scratch = device_memory(naive_scratch_bytes(s), "the score matrix of the " + what);
     p->args = make_core_args(s, st);
+    p->args.options = options;
     p->args.q = p->q.get();
     p->args.k = p->kk.get();
     p->args.v = p->v.get();

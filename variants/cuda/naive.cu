@@ -1,6 +1,7 @@
 // cuda-naive: the formulas as they read, one thread per output element. Three kernels: the scaled
 // scores Q K^T of every (batch, head, query, key) into a scratch buffer [B, H, n_q, n_kv] in global
-// memory (masked keys -inf), a softmax per row (one thread a row: max, exp and sum, divide), and
+// memory (masked keys -inf: past the bottom-right diagonal, and under a sliding window W before
+// the row's last visible key - W + 1), a softmax per row (one thread a row: max, exp and sum, divide), and
 // P V (one thread per output element). fp32 arithmetic for f32, bf16 and f16 storage (inputs
 // widened as loaded, the output rounded as stored). The baseline the GPU kernels are checked and
 // timed against: every score goes through global memory twice, and the scratch grows as n^2.
@@ -19,11 +20,12 @@ constexpr int block = 256;
 struct dims {
     long long batch, heads, kv_heads, n_q, n_kv, d_qk, d_v;
     bool causal;
+    long long window; // 0: none
     float scale;
 };
 
 dims dims_of(const core_args& a) {
-    return {a.batch, a.heads, a.kv_heads, a.n_q, a.n_kv, a.d_qk, a.d_v, a.causal, a.scale};
+    return {a.batch, a.heads, a.kv_heads, a.n_q, a.n_kv, a.d_qk, a.d_v, a.causal, a.window, a.scale};
 }
 
 /// Blocks for a grid-stride loop over n elements: enough to fill any device, no more than needed.
@@ -39,7 +41,8 @@ __global__ void naive_scores(const T* __restrict__ q, const T* __restrict__ k, f
          e += (long long)gridDim.x * blockDim.x) {
         const long long j = e % d.n_kv, r = e / d.n_kv, i = r % d.n_q, bh = r / d.n_q;
         const long long h = bh % d.heads, b = bh / d.heads, g = h * d.kv_heads / d.heads;
-        if (d.causal && j > i + d.n_kv - d.n_q) { // bottom-right: row i sees keys j <= i + n_kv - n_q
+        const long long last = i + d.n_kv - d.n_q; // bottom-right: row i sees keys j <= last
+        if (d.causal && (j > last || (d.window > 0 && j < last - d.window + 1))) {
             s[e] = -INFINITY;
             continue;
         }

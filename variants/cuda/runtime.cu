@@ -46,7 +46,8 @@ namespace {
 /// compiler can prove unused: a thread whose sum is a sentinel no input makes writes it.
 __global__ void read_through(const uint4* __restrict__ x, long long n, unsigned* never) {
     unsigned acc = 0;
-    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x) {
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n;
+         e += (long long)gridDim.x * blockDim.x) {
         const uint4 a = x[e];
         acc ^= a.x ^ a.y ^ a.z ^ a.w;
     }
@@ -110,6 +111,7 @@ const device_props& props() {
         device_props r;
         r.sms = d.sms;
         r.cc_major = d.cc_major;
+        r.cc_minor = d.cc_minor;
         r.l2_bytes = d.l2_bytes;
         ATTN_CUDA(cudaDeviceGetAttribute(&r.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0),
                   "reading the shared memory limit of device 0");
@@ -157,6 +159,7 @@ core_args make_core_args(const shape& s, storage st) {
     a.d_qk = int(s.d_qk);
     a.d_v = int(s.d_v);
     a.causal = s.causal;
+    a.window = s.window >= s.n_kv ? 0 : int(s.window);
     a.scale = float(s.scale);
     a.st = st;
     return a;
@@ -170,6 +173,8 @@ void enqueue_core(kernel k, const core_args& a, cudaStream_t s) {
         return launch_tiled(a, s);
     case kernel::flash:
         return launch_flash(a, s);
+    case kernel::hopper:
+        return launch_hopper(a, s);
     case kernel::decode:
         break;
     }

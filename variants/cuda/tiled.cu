@@ -7,7 +7,8 @@
 //    accumulated: each thread owns d_v / 4 output columns of its row in registers.
 //  - Shared memory: Q and K rows padded to d_qk + 1 floats and the P tile to 33, so the 8 rows a
 //    warp reads at once fall in distinct banks; V is read along its rows (consecutive columns).
-//  - Causal: key tiles past the block's last visible key are skipped; masked scores are -inf.
+//  - Causal and sliding windows: only the key tiles the block's rows see are visited (from the first
+//    row's first key to the last row's last, prefill_tiles.hpp); masked scores are -inf.
 //  - fp32 arithmetic for f32, bf16 and f16 storage; the output rounded once as stored.
 // The register array is sized by a template bucket of d_v (32, 64, 128, 256); d_qk and d_v up to
 // 256 (refusal.cpp). __launch_bounds__(128, 1): with the thread count alone ptxas held the 32- and
@@ -18,6 +19,7 @@
 #include <cstdint>
 
 #include "common.cuh"
+#include "prefill_tiles.hpp"
 
 namespace attn::cuda::detail {
 namespace {
@@ -27,7 +29,7 @@ constexpr int keys_per_thread = tile_kv / per_row;                              
 
 struct dims {
     int heads, kv_heads, n_q, n_kv, d_qk, d_v;
-    bool causal;
+    prefill::mask mask;
     float scale_log2;
 };
 
@@ -54,9 +56,9 @@ __global__ void __launch_bounds__(threads, 1) tiled_kernel(const T* __restrict__
     const T* qb = q + (long long)b * d.n_q * q_stride + (long long)h * d.d_qk;
     const T* kb = k + (long long)b * d.n_kv * kv_stride + (long long)g * d.d_qk;
     const T* vb = v + (long long)b * d.n_kv * v_stride + (long long)g * d.d_v;
-    const int off = d.n_kv - d.n_q; // row i sees keys j <= i + off (causal)
-    const int last_row = min(q0 + tile_q, d.n_q) - 1;
-    const int kv_end = d.causal ? max(0, min(d.n_kv, last_row + 1 + off)) : d.n_kv;
+    const prefill::tile_range range = prefill::kv_tiles(d.mask, q0, tile_q, tile_kv);
+    const int row_begin = int(prefill::key_begin(d.mask, i)), row_end = int(prefill::key_end(d.mask, i)); // row i's keys
+    const int kv_end = int(prefill::key_end(d.mask, min(q0 + tile_q, d.n_q) - 1)); // the last row's end
 
     for (int e = tid; e < tile_q * d.d_qk; e += threads) {
         const int rr = e / d.d_qk, c = e % d.d_qk;
@@ -67,7 +69,7 @@ __global__ void __launch_bounds__(threads, 1) tiled_kernel(const T* __restrict__
     for (int c = 0; c < COLS; ++c) acc[c] = 0.0f;
     float m = -INFINITY, l = 0.0f; // l: this thread's share of the row sum (the 4 are added at the end)
 
-    for (int j0 = 0; j0 < kv_end; j0 += tile_kv) {
+    for (int j0 = range.begin * tile_kv; j0 < range.end * tile_kv; j0 += tile_kv) {
         __syncthreads(); // the previous tile's K, V and P are no longer read
         for (int e = tid; e < tile_kv * d.d_qk; e += threads) {
             const int jj = e / d.d_qk, c = e % d.d_qk;
@@ -85,7 +87,7 @@ __global__ void __launch_bounds__(threads, 1) tiled_kernel(const T* __restrict__
             const int c = u + per_row * kk, j = j0 + c;
             float dot = 0.0f;
             for (int x = 0; x < d.d_qk; ++x) dot += qs[r * dq1 + x] * ks[c * dq1 + x];
-            const bool seen = j < d.n_kv && (!d.causal || j <= i + off);
+            const bool seen = j >= row_begin && j < row_end;
             s[kk] = seen ? dot : -INFINITY;
             mx = fmaxf(mx, s[kk]);
         }
@@ -135,7 +137,8 @@ void launch_cols(const core_args& a, cudaStream_t stream) {
     const std::size_t smem = smem_bytes(a.d_qk, a.d_v);
     ATTN_CUDA(cudaFuncSetAttribute(tiled_kernel<T, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
               "raising cuda-tiled's shared memory limit to " + std::to_string(smem) + " bytes");
-    const dims d{a.heads, a.kv_heads, a.n_q, a.n_kv, a.d_qk, a.d_v, a.causal, a.scale * log2e};
+    const dims d{a.heads,        a.kv_heads, a.n_q, a.n_kv, a.d_qk, a.d_v, {a.n_q, a.n_kv, a.causal, a.window},
+                 a.scale * log2e};
     const dim3 grid(unsigned((a.n_q + tile_q - 1) / tile_q), unsigned(a.heads), unsigned(a.batch));
     tiled_kernel<T, COLS><<<grid, threads, smem, stream>>>(static_cast<const T*>(a.q), static_cast<const T*>(a.k),
                                                            static_cast<const T*>(a.v), static_cast<T*>(a.out), d);
