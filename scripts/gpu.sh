@@ -79,8 +79,9 @@ build_nvcc() { # without CMake: the same flags as variants/cuda/CMakeLists.txt
   "$cxx" -std=c++17 -O2 -Wall -Wextra -I "$root/modules/core" -c "$root/variants/cuda/refusal.cpp" -o "$build/obj/refusal.o" || return 1
   for f in "${pids[@]}"; do wait "$f" || return 1; done
   objs+=("$build/obj/refusal.o")
+  # each program from its files: test_cuda_gpu*.cpp, bench_cuda*.cpp (a list written out missed files once)
   for f in test_cuda_gpu:attn_cuda_gpu_tests bench_cuda:attn_cuda_bench; do
-    nvcc -std=c++17 -O2 -Xcompiler -Wall -Xcompiler -Wextra -I "$root/variants/cuda" -I "$root/modules/core" "$root/tests/cuda/${f%%:*}.cpp" "${objs[@]}" \
+    nvcc -std=c++17 -O2 -Xcompiler -Wall -Xcompiler -Wextra -I "$root/variants/cuda" -I "$root/modules/core" "$root/tests/cuda/${f%%:*}"*.cpp "${objs[@]}" \
       -lcublas -lpthread -o "$bin/${f##*:}" || return 1
   done
 }

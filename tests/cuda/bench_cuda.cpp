@@ -5,7 +5,8 @@
 //   attn_cuda_bench flash    cuda-flash, bf16, hidden 2048 (H = 2048 / d), N 1k-16k, batch x N >= 16k
 //                            and B x H >= 132, d 64 and 128, causal and not: ms and TFLOP/s
 //                            (4 B H d x visible pairs; causal n_q = n_kv: N (N + 1) / 2 pairs)
-//   attn_cuda_bench decode   cuda-decode over a bf16 cache: ms and GB/s (cache bytes read + q + out)
+//   attn_cuda_bench decode [reps] [read GB/s]   cuda-decode: issue 45's table and candidates, n_q,
+//                            pages, cache types, the rolling buffer, MLA (bench_cuda_decode.cpp)
 // Not a test: it asserts nothing (attn_cuda_gpu_tests checks the outputs).
 #include <algorithm>
 #include <cstdint>
@@ -18,6 +19,9 @@
 #include "formats.hpp"
 
 namespace cu = attn::cuda;
+
+/// cuda-decode's table (bench_cuda_decode.cpp); read_ceiling 0: measured here.
+void bench_decode(int reps, double read_ceiling);
 
 namespace {
 
@@ -66,48 +70,13 @@ void bench_flash(int reps) {
             }
 }
 
-void bench_decode(int reps) {
-    std::printf("kernel,storage,batch,heads,kv_heads,L,d,chunks,ms,gbs\n");
-    struct cfg {
-        std::size_t batch, heads, kv_heads, n_kv;
-    };
-    for (const cfg& c : {cfg{1, 32, 8, 131072}, cfg{8, 32, 8, 32768}, cfg{32, 32, 8, 8192}, cfg{8, 32, 1, 131072},
-                         cfg{64, 32, 32, 4096}}) {
-        cu::shape s;
-        s.batch = c.batch;
-        s.heads = c.heads;
-        s.kv_heads = c.kv_heads;
-        s.n_q = 1;
-        s.n_kv = c.n_kv;
-        s.d_qk = 128;
-        const std::size_t cap = c.n_kv, rows = c.batch * c.kv_heads * cap;
-        std::vector<float> q(c.batch * c.heads * 128), x(rows * 128);
-        fill(q, 4);
-        std::vector<std::uint16_t> k(x.size()), v(x.size());
-        fill(x, 5);
-        for (std::size_t i = 0; i < x.size(); ++i) k[i] = cu::formats::to_bf16(x[i]);
-        fill(x, 6);
-        for (std::size_t i = 0; i < x.size(); ++i) v[i] = cu::formats::to_bf16(x[i]);
-        try {
-            cu::decode_case dc(s, cu::storage::bf16, q.data(), k.data(), v.data(), nullptr, nullptr, cap);
-            const double ms = median(dc.time_ms(reps, 3, true));
-            const double bytes = 2.0 * double(rows) * 128 * 2 + 2.0 * double(q.size()) * 4;
-            std::printf("cuda-decode,bf16,%zu,%zu,%zu,%zu,128,%zu,%.4f,%.1f\n", c.batch, c.heads, c.kv_heads, c.n_kv,
-                        dc.chunks(), ms, bytes / ms * 1e-6);
-        } catch (const std::exception& e) {
-            std::printf("# cuda-decode B %zu G %zu L %zu: %s\n", c.batch, c.kv_heads, c.n_kv, e.what());
-        }
-        std::fflush(stdout);
-    }
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     const int reps = argc > 2 ? std::max(1, std::atoi(argv[2])) : 10;
     if (mode != "peak" && mode != "flash" && mode != "decode") {
-        std::fprintf(stderr, "usage: %s peak|flash|decode [repetitions]\n", argv[0]);
+        std::fprintf(stderr, "usage: %s peak|flash|decode [repetitions] [read GB/s, decode]\n", argv[0]);
         return 2;
     }
     const cu::device_info dev = cu::query();
@@ -127,7 +96,7 @@ int main(int argc, char** argv) {
         } else if (mode == "flash") {
             bench_flash(reps);
         } else {
-            bench_decode(reps);
+            bench_decode(reps, argc > 3 ? std::atof(argv[3]) : 0.0);
         }
     } catch (const std::exception& e) {
         std::printf("error: %s\n", e.what());

@@ -12,7 +12,8 @@
 //    0.01 x Cov_p(logit, v), under 1% of max|ref| (0.7% on the mutant case here, --reference-only
 //    prints it), so there the scale is checked by cases whose scale is far from 1/sqrt(d) (0.3).
 //  - Decode caches carry 3 rows past the L + 1 in use, filled with NaN (int8: NaN scales): a kernel
-//    that reads past the end fails.
+//    that reads past the end fails. cuda-decode's paged, rolling, multi-token and MLA cases are in
+//    test_cuda_gpu_decode.cpp (helpers shared through gpu_check.hpp).
 // Flags: --small (the sizes compute-sanitizer runs), --reference-only (no GPU: the reference's own
 // identities and the mutants' margins over the tolerances, so the GPU checks can tell them apart).
 // Without a GPU (or in a build without CUDA) it prints "skipped: <reason>" and exits 77.
@@ -30,9 +31,12 @@
 #include <vector>
 #include "api.hpp"
 #include "formats.hpp"
+#include "gpu_check.hpp"
 
 namespace cu = attn::cuda;
 namespace fm = attn::cuda::formats;
+
+using namespace attn_gpu_check;
 
 namespace {
 
@@ -42,33 +46,9 @@ const char* mutant_name(mutant m) {
     return m == mutant::scale ? "scale 1% off" : m == mutant::kv_map ? "kv head h % G" : "mask one key short";
 }
 
-double tolerance(cu::storage st) { return st == cu::storage::f32 ? 1e-4 : 2e-2; }
-
-float round_to(cu::storage st, float x) {
-    return st == cu::storage::bf16 ? fm::round_bf16(x) : st == cu::storage::f16 ? fm::round_f16(x) : x;
-}
-
-std::vector<float> random_vector(std::mt19937_64& rng, std::size_t n, float sigma = 1.0f) {
-    std::normal_distribution<float> nd(0.0f, sigma);
-    std::vector<float> x(n);
-    for (float& e : x) e = nd(rng);
-    return x;
-}
-
 std::vector<float> rounded(std::vector<float> x, cu::storage st) {
     for (float& e : x) e = round_to(st, e);
     return x;
-}
-
-/// Runs f(i) for i < n on every hardware thread.
-void parallel_for(std::size_t n, const std::function<void(std::size_t)>& f) {
-    const std::size_t t = std::max(1u, std::thread::hardware_concurrency());
-    std::vector<std::thread> pool;
-    for (std::size_t w = 0; w < std::min(t, n); ++w)
-        pool.emplace_back([&, w] {
-            for (std::size_t i = w; i < n; i += t) f(i);
-        });
-    for (auto& th : pool) th.join();
 }
 
 /// Keys query row i sees: bottom-right causal (j <= i + n_kv - n_q), the mutant one short.
@@ -115,42 +95,10 @@ std::vector<double> core_reference(const cu::shape& in, const float* q, const fl
     return out;
 }
 
-/// max |out - ref| / max |ref|; infinity when out holds a NaN or the sizes differ.
-template <class T>
-double relative_error(const std::vector<T>& out, const std::vector<double>& ref) {
-    if (out.size() != ref.size()) return std::numeric_limits<double>::infinity();
-    double err = 0, mx = 0;
-    for (std::size_t i = 0; i < ref.size(); ++i) {
-        const double d = std::abs(double(out[i]) - ref[i]);
-        if (!(d <= std::numeric_limits<double>::max())) return std::numeric_limits<double>::infinity();
-        err = std::max(err, d);
-        mx = std::max(mx, std::abs(ref[i]));
-    }
-    return mx > 0 ? err / mx : err;
-}
-
-struct tally {
-    int passed = 0, failed = 0;
-    void check(bool ok, const std::string& what) {
-        if (ok) {
-            ++passed;
-        } else {
-            ++failed;
-            std::printf("FAIL %s\n", what.c_str());
-        }
-    }
-};
-
 std::string describe(const cu::shape& s) {
     char buf[160];
     std::snprintf(buf, sizeof buf, "B%zu H%zu G%zu n_q %zu n_kv %zu d %zu%s", s.batch, s.heads, s.kv_heads, s.n_q,
                   s.n_kv, s.d_qk, s.causal ? " causal" : "");
-    return buf;
-}
-
-std::string fmt_err(double e, double tol) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "error %.3g (tolerance %.0e)", e, tol);
     return buf;
 }
 
@@ -482,6 +430,7 @@ int main(int argc, char** argv) {
     if (reference_only) {
         check_reference(t, rng);
         reference_margins(t, rng);
+        run_decode_checks(t, rng, small, true); // cuda-decode's mutants (test_cuda_gpu_decode.cpp)
         std::printf("%d passed, %d failed\n", t.passed, t.failed);
         return t.failed ? 1 : 0;
     }
@@ -530,6 +479,7 @@ int main(int argc, char** argv) {
             for (std::size_t g : groups) check_decode(t, rng, make_shape(1, n_kv, d, 4, g, false), false, false);
     check_decode(t, rng, make_shape(1, small ? 129 : 4097, 128, 32, 1, false), false, false); // MQA, 32 heads a block
     check_decode(t, rng, make_shape(1, 129, 64, 4, 2, false), true, false);
+    run_decode_checks(t, rng, small, false); // paged, rolling, n_q 1-8, MLA, options (test_cuda_gpu_decode.cpp)
 
     // the layer
     for (const auto& [n_q, n_kv] : std::vector<std::pair<std::size_t, std::size_t>>{{7, 7}, {129, 129}, {129, 7}})
