@@ -142,7 +142,7 @@ struct physical {
 } // namespace
 
 void check_decode_case(tally& t, std::mt19937_64& rng, const decode_input& in0, const std::vector<decode_mutant>& mutants,
-                       bool reference_only) {
+                       bool reference_only, const decode_runner& run) {
     decode_input in = in0;
     in.s = cu::resolved(in0.s);
     const cu::shape& s = in.s;
@@ -226,14 +226,21 @@ void check_decode_case(tally& t, std::mt19937_64& rng, const decode_input& in0, 
     spec.v_from_k = in.v_from_k;
     spec.options = in.options;
     try {
-        cu::decode_case dc(s, in.st, q.data(), kp.data(), in.v_from_k ? nullptr : vp.data(),
-                           in.st == cu::storage::int8 ? kp.sc.data() : nullptr,
-                           in.st == cu::storage::int8 && !in.v_from_k ? vp.sc.data() : nullptr, spec);
-        dc.run();
-        const std::vector<float> out = dc.output();
-        const cu::decode_plan_info pi = dc.plan();
-        const std::string how = " [" + pi.kernel + ", " + std::to_string(pi.splits) + " splits, " +
-                                std::to_string(pi.stages) + " stages, " + std::to_string(pi.rows_per_block) + " rows]";
+        const float* ks = in.st == cu::storage::int8 ? kp.sc.data() : nullptr;
+        const float* vs = in.st == cu::storage::int8 && !in.v_from_k ? vp.sc.data() : nullptr;
+        decode_result res;
+        if (run) {
+            res = run(s, in.st, q.data(), kp.data(), in.v_from_k ? nullptr : vp.data(), ks, vs, spec);
+        } else {
+            cu::decode_case dc(s, in.st, q.data(), kp.data(), in.v_from_k ? nullptr : vp.data(), ks, vs, spec);
+            dc.run();
+            res.out = dc.output();
+            const cu::decode_plan_info pi = dc.plan();
+            res.how = pi.kernel + ", " + std::to_string(pi.splits) + " splits, " + std::to_string(pi.stages) + " stages, " +
+                      std::to_string(pi.rows_per_block) + " rows";
+        }
+        const std::vector<float>& out = res.out;
+        const std::string how = " [" + res.how + "]";
         const double e = relative_error(out, ref);
         t.check(e < tol, what + how + ": " + fmt_err(e, tol));
         for (decode_mutant m : mutants) {

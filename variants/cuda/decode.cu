@@ -37,23 +37,22 @@ const smem_limits& limits() {
     return l;
 }
 
-bool mma_width(std::size_t d) { return d == 64 || d == 128; }
-
 } // namespace
 
 decode_setup plan_decode(const shape& s, storage st, const decode_spec& spec) {
     const decode_options& o = spec.options;
-    const int R = int(s.heads / s.kv_heads), n_q = int(s.n_q), rows = R * n_q;
+    const int R = int(s.heads / s.kv_heads), n_q = int(s.n_q);
     const bool mla = spec.v_from_k;
-    const bool can_mma = mla || (st != storage::f32 && mma_width(s.d_qk));
-    const bool tensor = can_mma && (mla || o.tensor_cores == 1 || (o.tensor_cores == -1 && rows >= 8));
-    const int cap = tensor ? (mla ? mla_rows : mma_rows) : simt_rows(int(s.d_qk));
-    const plan::row_blocking rb = plan::block_rows(R, n_q, o.heads_per_block, cap);
+    const plan::path_choice path =
+        plan::choose_path(R, n_q, int(s.d_qk), st == storage::f32, mla, o.tensor_cores, o.heads_per_block);
+    const bool tensor = path.tensor;
+    const plan::row_blocking rb = path.rows;
 
     decode_setup out;
     decode_kernel& k = out.kernel;
     if (tensor)
-        k = mla ? find_mla(st, int(s.d_qk), int(s.d_v), m_tiles(rb.rows)) : find_mma(st, int(s.d_qk), m_tiles(rb.rows));
+        k = mla ? find_mla(st, int(s.d_qk), int(s.d_v), plan::m_tiles(rb.rows))
+                : find_mma(st, int(s.d_qk), plan::m_tiles(rb.rows));
     else
         k = find_simt(st, int(s.d_qk));
     if (!k.fn) throw error("cuda-decode: no kernel compiled for this case (" + std::string(name(st)) + ", d " +

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "decode_device.cuh"
+#include "plan.hpp"
 
 namespace attn::cuda::detail {
 
@@ -19,18 +20,6 @@ struct decode_kernel {
     int threads = 0, tile = 0, row_cap = 0;
     std::size_t fixed = 0, stage = 0, merge = 0; ///< shared memory: fixed + max(stages x stage, merge)
 };
-
-/// Rows a tensor-core block takes at most: 2 m-tiles (32 rows) for d_k = d_v, 4 (64) for MLA.
-inline constexpr int mma_rows = 32, mla_rows = 64;
-/// The m-tile count a block of `rows` rows needs.
-inline int m_tiles(int rows) { return rows <= 16 ? 1 : rows <= 32 ? 2 : 4; }
-/// CUDA cores: lanes per row (a power of two, 8 x lanes >= d, at least 4) and the rows a block holds.
-inline int simt_lanes(int d) {
-    int b = 4;
-    while (8 * b < d) b *= 2;
-    return b;
-}
-inline int simt_rows(int d) { return 32 / simt_lanes(d) * 4; }
 
 /// Tensor cores, d_k = d_v in {64, 128}, bf16/f16/int8 (decode_mma.cu).
 decode_kernel find_mma(storage st, int d, int m_tiles);

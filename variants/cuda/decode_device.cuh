@@ -7,9 +7,13 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "common.cuh"
 #include "decode_layout.hpp"
+#if defined(ATTN_DECODE_EMULATE)
+#include "decode_emulate.hpp" // tests/cuda: the instructions below on host threads
+#endif
 
 namespace attn::cuda::detail {
 
@@ -35,6 +39,30 @@ struct decode_params {
     int splits = 1, rows = 1, groups = 1, stages = 2;
     float scale_log2 = 0;
 };
+
+/// The case's geometry in the arguments (all but the buffers and the plan's splits, rows, groups,
+/// stages), from the resolved shape and the spec; decode_case and the host emulation fill them alike.
+inline void set_geometry(decode_params& a, const shape& s, const decode_spec& spec) {
+    a.map.kv_heads = int(s.kv_heads);
+    a.map.capacity = (long long)(spec.capacity ? spec.capacity : s.n_kv);
+    a.map.page = int(spec.page_size);
+    a.map.page_shift = 0;
+    while (spec.page_size && (std::size_t(1) << a.map.page_shift) < spec.page_size) ++a.map.page_shift;
+    a.map.max_pages = int(spec.max_pages);
+    a.map.ring = (long long)spec.ring;
+    a.batch = int(s.batch);
+    a.heads = int(s.heads);
+    a.kv_heads = int(s.kv_heads);
+    a.n_q = int(s.n_q);
+    a.n_kv = int(s.n_kv);
+    a.d_k = int(s.d_qk);
+    a.d_v = int(s.d_v);
+    a.k_row = (long long)s.d_qk;
+    a.v_row = spec.v_from_k ? (long long)s.d_qk : (long long)s.d_v;
+    a.window = (long long)s.window;
+    a.causal = s.causal;
+    a.scale_log2 = float(s.scale) * log2e;
+}
 
 /// Where a block is: blockIdx.x runs over (row group fastest, chunk, kv head, sequence), so the
 /// groups that read the same tiles run side by side and share them through L2.
@@ -65,7 +93,7 @@ __device__ __forceinline__ block_work locate(const decode_params& p, int tile) {
     w.full_hi = int(dl::row_keys(w.n, p.n_q, 0, p.window, p.causal).end);
     const int total = p.heads / p.kv_heads * p.n_q;
     w.row0 = w.grp * p.rows;
-    w.nrows = min(p.rows, total - w.row0);
+    w.nrows = p.rows < total - w.row0 ? p.rows : total - w.row0;
     return w;
 }
 
@@ -74,8 +102,10 @@ __device__ __forceinline__ bool tile_full(const block_work& w, int t0, int T) {
     return t0 >= w.full_lo && t0 + T <= w.full_hi;
 }
 
-// ---- instructions ----------------------------------------------------------------------------
+// ---- instructions: cp.async, ldmatrix, mma.sync, ex2 (decode_emulate.hpp stands in for them on
+// the host: tests/cuda/test_decode_emu.cpp runs these kernels' own source on CPU threads) --------
 
+#if !defined(ATTN_DECODE_EMULATE)
 __device__ __forceinline__ std::uint32_t smem_u32(const void* p) {
     return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
 }
@@ -132,6 +162,15 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+__device__ __forceinline__ float exp2_fast(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+#define ATTN_DECODE_SMEM(name) extern __shared__ __align__(128) std::uint8_t name[]
+#endif
+
 /// Two floats as a pair of the 16-bit type (lo in bits 0-15), rounded to nearest even.
 template <bool F16>
 __device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
@@ -146,11 +185,6 @@ __device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
     return u;
 }
 
-__device__ __forceinline__ float exp2_fast(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
 
 // ---- the tile loader -------------------------------------------------------------------------
 
@@ -184,7 +218,7 @@ __device__ __forceinline__ void load_tile(const decode_params& p, const tile_dst
     const auto* kc = static_cast<const std::uint8_t*>(p.k);
     const auto* vc = static_cast<const std::uint8_t*>(p.v);
     const int k_chunks = d.k_bytes / d.chunk, v_chunks = d.v ? d.v_bytes / d.chunk : 0;
-    const int chunks = max(k_chunks, v_chunks);
+    const int chunks = k_chunks > v_chunks ? k_chunks : v_chunks;
     const int lpr = chunks < 32 && 32 % chunks == 0 ? chunks : 32; // lanes per row
     const int rpp = 32 / lpr;                                       // rows per pass of a warp
     const int eb = d.elem;
@@ -237,15 +271,15 @@ __device__ __forceinline__ float* part_ml_row(const decode_params& p, const bloc
 /// After every thread wrote its part of this chunk's partial result: the block that finishes a
 /// unit's last chunk combines them in chunk order, out = sum_c 2^(m_c - M) o_c / sum_c 2^(m_c - M) l_c
 /// (M the largest m_c; an empty chunk has m_c = -inf, l_c = 0), and resets the unit's counter.
-/// `scratch`: 2 x rows floats of shared memory. Deterministic: the same sums whichever block is last.
+/// `scratch`: 2 x rows + 1 words of shared memory. Deterministic: the same sums whichever block is last.
 template <int NTH>
 __device__ void combine_if_last(const decode_params& p, const block_work& w, float* scratch) {
-    __shared__ int last;
+    int* last = reinterpret_cast<int*>(scratch + 2 * p.rows);
     __threadfence(); // this block's partials visible device-wide before it is counted
     __syncthreads();
-    if (threadIdx.x == 0) last = atomicAdd(p.counters + w.unit, 1u) == unsigned(p.splits - 1);
+    if (threadIdx.x == 0) *last = atomicAdd(p.counters + w.unit, 1u) == unsigned(p.splits - 1);
     __syncthreads();
-    if (!last) return;
+    if (!*last) return;
     __threadfence();
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const long long base = (long long)w.unit * p.splits;

@@ -7,7 +7,7 @@
 //    side by side on the same tiles, which L2 serves once).
 //  - 160/128 (a small odd pair for the tests): tiles of 64 keys, 2 k groups.
 #include "decode.cuh"
-#include "decode_mma.cuh"
+#include "decode_configs.cuh"
 
 namespace attn::cuda::detail {
 namespace {
@@ -33,17 +33,11 @@ decode_kernel describe(const char* what) {
     return k;
 }
 
-// <cache, d_k, d_v, m-tiles, warps, keys a tile, k groups, V in K, min blocks an SM>
-template <storage ST, int MT>
-using wide = mma_cfg<ST, 576, 512, MT, MT == 1 ? 4 : 8, 32, 4, true, MT == 1 ? 2 : 1>;
-template <storage ST, int MT>
-using narrow = mma_cfg<ST, 160, 128, MT, MT == 1 ? 4 : 8, 64, 2, true, MT == 1 ? 2 : 1>;
-
 template <storage ST>
 decode_kernel pick(int d_k, int mt) {
     const char* n = name(ST);
-    if (d_k == 576) return mt == 1 ? describe<wide<ST, 1>>(n) : mt == 2 ? describe<wide<ST, 2>>(n) : describe<wide<ST, 4>>(n);
-    return mt == 1 ? describe<narrow<ST, 1>>(n) : mt == 2 ? describe<narrow<ST, 2>>(n) : describe<narrow<ST, 4>>(n);
+    if (d_k == 576) return mt == 1 ? describe<mla_wide_cfg<ST, 1>>(n) : mt == 2 ? describe<mla_wide_cfg<ST, 2>>(n) : describe<mla_wide_cfg<ST, 4>>(n);
+    return mt == 1 ? describe<mla_narrow_cfg<ST, 1>>(n) : mt == 2 ? describe<mla_narrow_cfg<ST, 2>>(n) : describe<mla_narrow_cfg<ST, 4>>(n);
 }
 
 } // namespace

@@ -3,7 +3,7 @@
 // scores over the whole row (one k group). Launch bounds: 4 blocks an SM at one m-tile (128
 // registers), 3 at two (170).
 #include "decode.cuh"
-#include "decode_mma.cuh"
+#include "decode_configs.cuh"
 
 namespace attn::cuda::detail {
 namespace {
@@ -29,14 +29,11 @@ decode_kernel describe(const char* what) {
     return k;
 }
 
-template <storage ST, int D, int MT>
-using gqa = mma_cfg<ST, D, D, MT, 4, 64, 1, false, MT == 1 ? 4 : 3>;
-
 template <storage ST>
 decode_kernel pick(int d, int mt) {
     const char* n = name(ST);
-    if (d == 64) return mt == 1 ? describe<gqa<ST, 64, 1>>(n) : describe<gqa<ST, 64, 2>>(n);
-    return mt == 1 ? describe<gqa<ST, 128, 1>>(n) : describe<gqa<ST, 128, 2>>(n);
+    if (d == 64) return mt == 1 ? describe<gqa_cfg<ST, 64, 1>>(n) : describe<gqa_cfg<ST, 64, 2>>(n);
+    return mt == 1 ? describe<gqa_cfg<ST, 128, 1>>(n) : describe<gqa_cfg<ST, 128, 2>>(n);
 }
 
 } // namespace

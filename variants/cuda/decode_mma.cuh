@@ -40,7 +40,7 @@ struct mma_cfg {
     static constexpr int Q_BYTES = QREG ? 0 : MT * KSTEPS * 32 * 16;
     static constexpr int SX_BYTES = CS > 1 ? CS * NT * MT * 32 * 16 : 0;
     static constexpr int P_BYTES = M * PSTRIDE;
-    static constexpr int RED_BYTES = 2 * NW * M * 4 + 2 * M * 4;
+    static constexpr int RED_BYTES = 2 * NW * M * 4 + 2 * M * 4 + 16; // maxima, sums; the combine's
     static constexpr int FIXED = Q_BYTES + SX_BYTES + P_BYTES + RED_BYTES;
     static_assert(DK % 16 == 0 && KSTEPS % CS == 0 && NW % CS == 0 && NT % KS == 0 && SNT % 2 == 0, "S tiling");
     static_assert(NT % OWNERS == 0 && (CS > 1 || OWN == SNT), "softmax ownership");
@@ -66,13 +66,13 @@ __device__ __forceinline__ void load_v8(const std::uint8_t* base, int off, std::
 
 template <class C>
 __global__ void __launch_bounds__(C::NTH, C::MINB) decode_mma(const decode_params p) {
-    extern __shared__ __align__(128) std::uint8_t smem[];
+    ATTN_DECODE_SMEM(smem);
     std::uint8_t* sq = smem;
     float* sx = reinterpret_cast<float*>(smem + C::Q_BYTES);
     std::uint8_t* sp = smem + C::Q_BYTES + C::SX_BYTES;
     float* red_m = reinterpret_cast<float*>(sp + C::P_BYTES); // [NW][M]
     float* red_l = red_m + C::NW * C::M;                      // [NW][M]
-    float* scratch = red_l + C::NW * C::M;                    // [M][2] for the combine
+    float* scratch = red_l + C::NW * C::M;                    // [M][2] + a flag, for the combine
     std::uint8_t* stages = smem + C::FIXED;
 
     const block_work w = locate(p, C::T);

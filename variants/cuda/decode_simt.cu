@@ -29,7 +29,7 @@ decode_kernel describe(int d) {
 
 template <storage ST>
 decode_kernel pick(int d) {
-    switch (simt_lanes(d)) {
+    switch (plan::simt_lanes(d)) {
     case 4:
         return describe<ST, 4>(d);
     case 8:

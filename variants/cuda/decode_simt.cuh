@@ -24,7 +24,7 @@ struct simt_cfg {
     static constexpr int EB = ST == storage::f32 ? 4 : ST == storage::int8 ? 1 : 2;
     static constexpr bool I8 = ST == storage::int8;
     static constexpr int MERGE = NW * ROWS * DMAX * 4;   // the warps' outputs at the end of a chunk
-    static constexpr int FIXED = 2 * NW * ROWS * 4 + 2 * ROWS * 4; // their maxima and sums; the combine's
+    static constexpr int FIXED = 2 * NW * ROWS * 4 + 2 * ROWS * 4 + 16; // their maxima and sums; the combine's
     static_assert(KW == 8 && 32 % BDX == 0, "tiling");
 };
 
@@ -62,10 +62,10 @@ __device__ __forceinline__ void load8(const std::uint8_t* row, int x, float (&v)
 
 template <class C>
 __global__ void __launch_bounds__(C::NTH, 3) decode_simt(const decode_params p) {
-    extern __shared__ __align__(128) std::uint8_t smem[];
+    ATTN_DECODE_SMEM(smem);
     float* mm = reinterpret_cast<float*>(smem);  // [NW][ROWS] maxima
     float* ml = mm + C::NW * C::ROWS;             // [NW][ROWS] sums
-    float* scratch = ml + C::NW * C::ROWS;        // [ROWS][2]
+    float* scratch = ml + C::NW * C::ROWS;        // [ROWS][2] + a flag
     std::uint8_t* area = smem + C::FIXED;         // the stages, then the merge
     const block_work w = locate(p, C::T);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, x = lane % C::BDX, y = lane / C::BDX;
@@ -135,6 +135,10 @@ __global__ void __launch_bounds__(C::NTH, 3) decode_simt(const decode_params p) 
                 if (active) load8<C::st>(kt + key * k_stride, x, kv);
 #pragma unroll
                 for (int i = 0; i < C::RPT; ++i) {
+                    if (C::RW * i >= w.nrows) { // no lane of the warp has row i: skip it (warp-uniform)
+                        sc[j][i] = -INFINITY;
+                        continue;
+                    }
                     float part = 0.0f;
 #pragma unroll
                     for (int e = 0; e < 8; ++e) part += qv[i][e] * kv[e];
@@ -165,6 +169,7 @@ __global__ void __launch_bounds__(C::NTH, 3) decode_simt(const decode_params p) 
                 if (active) load8<C::st>(vt + key * k_stride, x, vv);
 #pragma unroll
                 for (int i = 0; i < C::RPT; ++i) {
+                    if (C::RW * i >= w.nrows) continue;
                     float pw = exp2_fast(sc[j][i] - mu[i]);
                     l_run[i] += pw;
                     if constexpr (C::I8) pw *= vst[key];

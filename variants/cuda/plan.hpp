@@ -90,6 +90,37 @@ inline row_blocking block_rows(int heads_per_kv, int n_q, int heads_per_block, i
     return b;
 }
 
+/// Rows a tensor-core block takes at most: 2 m-tiles (32 rows) for d_k = d_v, 4 (64) for MLA.
+inline constexpr int mma_rows = 32, mla_rows = 64;
+/// The m-tile count a tensor-core block of `rows` rows needs.
+inline int m_tiles(int rows) { return rows <= 16 ? 1 : rows <= 32 ? 2 : 4; }
+/// CUDA cores: lanes per row (a power of two, 8 x lanes >= d, at least 4) and the rows a block holds
+/// (32 / lanes row groups a warp, 4 rows a thread).
+inline int simt_lanes(int d) {
+    int b = 4;
+    while (8 * b < d) b *= 2;
+    return b;
+}
+inline int simt_rows(int d) { return 32 / simt_lanes(d) * 4; }
+
+/// The kernel family and the row blocking for a case: tensor cores for MLA's absorbed form
+/// always, and for 16-bit and int8 caches at d 64 and 128 when a kv head has at least 8 rows
+/// (H/G x n_q), or when asked (tensor_cores 1); CUDA cores otherwise (f32 always).
+struct path_choice {
+    bool tensor = false;
+    int row_cap = 1;
+    row_blocking rows;
+};
+inline path_choice choose_path(int heads_per_kv, int n_q, int d_k, bool f32_cache, bool mla, int tensor_cores,
+                               int heads_per_block) {
+    path_choice c;
+    const bool can = mla || (!f32_cache && (d_k == 64 || d_k == 128));
+    c.tensor = can && (mla || tensor_cores == 1 || (tensor_cores == -1 && heads_per_kv * n_q >= 8));
+    c.row_cap = c.tensor ? (mla ? mla_rows : mma_rows) : simt_rows(d_k);
+    c.rows = block_rows(heads_per_kv, n_q, heads_per_block, c.row_cap);
+    return c;
+}
+
 /// Bytes of cache in flight per SM beyond which more stages are not worth their shared memory
 /// (Little's law at ~23 GB/s per SM and ~1 us of loaded latency asks ~24 KB; twice that, and a
 /// margin): past it the planner prefers more resident blocks, then fewer stages.
