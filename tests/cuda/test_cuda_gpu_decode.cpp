@@ -232,7 +232,12 @@ void check_decode_case(tally& t, std::mt19937_64& rng, const decode_input& in0, 
         if (run) {
             res = run(s, in.st, q.data(), kp.data(), in.v_from_k ? nullptr : vp.data(), ks, vs, spec);
         } else {
-            cu::decode_case dc(s, in.st, q.data(), kp.data(), in.v_from_k ? nullptr : vp.data(), ks, vs, spec);
+            const cu::decode_options& o = spec.options;
+            const bool plain = !P && !in.ring && in.lengths.empty() && !in.v_from_k && !o.splits && !o.stages &&
+                               !o.heads_per_block && o.tensor_cores < 0;
+            cu::decode_case dc = plain ? cu::decode_case(s, in.st, q.data(), kp.data(), vp.data(), ks, vs, cap) // the first form
+                                       : cu::decode_case(s, in.st, q.data(), kp.data(), in.v_from_k ? nullptr : vp.data(),
+                                                         ks, vs, spec);
             dc.run();
             res.out = dc.output();
             const cu::decode_plan_info pi = dc.plan();

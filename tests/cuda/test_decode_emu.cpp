@@ -190,6 +190,21 @@ int main() {
         in.options.splits = 16; // more chunks than tiles: empty chunks in the combine
         check(in);
     }
+    { // deep pipelines over many tiles: buffers reused several times
+        decode_input in = make(1, 16, 2, 1, 600, 128, st::bf16);
+        in.options.splits = 1;
+        in.options.stages = 4;
+        check(in);
+        decode_input c = make(1, 4, 2, 2, 400, 64, st::f32);
+        c.options.splits = 1;
+        c.options.stages = 5;
+        check(c);
+    }
+    { // row groups: MQA's 32 heads as 4 blocks of 8
+        decode_input in = make(1, 32, 1, 1, 130, 128, st::f16);
+        in.options.heads_per_block = 8;
+        check(in);
+    }
     // pages, per-sequence lengths, windows, rolling buffers
     {
         decode_input in = make(3, 8, 1, 2, 140, 128, st::bf16);
@@ -203,6 +218,12 @@ int main() {
         check(in, {dm::window_short, dm::window_long});
         in.ring = 9;
         in.page = 16;
+        check(in, {dm::window_short, dm::window_long});
+    }
+    {
+        decode_input in = make(2, 4, 1, 1, 90, 64, st::f16);
+        in.s.window = 7;
+        in.ring = 7;
         check(in, {dm::window_short, dm::window_long});
     }
     {

@@ -75,7 +75,10 @@ struct cache_map {
     const std::int32_t* table = nullptr;
 };
 
-ATTN_HD inline long long slot_of(const cache_map& m, long long pos) { return m.ring > 0 ? pos % m.ring : pos; }
+/// Positions and rings are below 2^31 (decode_refusal), so the modulo is a 32-bit one.
+ATTN_HD inline long long slot_of(const cache_map& m, long long pos) {
+    return m.ring > 0 ? (long long)((unsigned)pos % (unsigned)m.ring) : pos;
+}
 
 ATTN_HD inline long long row_of_slot(const cache_map& m, int b, int g, long long slot) {
     if (m.page == 0) return ((long long)b * m.kv_heads + g) * m.capacity + slot;

@@ -150,12 +150,13 @@ __global__ void __launch_bounds__(C::NTH, C::MINB) decode_mma(const decode_param
         cp_async_commit();
     }
     const int cb = dl::pv_col0(warp, C::DV, C::NW); // this warp's first output column
-    for (int it = w.tf; it < w.te; ++it) {
-        const int buf = (it - w.tf) % S;
+    // tile it sits in buffer buf, tile it + S - 1 goes to buffer next (no division in the loop)
+    for (int it = w.tf, buf = 0, next = S - 1; it < w.te;
+         ++it, buf = buf + 1 == S ? 0 : buf + 1, next = next + 1 == S ? 0 : next + 1) {
         cp_async_wait(S - 2);
         __syncthreads(); // tile `it` landed; every warp is done with tile it - 1 (its buffer, P, red_m)
         if (it + S - 1 < w.te)
-            load_tile<C::NTH>(p, dst((it - w.tf + S - 1) % S), w.b, w.g, w.kb + (it + S - 1) * C::T, w.ke, C::T);
+            load_tile<C::NTH>(p, dst(next), w.b, w.g, w.kb + (it + S - 1) * C::T, w.ke, C::T);
         cp_async_commit();
         const int t0 = w.kb + it * C::T;
         const std::uint8_t* kt = stages + buf * C::STAGE;
