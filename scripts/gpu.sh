@@ -132,7 +132,10 @@ fi
 if want bench; then
   "$bin/attn_cuda_bench" peak 10 >"$out/peak.csv" 2>&1 || record "bench peak" $?
   "$bin/attn_cuda_bench" flash 10 >"$out/flash.csv" 2>&1 || record "bench flash" $?
-  "$bin/attn_cuda_bench" decode 10 >"$out/decode.csv" 2>&1 || record "bench decode" $?
+  read_gbs=$(awk -F, '$1 == "read" {print $2}' "$out/peak.csv" 2>/dev/null) # the decode table's ceiling
+  decode_args=(decode 10)
+  [ -n "$read_gbs" ] && decode_args+=("$read_gbs")
+  "$bin/attn_cuda_bench" "${decode_args[@]}" >"$out/decode.csv" 2>&1 || record "bench decode" $?
   if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
     # torch's flash backend alone (sdpa_kernel with one backend raises rather than falling back);
     # the same shapes, timing and L2 flush as attn_cuda_bench; n_q = n_kv, so torch's top-left
@@ -191,10 +194,10 @@ for r in rows("flash.csv"):
     ratio = f"{float(t['ms']) / float(r['ms']):.2f}" if t else "-"
     print(f"{r['d']:>4} {r['n']:>6} {r['causal']:>6} {r['batch']:>3} {r['heads']:>3} | {float(r['ms']):13.3f} {float(r['tflops']):8.1f} | {tm} | {ratio}")
 read = peak.get("read", 0)
-print(f"{'B':>3} {'H':>3} {'G':>3} {'L':>7} {'chunks':>6} | {'ms':>8} {'GB/s':>7} | of read peak")
+print(f"{'type':>5} {'B':>3} {'H':>3} {'G':>3} {'n_q':>3} {'L':>7} {'layout':>11} {'options':>16} {'chunks':>6} | {'ms':>8} {'GB/s':>7} | of read peak | plan")
 for r in rows("decode.csv"):
     frac = f"{float(r['gbs']) / read:.0%}" if read else "-"
-    print(f"{r['batch']:>3} {r['heads']:>3} {r['kv_heads']:>3} {r['L']:>7} {r['chunks']:>6} | {float(r['ms']):8.3f} {float(r['gbs']):7.0f} | {frac}")
+    print(f"{r.get('storage', ''):>5} {r['batch']:>3} {r['heads']:>3} {r['kv_heads']:>3} {r.get('n_q', '1'):>3} {r['L']:>7} {r.get('layout', ''):>11} {r.get('options', ''):>16} {r['chunks']:>6} | {float(r['ms']):8.3f} {float(r['gbs']):7.0f} | {frac:>12} | {r.get('plan', '')}")
 EOF
 fi
 

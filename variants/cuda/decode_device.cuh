@@ -271,9 +271,11 @@ __device__ __forceinline__ float* part_ml_row(const decode_params& p, const bloc
 /// After every thread wrote its part of this chunk's partial result: the block that finishes a
 /// unit's last chunk combines them in chunk order, out = sum_c 2^(m_c - M) o_c / sum_c 2^(m_c - M) l_c
 /// (M the largest m_c; an empty chunk has m_c = -inf, l_c = 0), and resets the unit's counter.
-/// `scratch`: 2 x rows + 1 words of shared memory. Deterministic: the same sums whichever block is last.
+/// Deterministic: the same sums whichever block is last. `scratch`: 2 x rows + 1 words of shared
+/// memory; `weights`: splits x rows floats (the stage buffers, free by then: at most 128 x 64).
+/// Each thread takes 4 adjacent columns of a row, the chunks' loads unrolled 8 deep (L2 latency).
 template <int NTH>
-__device__ void combine_if_last(const decode_params& p, const block_work& w, float* scratch) {
+__device__ void combine_if_last(const decode_params& p, const block_work& w, float* scratch, float* weights) {
     int* last = reinterpret_cast<int*>(scratch + 2 * p.rows);
     __threadfence(); // this block's partials visible device-wide before it is counted
     __syncthreads();
@@ -281,15 +283,15 @@ __device__ void combine_if_last(const decode_params& p, const block_work& w, flo
     __syncthreads();
     if (!*last) return;
     __threadfence();
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-    const long long base = (long long)w.unit * p.splits;
-    for (int r = warp; r < w.nrows; r += NTH / 32) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, S = p.splits;
+    const long long base = (long long)w.unit * S;
+    for (int r = warp; r < w.nrows; r += NTH / 32) { // a warp a row: M and 1 / sum
         float mx = -INFINITY;
-        for (int c = lane; c < p.splits; c += 32) mx = fmaxf(mx, __ldcg(p.part_ml + ((base + c) * p.rows + r) * 2));
+        for (int c = lane; c < S; c += 32) mx = fmaxf(mx, __ldcg(p.part_ml + ((base + c) * p.rows + r) * 2));
         for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
         const float mu = mx == -INFINITY ? 0.0f : mx;
         float den = 0;
-        for (int c = lane; c < p.splits; c += 32) {
+        for (int c = lane; c < S; c += 32) {
             const float* ml = p.part_ml + ((base + c) * p.rows + r) * 2;
             den += exp2f(__ldcg(ml) - mu) * __ldcg(ml + 1);
         }
@@ -300,17 +302,22 @@ __device__ void combine_if_last(const decode_params& p, const block_work& w, flo
         }
     }
     __syncthreads();
-    for (int r = 0; r < w.nrows; ++r) {
-        const float mu = scratch[2 * r], inv = scratch[2 * r + 1];
-        float* dst = out_row(p, w, r);
-        for (int x = threadIdx.x; x < p.d_v; x += NTH) {
-            float acc = 0;
-            for (int c = 0; c < p.splits; ++c) {
-                const long long at = (base + c) * p.rows + r;
-                acc += exp2f(__ldcg(p.part_ml + at * 2) - mu) * __ldcg(p.part_o + at * p.d_v + x);
-            }
-            dst[x] = acc * inv;
+    for (int i = threadIdx.x; i < S * w.nrows; i += NTH) { // each chunk's weight, 1 / sum folded in
+        const int c = i / w.nrows, r = i % w.nrows;
+        weights[i] = exp2f(__ldcg(p.part_ml + ((base + c) * p.rows + r) * 2) - scratch[2 * r]) * scratch[2 * r + 1];
+    }
+    __syncthreads();
+    const int quads = p.d_v / 4;
+    for (int i = threadIdx.x; i < w.nrows * quads; i += NTH) {
+        const int r = i / quads, x = 4 * (i % quads);
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 8
+        for (int c = 0; c < S; ++c) {
+            const float wc = weights[c * w.nrows + r];
+            const float4 o = __ldcg(reinterpret_cast<const float4*>(p.part_o + ((base + c) * p.rows + r) * p.d_v + x));
+            acc.x += wc * o.x, acc.y += wc * o.y, acc.z += wc * o.z, acc.w += wc * o.w;
         }
+        *reinterpret_cast<float4*>(out_row(p, w, r) + x) = acc;
     }
     if (threadIdx.x == 0) p.counters[w.unit] = 0; // ready for the next step
 }

@@ -81,16 +81,16 @@ __global__ void __launch_bounds__(C::NTH, C::MINB) decode_mma(const decode_param
     const int R = p.heads / p.kv_heads;
 
     // each lane's rows (mt * 16 + gq + 8 hh): the keys each sees
-    int lo[C::MT][2], hi[C::MT][2]; // positions are below 2^31 (refusal)
+    int hi[C::MT][2]; // one past each row's last key (its first: hi - window); positions are below 2^31
 #pragma unroll
     for (int mt = 0; mt < C::MT; ++mt)
 #pragma unroll
         for (int hh = 0; hh < 2; ++hh) {
             const int r = mt * 16 + gq + 8 * hh;
-            lo[mt][hh] = hi[mt][hh] = 0;
+            hi[mt][hh] = 0;
             if (r < w.nrows) {
                 const dl::key_range k = dl::row_keys(w.n, p.n_q, (w.row0 + r) % p.n_q, p.window, p.causal);
-                lo[mt][hh] = int(k.begin), hi[mt][hh] = int(k.end);
+                hi[mt][hh] = int(k.end);
             }
         }
     // Q's A fragments, times scale x log2 e, in the cache's 16-bit type (int8: bf16), k permuted as K
@@ -256,7 +256,8 @@ __global__ void __launch_bounds__(C::NTH, C::MINB) decode_mma(const decode_param
                         if constexpr (C::I8) x *= kst[key];
                         if (!full) {
                             const int pos = t0 + key;
-                            if (pos < lo[mt][e / 2] || pos >= hi[mt][e / 2]) x = -INFINITY;
+                            const int h = hi[mt][e / 2];
+                            if (pos >= h || (p.window > 0 && pos < h - p.window)) x = -INFINITY;
                         }
                         so[mt][j][e] = x;
                         mx[e / 2] = fmaxf(mx[e / 2], x);
@@ -384,7 +385,7 @@ __global__ void __launch_bounds__(C::NTH, C::MINB) decode_mma(const decode_param
                 ml[1] = l;
             }
         }
-    if (split) combine_if_last<C::NTH>(p, w, scratch);
+    if (split) combine_if_last<C::NTH>(p, w, scratch, reinterpret_cast<float*>(stages));
 }
 
 } // namespace attn::cuda::detail

@@ -23,6 +23,7 @@ struct simt_cfg {
     static constexpr int DMAX = BDX * 8;
     static constexpr int EB = ST == storage::f32 ? 4 : ST == storage::int8 ? 1 : 2;
     static constexpr bool I8 = ST == storage::int8;
+    static constexpr int MINB = ST == storage::f32 ? 2 : 3; // f32's 8-element pieces take two 16-byte loads
     static constexpr int MERGE = NW * ROWS * DMAX * 4;   // the warps' outputs at the end of a chunk
     static constexpr int FIXED = 2 * NW * ROWS * 4 + 2 * ROWS * 4 + 16; // their maxima and sums; the combine's
     static_assert(KW == 8 && 32 % BDX == 0, "tiling");
@@ -61,7 +62,7 @@ __device__ __forceinline__ void load8(const std::uint8_t* row, int x, float (&v)
 }
 
 template <class C>
-__global__ void __launch_bounds__(C::NTH, 3) decode_simt(const decode_params p) {
+__global__ void __launch_bounds__(C::NTH, C::MINB) decode_simt(const decode_params p) {
     ATTN_DECODE_SMEM(smem);
     float* mm = reinterpret_cast<float*>(smem);  // [NW][ROWS] maxima
     float* ml = mm + C::NW * C::ROWS;             // [NW][ROWS] sums
@@ -75,7 +76,7 @@ __global__ void __launch_bounds__(C::NTH, 3) decode_simt(const decode_params p) 
     const int stage = C::T * 2 * k_stride + (C::I8 ? 2 * C::T * 4 : 0);
 
     float qv[C::RPT][8], o[C::RPT][8], m_run[C::RPT], l_run[C::RPT];
-    int lo[C::RPT], hi[C::RPT]; // positions are below 2^31 (refusal)
+    int hi[C::RPT]; // one past each row's last key (its first: hi - window); positions are below 2^31
 #pragma unroll
     for (int i = 0; i < C::RPT; ++i) {
         const int r = y + C::RW * i;
@@ -90,7 +91,6 @@ __global__ void __launch_bounds__(C::NTH, 3) decode_simt(const decode_params p) 
         m_run[i] = -INFINITY;
         l_run[i] = 0.0f;
         const dl::key_range k = dl::row_keys(w.n, p.n_q, qi, p.window, p.causal);
-        lo[i] = r < w.nrows ? int(k.begin) : 0;
         hi[i] = r < w.nrows ? int(k.end) : 0;
     }
 
@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(C::NTH, 3) decode_simt(const decode_params p) 
 #pragma unroll
                     for (int off = C::BDX / 2; off > 0; off /= 2) part += __shfl_xor_sync(0xffffffffu, part, off);
                     if constexpr (C::I8) part *= kst[key];
-                    if (!full && (t0 + key < lo[i] || t0 + key >= hi[i])) part = -INFINITY;
+                    if (!full && (t0 + key >= hi[i] || (p.window > 0 && t0 + key < hi[i] - p.window))) part = -INFINITY;
                     sc[j][i] = part;
                 }
             }
@@ -222,7 +222,7 @@ __global__ void __launch_bounds__(C::NTH, 3) decode_simt(const decode_params p) 
             out_row(p, w, r)[col] = l > 0.0f ? acc / l : 0.0f;
         }
     }
-    if (split) combine_if_last<C::NTH>(p, w, scratch);
+    if (split) combine_if_last<C::NTH>(p, w, scratch, reinterpret_cast<float*>(area));
 }
 
 } // namespace attn::cuda::detail

@@ -131,7 +131,7 @@ std::string decode_refusal(const shape& in, storage st, const decode_spec& spec)
             return kn + ": the block table's " + str(spec.max_pages) + " pages of " + str(spec.page_size) +
                    " do not hold " + str(slots) + " slots";
         if (spec.pages * spec.page_size * s.kv_heads >= limit || s.batch * spec.max_pages >= limit)
-            return kn + ": the page pool's rows must number below 2^31";
+            return kn + ": the page pool's rows (pages x page_size x G) and the block table's entries must number below 2^31";
     } else {
         const std::size_t cap = spec.capacity ? spec.capacity : s.n_kv;
         if (cap < slots) return kn + ": capacity " + str(cap) + " does not hold " + str(slots) + " slots";
