@@ -16,6 +16,7 @@
 #include <numeric>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 #include "api.hpp"
 #include "formats.hpp"
@@ -24,14 +25,26 @@ namespace cu = attn::cuda;
 
 namespace {
 
+/// f(i) for i < n in contiguous slices on every hardware thread (gigabytes of cache to make).
+template <class F>
+void parallel(std::size_t n, F f) {
+    const std::size_t t = std::max(1u, std::thread::hardware_concurrency()), per = (n + t - 1) / t;
+    std::vector<std::thread> pool;
+    for (std::size_t w = 0; w < t && w * per < n; ++w)
+        pool.emplace_back([&, w] {
+            for (std::size_t i = w * per; i < std::min(n, (w + 1) * per); ++i) f(i);
+        });
+    for (auto& th : pool) th.join();
+}
+
 void fill(std::vector<float>& x, std::uint64_t seed) {
-    for (std::size_t i = 0; i < x.size(); ++i) {
+    parallel(x.size(), [&](std::size_t i) {
         std::uint64_t z = (i + 1) * 0x9e3779b97f4a7c15ull + seed;
         z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
         z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
         z ^= z >> 31;
         x[i] = float(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
-    }
+    });
 }
 
 double median(std::vector<double> v) {
@@ -54,15 +67,18 @@ struct host_cache {
         } else if (st == cu::storage::int8) {
             i8.resize(rows * d);
             sc.resize(rows);
-            for (std::size_t r = 0; r < rows; ++r) sc[r] = cu::formats::quantize_row(&x[r * d], d, &i8[r * d]);
+            parallel(rows, [&](std::size_t r) { sc[r] = cu::formats::quantize_row(&x[r * d], d, &i8[r * d]); });
         } else {
             h.resize(rows * d);
-            for (std::size_t i = 0; i < h.size(); ++i)
+            parallel(h.size(), [&](std::size_t i) {
                 h[i] = st == cu::storage::bf16 ? cu::formats::to_bf16(x[i]) : cu::formats::to_f16(x[i]);
+            });
         }
     }
     const void* data() const {
-        return st == cu::storage::f32 ? (const void*)f.data() : st == cu::storage::int8 ? (const void*)i8.data() : (const void*)h.data();
+        return st == cu::storage::f32    ? (const void*)f.data()
+               : st == cu::storage::int8 ? (const void*)i8.data()
+                                         : (const void*)h.data();
     }
     const float* scales() const { return sc.empty() ? nullptr : sc.data(); }
 };
@@ -89,8 +105,8 @@ void print(const row& r, const std::string& layout, const std::string& opts, cu:
     const double gbs = step_bytes(r) / ms * 1e-6;
     const cu::decode_plan_info p = dc.plan();
     std::printf("cuda-decode,%s,%zu,%zu,%zu,%zu,%zu,%zu,%s,%s,%s,%d,%d,%d,%.4f,%.1f,%.1f\n", cu::name(r.st), r.batch,
-                r.heads, r.kv_heads, r.n_q, r.L, r.dk, layout.c_str(), opts.c_str(), p.kernel.c_str(), p.splits, p.stages,
-                p.rows_per_block, ms, gbs, read_gbs > 0 ? 100.0 * gbs / read_gbs : 0.0);
+                r.heads, r.kv_heads, r.n_q, r.L, r.dk, layout.c_str(), opts.c_str(), p.kernel.c_str(), p.splits,
+                p.stages, p.rows_per_block, ms, gbs, read_gbs > 0 ? 100.0 * gbs / read_gbs : 0.0);
     std::fflush(stdout);
 }
 
@@ -141,7 +157,8 @@ cu::decode_options opt(int splits, int stages, int hb, int tc) {
 /// The same cache rows rearranged into a pool of pages [pages, P, G, d] in shuffled order.
 template <class T>
 std::vector<T> to_pages(const std::vector<T>& c, std::size_t B, std::size_t G, std::size_t L, std::size_t d,
-                        std::size_t P, const std::vector<std::int32_t>& table, std::size_t max_pages, std::size_t pages) {
+                        std::size_t P, const std::vector<std::int32_t>& table, std::size_t max_pages,
+                        std::size_t pages) {
     std::vector<T> out(pages * P * G * d);
     for (std::size_t b = 0; b < B; ++b)
         for (std::size_t g = 0; g < G; ++g)
@@ -180,7 +197,8 @@ void bench_decode(int reps, double read_ceiling) {
     }
     std::printf("# read ceiling %.1f GB/s\n", read_gbs);
     std::printf("kernel,storage,batch,heads,kv_heads,n_q,L,d,layout,options,plan,chunks,stages,rows,ms,gbs,pct_read\n");
-    const std::vector<std::array<std::size_t, 3>> table = {{1, 8, 131072}, {8, 8, 32768}, {32, 8, 8192}, {8, 1, 131072}, {64, 32, 4096}};
+    const std::vector<std::array<std::size_t, 3>> table = {
+        {1, 8, 131072}, {8, 8, 32768}, {32, 8, 8192}, {8, 1, 131072}, {64, 32, 4096}};
     for (std::size_t i = 0; i < table.size(); ++i) {
         const row r{table[i][0], 32, table[i][1], 1, table[i][2], 128, 128, cu::storage::bf16};
         const std::size_t rows = r.batch * r.kv_heads * r.L;

@@ -6,7 +6,9 @@
 // their group (the latest moment the PTX ISA allows), so reading a stage too early reads the stale
 // bytes. ldmatrix and mma follow the PTX ISA's fragment layouts (as tests/cuda/test_decode_warp.cpp
 // models them); ex2.approx is std::exp2. Blocks of a grid run one after another, so the fused
-// combine's last block is the grid's last. Dynamic shared memory starts as 0xff bytes (NaN).
+// combine's last block is the grid's last. Dynamic shared memory starts as 0xff bytes (NaN) and is
+// sized exactly, as are the test's caches: built with -fsanitize=address (checked: clean), a kernel
+// reading past either fails, which makes it a memcheck of the emulated cases too.
 #pragma once
 
 #include <array>
@@ -37,7 +39,7 @@ struct block_ctx {
     std::vector<std::uint8_t> smem;
     std::barrier<> bar;
     std::vector<std::unique_ptr<warp_ctx>> warps;
-    block_ctx(int threads, std::size_t smem_bytes) : smem(smem_bytes + 16, 0xff), bar(threads) {
+    block_ctx(int threads, std::size_t smem_bytes) : smem(smem_bytes, 0xff), bar(threads) {
         for (int w = 0; w < threads / 32; ++w) warps.push_back(std::make_unique<warp_ctx>());
     }
 };
@@ -170,7 +172,9 @@ inline void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, st
     w.bar.arrive_and_wait();
 }
 
-inline void cp_async(void* dst, const void* src, int bytes, bool valid) { tls.open.push_back({dst, src, bytes, valid}); }
+inline void cp_async(void* dst, const void* src, int bytes, bool valid) {
+    tls.open.push_back({dst, src, bytes, valid});
+}
 inline void commit() {
     tls.groups.push_back(std::move(tls.open));
     tls.open.clear();
@@ -178,8 +182,10 @@ inline void commit() {
 inline void wait(int n) {
     while (int(tls.groups.size()) > n) {
         for (const copy& c : tls.groups.front()) {
-            if (c.valid) std::memcpy(c.dst, c.src, std::size_t(c.bytes));
-            else std::memset(c.dst, 0, std::size_t(c.bytes));
+            if (c.valid)
+                std::memcpy(c.dst, c.src, std::size_t(c.bytes));
+            else
+                std::memset(c.dst, 0, std::size_t(c.bytes));
         }
         tls.groups.pop_front();
     }

@@ -35,9 +35,9 @@ struct decode_result {
     std::vector<float> out;
     std::string how;
 };
-using decode_runner = std::function<decode_result(const cu::shape&, cu::storage, const float* q, const void* k,
-                                                  const void* v, const float* k_scales, const float* v_scales,
-                                                  const cu::decode_spec&)>;
+using decode_runner =
+    std::function<decode_result(const cu::shape&, cu::storage, const float* q, const void* k, const void* v,
+                                const float* k_scales, const float* v_scales, const cu::decode_spec&)>;
 
 /// Builds the case (the cache as the kernel reads it: rounded or quantized rows, rows nobody may
 /// read poisoned with NaN, pages in shuffled order), runs cuda-decode, checks the output against

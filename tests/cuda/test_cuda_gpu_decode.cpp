@@ -20,21 +20,27 @@ namespace attn_gpu_check {
 
 const char* decode_mutant_name(decode_mutant m) {
     switch (m) {
-    case decode_mutant::scale: return "scale 1% off";
-    case decode_mutant::kv_map: return "kv head h % G";
-    case decode_mutant::mask_short: return "mask one key short";
-    case decode_mutant::window_short: return "window one key short";
-    case decode_mutant::window_long: return "window one key long";
-    default: return "none";
+    case decode_mutant::scale:
+        return "scale 1% off";
+    case decode_mutant::kv_map:
+        return "kv head h % G";
+    case decode_mutant::mask_short:
+        return "mask one key short";
+    case decode_mutant::window_short:
+        return "window one key short";
+    case decode_mutant::window_long:
+        return "window one key long";
+    default:
+        return "none";
     }
 }
 
 std::string describe_decode(const decode_input& in) {
     const cu::shape& s = in.s;
     char buf[320];
-    std::snprintf(buf, sizeof buf, "cuda-decode %s B%zu H%zu G%zu n_q %zu L %zu d %zu/%zu%s%s", cu::name(in.st), s.batch,
-                  s.heads, s.kv_heads, s.n_q, s.n_kv, s.d_qk, s.d_v ? s.d_v : s.d_qk, s.causal ? "" : " non-causal",
-                  in.v_from_k ? " mla" : "");
+    std::snprintf(buf, sizeof buf, "cuda-decode %s B%zu H%zu G%zu n_q %zu L %zu d %zu/%zu%s%s", cu::name(in.st),
+                  s.batch, s.heads, s.kv_heads, s.n_q, s.n_kv, s.d_qk, s.d_v ? s.d_v : s.d_qk,
+                  s.causal ? "" : " non-causal", in.v_from_k ? " mla" : "");
     std::string r = buf;
     if (s.window) r += " W " + std::to_string(s.window);
     if (in.ring) r += " ring " + std::to_string(in.ring);
@@ -42,8 +48,8 @@ std::string describe_decode(const decode_input& in) {
     if (!in.lengths.empty()) r += " varied L";
     const cu::decode_options& o = in.options;
     if (o.splits || o.stages || o.heads_per_block || o.tensor_cores >= 0)
-        r += " opts " + std::to_string(o.splits) + "/" + std::to_string(o.stages) + "/" + std::to_string(o.heads_per_block) +
-             "/" + std::to_string(o.tensor_cores);
+        r += " opts " + std::to_string(o.splits) + "/" + std::to_string(o.stages) + "/" +
+             std::to_string(o.heads_per_block) + "/" + std::to_string(o.tensor_cores);
     return r;
 }
 
@@ -58,7 +64,7 @@ std::pair<long long, long long> seen(long long n, long long n_q, long long i, lo
 
 struct logical {
     std::size_t B, G, L, dk, dv;
-    std::vector<float> k, v; ///< [B][G][L][dk], [B][G][L][dv]: the values as stored
+    std::vector<float> k, v;           ///< [B][G][L][dk], [B][G][L][dv]: the values as stored
     std::vector<std::uint16_t> kb, vb; ///< 16-bit patterns
     std::vector<std::int8_t> kc, vc;   ///< int8 codes
     std::vector<float> ks, vs;         ///< int8 scales [B][G][L]
@@ -135,14 +141,16 @@ struct physical {
         if (st == cu::storage::int8) std::copy_n(codes, d, &i8[row * d]), sc[row] = scale;
     }
     const void* data() const {
-        return st == cu::storage::f32 ? (const void*)f.data() : st == cu::storage::int8 ? (const void*)i8.data() : (const void*)h.data();
+        return st == cu::storage::f32    ? (const void*)f.data()
+               : st == cu::storage::int8 ? (const void*)i8.data()
+                                         : (const void*)h.data();
     }
 };
 
 } // namespace
 
-void check_decode_case(tally& t, std::mt19937_64& rng, const decode_input& in0, const std::vector<decode_mutant>& mutants,
-                       bool reference_only, const decode_runner& run) {
+void check_decode_case(tally& t, std::mt19937_64& rng, const decode_input& in0,
+                       const std::vector<decode_mutant>& mutants, bool reference_only, const decode_runner& run) {
     decode_input in = in0;
     in.s = cu::resolved(in0.s);
     const cu::shape& s = in.s;
@@ -151,12 +159,14 @@ void check_decode_case(tally& t, std::mt19937_64& rng, const decode_input& in0, 
     std::vector<long long> len(B, (long long)L);
     for (std::size_t b = 0; b < in.lengths.size() && b < B; ++b) len[b] = in.lengths[b];
     const std::vector<float> q = random_vector(rng, B * nq * H * dk, in.q_sigma);
-    logical c{B, G, L, dk, dv, random_vector(rng, B * G * L * dk), random_vector(rng, B * G * L * dv), {}, {}, {}, {}, {}, {}};
+    logical c{B,  G,  L,  dk, dv, random_vector(rng, B * G * L * dk), random_vector(rng, B * G * L * dv), {},
+              {}, {}, {}, {}, {}};
     // plant keys that make the mutants show: a multiple of the row's first query head of the group
     auto plant = [&](std::size_t b, std::size_t i, long long j) {
         if (j < 0 || j >= len[b]) return;
         for (std::size_t g = 0; g < G; ++g)
-            for (std::size_t x = 0; x < dk; ++x) c.k[c.row(b, g, std::size_t(j)) * dk + x] = 0.5f * q[((b * nq + i) * H + g * H / G) * dk + x];
+            for (std::size_t x = 0; x < dk; ++x)
+                c.k[c.row(b, g, std::size_t(j)) * dk + x] = 0.5f * q[((b * nq + i) * H + g * H / G) * dk + x];
     };
     for (decode_mutant m : mutants)
         for (std::size_t b = 0; b < B; ++b)
@@ -185,7 +195,8 @@ void check_decode_case(tally& t, std::mt19937_64& rng, const decode_input& in0, 
     if (reference_only) {
         for (decode_mutant m : mutants) {
             const double gap = relative_error(ref, reference(in, q, c, len, m));
-            std::printf("margin: %s vs mutant '%s' at %.3g x the tolerance\n", what.c_str(), decode_mutant_name(m), gap / tol);
+            std::printf("margin: %s vs mutant '%s' at %.3g x the tolerance\n", what.c_str(), decode_mutant_name(m),
+                        gap / tol);
             t.check(gap > 2 * tol, what + ": mutant '" + decode_mutant_name(m) + "' within " + fmt_err(gap, 2 * tol));
         }
         return;
@@ -235,14 +246,14 @@ void check_decode_case(tally& t, std::mt19937_64& rng, const decode_input& in0, 
             const cu::decode_options& o = spec.options;
             const bool plain = !P && !in.ring && in.lengths.empty() && !in.v_from_k && !o.splits && !o.stages &&
                                !o.heads_per_block && o.tensor_cores < 0;
-            cu::decode_case dc = plain ? cu::decode_case(s, in.st, q.data(), kp.data(), vp.data(), ks, vs, cap) // the first form
-                                       : cu::decode_case(s, in.st, q.data(), kp.data(), in.v_from_k ? nullptr : vp.data(),
-                                                         ks, vs, spec);
+            cu::decode_case dc =
+                plain ? cu::decode_case(s, in.st, q.data(), kp.data(), vp.data(), ks, vs, cap) // the first form
+                      : cu::decode_case(s, in.st, q.data(), kp.data(), in.v_from_k ? nullptr : vp.data(), ks, vs, spec);
             dc.run();
             res.out = dc.output();
             const cu::decode_plan_info pi = dc.plan();
-            res.how = pi.kernel + ", " + std::to_string(pi.splits) + " splits, " + std::to_string(pi.stages) + " stages, " +
-                      std::to_string(pi.rows_per_block) + " rows";
+            res.how = pi.kernel + ", " + std::to_string(pi.splits) + " splits, " + std::to_string(pi.stages) +
+                      " stages, " + std::to_string(pi.rows_per_block) + " rows";
         }
         const std::vector<float>& out = res.out;
         const std::string how = " [" + res.how + "]";
@@ -250,7 +261,8 @@ void check_decode_case(tally& t, std::mt19937_64& rng, const decode_input& in0, 
         t.check(e < tol, what + how + ": " + fmt_err(e, tol));
         for (decode_mutant m : mutants) {
             const double em = relative_error(out, reference(in, q, c, len, m));
-            t.check(em >= tol, what + how + ": mutant '" + decode_mutant_name(m) + "' not rejected, " + fmt_err(em, tol));
+            t.check(em >= tol,
+                    what + how + ": mutant '" + decode_mutant_name(m) + "' not rejected, " + fmt_err(em, tol));
         }
     } catch (const std::exception& ex) {
         t.check(false, what + ": " + ex.what());

@@ -46,12 +46,15 @@ void families(tally& t, std::mt19937_64& rng, bool small) {
     struct fam {
         std::size_t h, g;
     };
-    const std::vector<fam> fams = small ? std::vector<fam>{{4, 4}, {16, 2}, {32, 1}}
-                                        : std::vector<fam>{{4, 4}, {8, 2}, {16, 2}, {32, 1}};
-    const std::vector<std::size_t> ds = small ? std::vector<std::size_t>{128, 80} : std::vector<std::size_t>{64, 128, 80, 256};
-    const std::vector<st> types = small ? std::vector<st>{st::f32, st::bf16, st::int8} : std::vector<st>(std::begin(all_types), std::end(all_types));
+    const std::vector<fam> fams =
+        small ? std::vector<fam>{{4, 4}, {16, 2}, {32, 1}} : std::vector<fam>{{4, 4}, {8, 2}, {16, 2}, {32, 1}};
+    const std::vector<std::size_t> ds =
+        small ? std::vector<std::size_t>{128, 80} : std::vector<std::size_t>{64, 128, 80, 256};
+    const std::vector<st> types = small ? std::vector<st>{st::f32, st::bf16, st::int8}
+                                        : std::vector<st>(std::begin(all_types), std::end(all_types));
     const std::vector<std::size_t> nqs = small ? std::vector<std::size_t>{1, 8} : std::vector<std::size_t>{1, 3, 8};
-    const std::vector<std::size_t> Ls = small ? std::vector<std::size_t>{129} : std::vector<std::size_t>{1, 7, 129, 1000};
+    const std::vector<std::size_t> Ls =
+        small ? std::vector<std::size_t>{129} : std::vector<std::size_t>{1, 7, 129, 1000};
     for (const fam& f : fams)
         for (std::size_t d : ds)
             for (std::size_t n_q : nqs)
@@ -70,7 +73,8 @@ void families(tally& t, std::mt19937_64& rng, bool small) {
 
 void long_and_varied(tally& t, std::mt19937_64& rng, bool small) {
     const std::size_t L = small ? 1500 : 40000;
-    const std::vector<st> types = small ? std::vector<st>{st::bf16, st::int8} : std::vector<st>(std::begin(all_types), std::end(all_types));
+    const std::vector<st> types =
+        small ? std::vector<st>{st::bf16, st::int8} : std::vector<st>(std::begin(all_types), std::end(all_types));
     for (st ty : types)
         for (std::size_t n_q : {1, 4}) check_decode_case(t, rng, make(2, 32, 8, n_q, L, 128, ty), {}, false);
     check_decode_case(t, rng, make(1, 32, 1, 1, L, 128, st::bf16), {}, false); // MQA: 32 rows a block
@@ -82,7 +86,8 @@ void long_and_varied(tally& t, std::mt19937_64& rng, bool small) {
 }
 
 void paged(tally& t, std::mt19937_64& rng, bool small) {
-    const std::vector<st> types = small ? std::vector<st>{st::bf16, st::int8} : std::vector<st>(std::begin(all_types), std::end(all_types));
+    const std::vector<st> types =
+        small ? std::vector<st>{st::bf16, st::int8} : std::vector<st>(std::begin(all_types), std::end(all_types));
     const std::vector<std::size_t> nqs = small ? std::vector<std::size_t>{4} : std::vector<std::size_t>{1, 4};
     for (std::size_t page : {16, 64})
         for (st ty : types)
@@ -100,7 +105,8 @@ void paged(tally& t, std::mt19937_64& rng, bool small) {
 void windows(tally& t, std::mt19937_64& rng, bool small) {
     const std::vector<std::size_t> ws = small ? std::vector<std::size_t>{7} : std::vector<std::size_t>{1, 7, 129, 4096};
     const std::vector<std::size_t> nqs = small ? std::vector<std::size_t>{3} : std::vector<std::size_t>{1, 3};
-    const std::vector<st> types = small ? std::vector<st>{st::bf16, st::int8} : std::vector<st>{st::f32, st::bf16, st::int8};
+    const std::vector<st> types =
+        small ? std::vector<st>{st::bf16, st::int8} : std::vector<st>{st::f32, st::bf16, st::int8};
     for (std::size_t w : ws)
         for (std::size_t n_q : nqs) {
             std::vector<std::size_t> Ls = {w + 5};
@@ -127,8 +133,8 @@ void latent(tally& t, std::mt19937_64& rng, bool small) {
     for (st ty : types)
         for (std::size_t n_q : {1, 2})
             for (std::size_t L : Ls) {
-                check_decode_case(t, rng, mla(2, 16, n_q, L, 576, 512, ty), {}, false); // V2-Lite
-                check_decode_case(t, rng, mla(2, 3, n_q, L, 160, 128, ty), {}, false);  // odd widths, 3 heads
+                check_decode_case(t, rng, mla(2, 16, n_q, L, 576, 512, ty), {}, false);  // V2-Lite
+                check_decode_case(t, rng, mla(2, 3, n_q, L, 160, 128, ty), {}, false);   // odd widths, 3 heads
                 check_decode_case(t, rng, mla(1, 128, n_q, L, 576, 512, ty), {}, false); // two blocks of 64
                 decode_input pg = mla(2, 16, n_q, L, 576, 512, ty);
                 pg.page = 64;
@@ -171,7 +177,8 @@ void options(tally& t, std::mt19937_64& rng) {
 /// The mutant cases: n_q 1 and 3, windows 7 and 129 over plain and rolling caches, the scale 1% off
 /// for f32 only (at 2e-2 it cannot show: test_cuda_gpu.cpp's header).
 void mutant_cases(tally& t, std::mt19937_64& rng, bool small, bool reference_only) {
-    const std::vector<st> types = small ? std::vector<st>{st::f32, st::bf16} : std::vector<st>(std::begin(all_types), std::end(all_types));
+    const std::vector<st> types =
+        small ? std::vector<st>{st::f32, st::bf16} : std::vector<st>(std::begin(all_types), std::end(all_types));
     const std::vector<std::size_t> nqs = small ? std::vector<std::size_t>{3} : std::vector<std::size_t>{1, 3};
     for (st ty : types)
         for (std::size_t n_q : nqs) {

@@ -57,11 +57,17 @@ entry simt_entry(int d) {
 template <cu::storage ST>
 entry pick_typed(bool tensor, bool mla, int dk, int mt) {
     if (tensor && mla) {
-        if (dk == 576) return mt == 1 ? mma_entry<dt::mla_wide_cfg<ST, 1>>("mla 576") : mt == 2 ? mma_entry<dt::mla_wide_cfg<ST, 2>>("mla 576") : mma_entry<dt::mla_wide_cfg<ST, 4>>("mla 576");
-        return mt == 1 ? mma_entry<dt::mla_narrow_cfg<ST, 1>>("mla 160") : mt == 2 ? mma_entry<dt::mla_narrow_cfg<ST, 2>>("mla 160") : mma_entry<dt::mla_narrow_cfg<ST, 4>>("mla 160");
+        if (dk == 576)
+            return mt == 1   ? mma_entry<dt::mla_wide_cfg<ST, 1>>("mla 576")
+                   : mt == 2 ? mma_entry<dt::mla_wide_cfg<ST, 2>>("mla 576")
+                             : mma_entry<dt::mla_wide_cfg<ST, 4>>("mla 576");
+        return mt == 1   ? mma_entry<dt::mla_narrow_cfg<ST, 1>>("mla 160")
+               : mt == 2 ? mma_entry<dt::mla_narrow_cfg<ST, 2>>("mla 160")
+                         : mma_entry<dt::mla_narrow_cfg<ST, 4>>("mla 160");
     }
     if (tensor) {
-        if (dk == 64) return mt == 1 ? mma_entry<dt::gqa_cfg<ST, 64, 1>>("mma 64") : mma_entry<dt::gqa_cfg<ST, 64, 2>>("mma 64");
+        if (dk == 64)
+            return mt == 1 ? mma_entry<dt::gqa_cfg<ST, 64, 1>>("mma 64") : mma_entry<dt::gqa_cfg<ST, 64, 2>>("mma 64");
         return mt == 1 ? mma_entry<dt::gqa_cfg<ST, 128, 1>>("mma 128") : mma_entry<dt::gqa_cfg<ST, 128, 2>>("mma 128");
     }
     return {};
@@ -70,10 +76,14 @@ entry pick_typed(bool tensor, bool mla, int dk, int mt) {
 template <cu::storage ST>
 entry pick_simt(int d) {
     switch (pl::simt_lanes(d)) {
-    case 4: return simt_entry<dt::simt_cfg<ST, 4>>(d);
-    case 8: return simt_entry<dt::simt_cfg<ST, 8>>(d);
-    case 16: return simt_entry<dt::simt_cfg<ST, 16>>(d);
-    default: return simt_entry<dt::simt_cfg<ST, 32>>(d);
+    case 4:
+        return simt_entry<dt::simt_cfg<ST, 4>>(d);
+    case 8:
+        return simt_entry<dt::simt_cfg<ST, 8>>(d);
+    case 16:
+        return simt_entry<dt::simt_cfg<ST, 16>>(d);
+    default:
+        return simt_entry<dt::simt_cfg<ST, 32>>(d);
     }
 }
 
@@ -85,10 +95,14 @@ entry pick(bool tensor, bool mla, cu::storage st, int dk, int rows) {
         return pick_typed<cu::storage::int8>(true, mla, dk, mt);
     }
     switch (st) {
-    case cu::storage::f32: return pick_simt<cu::storage::f32>(dk);
-    case cu::storage::bf16: return pick_simt<cu::storage::bf16>(dk);
-    case cu::storage::f16: return pick_simt<cu::storage::f16>(dk);
-    default: return pick_simt<cu::storage::int8>(dk);
+    case cu::storage::f32:
+        return pick_simt<cu::storage::f32>(dk);
+    case cu::storage::bf16:
+        return pick_simt<cu::storage::bf16>(dk);
+    case cu::storage::f16:
+        return pick_simt<cu::storage::f16>(dk);
+    default:
+        return pick_simt<cu::storage::int8>(dk);
     }
 }
 
@@ -98,14 +112,15 @@ decode_result emulate(const cu::shape& s, cu::storage st, const float* q, const 
     if (const std::string why = cu::decode_refusal(s, st, spec); !why.empty()) throw cu::error("refused: " + why);
     const cu::decode_options& o = spec.options;
     const int R = int(s.heads / s.kv_heads), n_q = int(s.n_q);
-    const pl::path_choice path = pl::choose_path(R, n_q, int(s.d_qk), st == cu::storage::f32, spec.v_from_k,
-                                                 o.tensor_cores, o.heads_per_block);
+    const pl::path_choice path =
+        pl::choose_path(R, n_q, int(s.d_qk), st == cu::storage::f32, spec.v_from_k, o.tensor_cores, o.heads_per_block);
     const entry e = pick(path.tensor, spec.v_from_k, st, int(s.d_qk), path.rows.rows);
     if (!e.run) throw cu::error("no emulated kernel");
     const int stages =
         o.stages ? o.stages : pl::choose_stages(e.stage, e.fixed, e.merge, 233472, 232448, 1024, 2).stages;
     const std::size_t smem = pl::stage_smem(e.fixed, e.stage, e.merge, stages);
-    const long long tiles = pl::tiles_of(pl::step_keys((long long)s.n_kv, n_q, (long long)s.window, s.causal).size(), e.tile);
+    const long long tiles =
+        pl::tiles_of(pl::step_keys((long long)s.n_kv, n_q, (long long)s.window, s.causal).size(), e.tile);
     const std::size_t units = s.batch * s.kv_heads * std::size_t(path.rows.groups);
     const int splits = o.splits ? o.splits : pl::split_count((long long)units, 8, tiles);
     dt::decode_params p;
@@ -136,7 +151,8 @@ decode_result emulate(const cu::shape& s, cu::storage st, const float* q, const 
                      std::to_string(p.rows) + " rows"};
 }
 
-decode_input make(std::size_t b, std::size_t h, std::size_t g, std::size_t n_q, std::size_t L, std::size_t d, cu::storage t) {
+decode_input make(std::size_t b, std::size_t h, std::size_t g, std::size_t n_q, std::size_t L, std::size_t d,
+                  cu::storage t) {
     decode_input in;
     in.s.batch = b, in.s.heads = h, in.s.kv_heads = g, in.s.n_q = n_q, in.s.n_kv = L, in.s.d_qk = d;
     in.s.causal = true;

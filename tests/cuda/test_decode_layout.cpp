@@ -44,20 +44,23 @@ TEST_CASE("decode cache rows: paged and contiguous, brute-force gather", "[cuda]
             // the pool as nested arrays [page][offset][g][x], filled by appending each sequence's
             // positions in order (a ring overwrites its oldest slots)
             std::vector<std::vector<std::vector<std::vector<long long>>>> pool(
-                std::size_t(pages), std::vector<std::vector<std::vector<long long>>>(
-                                        std::size_t(page), std::vector<std::vector<long long>>(
-                                                               std::size_t(G), std::vector<long long>(std::size_t(d), -1))));
+                std::size_t(pages),
+                std::vector<std::vector<std::vector<long long>>>(
+                    std::size_t(page),
+                    std::vector<std::vector<long long>>(std::size_t(G), std::vector<long long>(std::size_t(d), -1))));
             std::vector<std::vector<std::vector<std::vector<long long>>>> cont(
-                std::size_t(B), std::vector<std::vector<std::vector<long long>>>(
-                                    std::size_t(G), std::vector<std::vector<long long>>(
-                                                        std::size_t(slots_max), std::vector<long long>(std::size_t(d), -1))));
+                std::size_t(B),
+                std::vector<std::vector<std::vector<long long>>>(
+                    std::size_t(G), std::vector<std::vector<long long>>(std::size_t(slots_max),
+                                                                        std::vector<long long>(std::size_t(d), -1))));
             for (int b = 0; b < B; ++b)
                 for (long long t = 0; t < lengths[std::size_t(b)]; ++t) {
                     const long long slot = ring ? t % ring : t;
                     const int pg = table[std::size_t(b * max_pages + slot / page)];
                     for (int g = 0; g < G; ++g)
                         for (int x = 0; x < d; ++x) {
-                            pool[std::size_t(pg)][std::size_t(slot % page)][std::size_t(g)][std::size_t(x)] = tag(b, g, t, x);
+                            pool[std::size_t(pg)][std::size_t(slot % page)][std::size_t(g)][std::size_t(x)] =
+                                tag(b, g, t, x);
                             cont[std::size_t(b)][std::size_t(g)][std::size_t(slot)][std::size_t(x)] = tag(b, g, t, x);
                         }
                 }
@@ -133,7 +136,8 @@ TEST_CASE("decode int8 widening: byte permutes give every int8 value exactly", "
         for (int j = 0; j < 4; ++j) {
             const std::int8_t x = std::int8_t(v);
             // the byte at position j of a word whose other bytes vary
-            const std::uint32_t word = (0xA5C31E7Fu & ~(0xffu << (8 * j))) | (std::uint32_t(std::uint8_t(x)) << (8 * j));
+            const std::uint32_t word =
+                (0xA5C31E7Fu & ~(0xffu << (8 * j))) | (std::uint32_t(std::uint8_t(x)) << (8 * j));
             const float w = dl::widen_byte(dl::bias_bytes(word), j);
             REQUIRE(w == float(x));
             // two of them as a bf16 pair: exact, lo in the low half

@@ -185,9 +185,9 @@ TEST_CASE("decode row blocking: rows per block and groups", "[cuda][decode][plan
     CHECK(rb(32, 8, 0, 32) == std::make_pair(32, 8)); // 4 heads x 8 tokens a block
     CHECK(rb(32, 3, 0, 32) == std::make_pair(24, 4)); // at most 10 heads: 4 groups of 8 heads
     CHECK(rb(4, 8, 0, 32) == std::make_pair(32, 1));
-    CHECK(rb(1, 8, 0, 4) == std::make_pair(4, 2));    // one head's tokens over two blocks
-    CHECK(rb(32, 1, 8, 32) == std::make_pair(8, 4));  // heads_per_block asked
-    CHECK(rb(4, 2, 16, 32) == std::make_pair(8, 1));  // capped by the heads there are
+    CHECK(rb(1, 8, 0, 4) == std::make_pair(4, 2));   // one head's tokens over two blocks
+    CHECK(rb(32, 1, 8, 32) == std::make_pair(8, 4)); // heads_per_block asked
+    CHECK(rb(4, 2, 16, 32) == std::make_pair(8, 1)); // capped by the heads there are
     // MLA: at most 64 rows; 128 heads as two blocks, 16 (V2-Lite) as one, n_q 2 halves the heads
     CHECK(rb(128, 1, 0, 64) == std::make_pair(64, 2));
     CHECK(rb(16, 1, 0, 64) == std::make_pair(16, 1));
@@ -248,8 +248,10 @@ TEST_CASE("decode refusal: what cuda-decode serves, in one line", "[cuda][decode
     const cu::decode_spec plain;
     for (std::size_t n_q = 1; n_q <= 8; ++n_q)
         for (std::size_t d : {8, 24, 64, 80, 128, 256})
-            for (st t : {st::f32, st::bf16, st::f16, st::int8}) CHECK(cu::decode_refusal(dshape(n_q, 9, d), t, plain).empty());
-    CHECK(cu::refusal(cu::kernel::decode, dshape(9, 64, 64), st::bf16) == "cuda-decode serves n_q 1 to 8 new tokens a step, not 9");
+            for (st t : {st::f32, st::bf16, st::f16, st::int8})
+                CHECK(cu::decode_refusal(dshape(n_q, 9, d), t, plain).empty());
+    CHECK(cu::refusal(cu::kernel::decode, dshape(9, 64, 64), st::bf16) ==
+          "cuda-decode serves n_q 1 to 8 new tokens a step, not 9");
     CHECK(cu::refusal(cu::kernel::decode, dshape(5, 3, 64), st::bf16) ==
           "cuda-decode needs the n_q new tokens in the cache: n_kv 3 < n_q 5");
     cu::shape w = dshape(2, 100, 64);
@@ -287,7 +289,8 @@ TEST_CASE("decode refusal: what cuda-decode serves, in one line", "[cuda][decode
     r.window = 8;
     CHECK(cu::decode_refusal(r, st::bf16, ring).empty()); // 8 + 3 - 1 = 10 slots
     r.window = 9;
-    CHECK(cu::decode_refusal(r, st::bf16, ring) == "cuda-decode: a rolling buffer needs window + n_q - 1 = 11 slots, not 10");
+    CHECK(cu::decode_refusal(r, st::bf16, ring) ==
+          "cuda-decode: a rolling buffer needs window + n_q - 1 = 11 slots, not 10");
     // pages
     std::vector<std::int32_t> table(2 * 8, 0);
     cu::decode_spec paged;
@@ -306,14 +309,17 @@ TEST_CASE("decode refusal: what cuda-decode serves, in one line", "[cuda][decode
     CHECK(cu::decode_refusal(dshape(1, 128, 64), st::bf16, paged) == "cuda-decode: a paged cache needs a block table");
     cu::decode_spec small;
     small.capacity = 100;
-    CHECK(cu::decode_refusal(dshape(1, 128, 64), st::bf16, small) == "cuda-decode: capacity 100 does not hold 128 slots");
+    CHECK(cu::decode_refusal(dshape(1, 128, 64), st::bf16, small) ==
+          "cuda-decode: capacity 100 does not hold 128 slots");
     // options
     cu::decode_spec o;
     o.options.splits = 129;
-    CHECK(cu::decode_refusal(dshape(1, 128, 64), st::bf16, o) == "cuda-decode takes splits 0 (planned) to 128, not 129");
+    CHECK(cu::decode_refusal(dshape(1, 128, 64), st::bf16, o) ==
+          "cuda-decode takes splits 0 (planned) to 128, not 129");
     o.options.splits = 0;
     o.options.stages = 1;
-    CHECK(cu::decode_refusal(dshape(1, 128, 64), st::bf16, o) == "cuda-decode takes stages 0 (planned) or 2 to 8, not 1");
+    CHECK(cu::decode_refusal(dshape(1, 128, 64), st::bf16, o) ==
+          "cuda-decode takes stages 0 (planned) or 2 to 8, not 1");
     CHECK(cu::decode_refusal(dshape(1, 128, 64), st::f64, plain) ==
           "cuda-decode does not store f64 (the GPU kernels store f32, bf16, f16 and int8 caches)");
 }

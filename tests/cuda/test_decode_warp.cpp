@@ -28,8 +28,12 @@ using regs4 = std::array<std::array<std::uint32_t, 4>, 32>;
 using acc4 = std::array<std::array<float, 4>, 32>;
 using bytes = std::vector<std::uint8_t>;
 
-std::uint16_t ld16(const bytes& m, int off) { return std::uint16_t(m[std::size_t(off)] | (m[std::size_t(off) + 1] << 8)); }
-std::uint32_t ld32(const bytes& m, int off) { return std::uint32_t(ld16(m, off)) | (std::uint32_t(ld16(m, off + 2)) << 16); }
+std::uint16_t ld16(const bytes& m, int off) {
+    return std::uint16_t(m[std::size_t(off)] | (m[std::size_t(off) + 1] << 8));
+}
+std::uint32_t ld32(const bytes& m, int off) {
+    return std::uint32_t(ld16(m, off)) | (std::uint32_t(ld16(m, off + 2)) << 16);
+}
 void st16(bytes& m, int off, std::uint16_t v) {
     m[std::size_t(off)] = std::uint8_t(v & 0xff);
     m[std::size_t(off) + 1] = std::uint8_t(v >> 8);
@@ -44,9 +48,10 @@ regs4 ldmatrix(const bytes& m, const std::array<int, 32>& addr, bool trans) {
     for (int i = 0; i < 4; ++i)
         for (int l = 0; l < 32; ++l) {
             const int g = l / 4, t = l % 4;
-            const std::uint16_t lo = trans ? ld16(m, addr[std::size_t(8 * i + 2 * t)] + 2 * g) : ld16(m, addr[std::size_t(8 * i + g)] + 4 * t);
-            const std::uint16_t hi =
-                trans ? ld16(m, addr[std::size_t(8 * i + 2 * t + 1)] + 2 * g) : ld16(m, addr[std::size_t(8 * i + g)] + 4 * t + 2);
+            const std::uint16_t lo = trans ? ld16(m, addr[std::size_t(8 * i + 2 * t)] + 2 * g)
+                                           : ld16(m, addr[std::size_t(8 * i + g)] + 4 * t);
+            const std::uint16_t hi = trans ? ld16(m, addr[std::size_t(8 * i + 2 * t + 1)] + 2 * g)
+                                           : ld16(m, addr[std::size_t(8 * i + g)] + 4 * t + 2);
             r[std::size_t(l)][std::size_t(i)] = lo | (std::uint32_t(hi) << 16);
         }
     return r;
@@ -110,21 +115,26 @@ void simulate(const sim& c) {
     std::mt19937 rng(unsigned(c.DK * 131 + c.MT * 7 + c.NW + c.int8));
     std::uniform_int_distribution<int> small(-2, 2), byte(-128, 127);
     std::vector<std::vector<int>> Q(std::size_t(M), std::vector<int>(std::size_t(c.DK))),
-        K(std::size_t(c.T), std::vector<int>(std::size_t(c.DK))), V(std::size_t(c.T), std::vector<int>(std::size_t(c.DV))),
-        P(std::size_t(M), std::vector<int>(std::size_t(c.T)));
+        K(std::size_t(c.T), std::vector<int>(std::size_t(c.DK))),
+        V(std::size_t(c.T), std::vector<int>(std::size_t(c.DV))), P(std::size_t(M), std::vector<int>(std::size_t(c.T)));
     for (auto& r : Q)
         for (int& x : r) x = small(rng);
     for (auto& r : K)
         for (int& x : r) x = c.int8 ? byte(rng) : small(rng);
     for (int j = 0; j < c.T; ++j)
-        for (int x = 0; x < c.DV; ++x) V[std::size_t(j)][std::size_t(x)] = c.VFK ? K[std::size_t(j)][std::size_t(x)] : c.int8 ? byte(rng) : small(rng);
+        for (int x = 0; x < c.DV; ++x)
+            V[std::size_t(j)][std::size_t(x)] = c.VFK    ? K[std::size_t(j)][std::size_t(x)]
+                                                : c.int8 ? byte(rng)
+                                                         : small(rng);
     for (auto& r : P)
         for (int& x : r) x = small(rng);
     // the tiles as the loader leaves them: swizzled rows, bf16 bit patterns or int8 bytes
     bytes kt(std::size_t(c.T * RSK), 0), vt(std::size_t(c.T * RSV), 0), sp(std::size_t(M * PSTRIDE), 0);
     auto put = [&](bytes& m, int stride, int row, int col, int v) {
-        if (c.int8) m[std::size_t(dl::byte_offset(row, col, stride))] = std::uint8_t(std::int8_t(v));
-        else st16(m, dl::byte_offset(row, 2 * col, stride), fm::to_bf16(float(v)));
+        if (c.int8)
+            m[std::size_t(dl::byte_offset(row, col, stride))] = std::uint8_t(std::int8_t(v));
+        else
+            st16(m, dl::byte_offset(row, 2 * col, stride), fm::to_bf16(float(v)));
     };
     for (int j = 0; j < c.T; ++j) {
         for (int x = 0; x < c.DK; ++x) put(kt, RSK, j, x, K[std::size_t(j)][std::size_t(x)]);
@@ -135,8 +145,9 @@ void simulate(const sim& c) {
     int worst = 1;
 
     // ---- S = Q K^T: every warp's partial scores, then the owners' sums
-    std::vector<std::vector<std::vector<acc4>>> part(std::size_t(c.CS), std::vector<std::vector<acc4>>(
-                                                                            std::size_t(NT), std::vector<acc4>(std::size_t(c.MT), acc4{})));
+    std::vector<std::vector<std::vector<acc4>>> part(
+        std::size_t(c.CS),
+        std::vector<std::vector<acc4>>(std::size_t(NT), std::vector<acc4>(std::size_t(c.MT), acc4{})));
     for (int w = 0; w < c.NW; ++w) {
         const int cg = dl::warp_k_group(w, c.CS), kg = dl::warp_key_group(w, c.CS);
         std::vector<std::vector<acc4>> s(std::size_t(c.MT), std::vector<acc4>(std::size_t(SNT), acc4{}));
@@ -149,7 +160,8 @@ void simulate(const sim& c) {
                         std::uint16_t h[2];
                         for (int hh = 0; hh < 2; ++hh) {
                             const dl::rc e = dl::a_elem(l, reg, hh);
-                            h[hh] = fm::to_bf16(float(Q[std::size_t(mt * 16 + e.row)][std::size_t(dl::q_col(ks, e.col, c.int8))]));
+                            h[hh] = fm::to_bf16(
+                                float(Q[std::size_t(mt * 16 + e.row)][std::size_t(dl::q_col(ks, e.col, c.int8))]));
                         }
                         a[std::size_t(mt)][std::size_t(l)][std::size_t(reg)] = h[0] | (std::uint32_t(h[1]) << 16);
                     }
@@ -169,7 +181,8 @@ void simulate(const sim& c) {
                     }
                     const regs4 r = ldmatrix(kt, addr, false);
                     for (int l = 0; l < 32; ++l)
-                        for (int i = 0; i < 4; ++i) b[std::size_t(i)][std::size_t(l)] = r[std::size_t(l)][std::size_t(i)];
+                        for (int i = 0; i < 4; ++i)
+                            b[std::size_t(i)][std::size_t(l)] = r[std::size_t(l)][std::size_t(i)];
                 } else {
                     for (int half = 0; half < 2; ++half) {
                         std::array<int, 32> addr{};
@@ -191,7 +204,8 @@ void simulate(const sim& c) {
         }
         for (int mt = 0; mt < c.MT; ++mt)
             for (int j = 0; j < SNT; ++j)
-                part[std::size_t(cg)][std::size_t(dl::s_key0(kg, SNT, 0) / 8 + j)][std::size_t(mt)] = s[std::size_t(mt)][std::size_t(j)];
+                part[std::size_t(cg)][std::size_t(dl::s_key0(kg, SNT, 0) / 8 + j)][std::size_t(mt)] =
+                    s[std::size_t(mt)][std::size_t(j)];
     }
     std::vector<std::vector<int>> s_seen(std::size_t(M), std::vector<int>(std::size_t(c.T), 0));
     std::vector<std::vector<int>> p_seen = s_seen;
@@ -205,11 +219,14 @@ void simulate(const sim& c) {
                 for (int l = 0; l < 32; ++l) {
                     for (int e = 0; e < 4; ++e) {
                         float x = 0;
-                        for (int cg = 0; cg < c.CS; ++cg) x += part[std::size_t(cg)][std::size_t(n0 / 8)][std::size_t(mt)][std::size_t(l)][std::size_t(e)];
+                        for (int cg = 0; cg < c.CS; ++cg)
+                            x += part[std::size_t(cg)][std::size_t(n0 / 8)][std::size_t(mt)][std::size_t(l)]
+                                     [std::size_t(e)];
                         const dl::rc ce = dl::c_elem(l, e);
                         const int row = mt * 16 + ce.row, key = n0 + ce.col;
                         long long want = 0;
-                        for (int d = 0; d < c.DK; ++d) want += Q[std::size_t(row)][std::size_t(d)] * K[std::size_t(key)][std::size_t(d)];
+                        for (int d = 0; d < c.DK; ++d)
+                            want += Q[std::size_t(row)][std::size_t(d)] * K[std::size_t(key)][std::size_t(d)];
                         s_ok &= x == float(want);
                         ++s_seen[std::size_t(row)][std::size_t(key)];
                     }
@@ -231,7 +248,8 @@ void simulate(const sim& c) {
     CHECK(s_ok);
     bool covered = true;
     for (int r = 0; r < M; ++r)
-        for (int j = 0; j < c.T; ++j) covered &= s_seen[std::size_t(r)][std::size_t(j)] == 1 && p_seen[std::size_t(r)][std::size_t(j)] == 1;
+        for (int j = 0; j < c.T; ++j)
+            covered &= s_seen[std::size_t(r)][std::size_t(j)] == 1 && p_seen[std::size_t(r)][std::size_t(j)] == 1;
     CHECK(covered);
 
     // ---- O = P V: each warp's columns
@@ -270,7 +288,8 @@ void simulate(const sim& c) {
                     const regs4 r = ldmatrix(vtile, addr, true);
                     std::array<std::array<std::uint32_t, 32>, 4> b{};
                     for (int l = 0; l < 32; ++l)
-                        for (int i = 0; i < 4; ++i) b[std::size_t(i)][std::size_t(l)] = r[std::size_t(l)][std::size_t(i)];
+                        for (int i = 0; i < 4; ++i)
+                            b[std::size_t(i)][std::size_t(l)] = r[std::size_t(l)][std::size_t(i)];
                     for (int mt = 0; mt < c.MT; ++mt) {
                         mma(o[std::size_t(mt)][std::size_t(2 * jp)], a[std::size_t(mt)], b[0], b[1]);
                         mma(o[std::size_t(mt)][std::size_t(2 * jp + 1)], a[std::size_t(mt)], b[2], b[3]);
@@ -297,10 +316,13 @@ void simulate(const sim& c) {
                     std::array<std::uint32_t, 32> b0{}, b1{};
                     for (int l = 0; l < 32; ++l) {
                         const auto& x = wv[std::size_t(l)];
-                        b0[std::size_t(l)] = dl::widen_pair(x[0][std::size_t(j / 4)], j % 4, x[1][std::size_t(j / 4)], j % 4);
-                        b1[std::size_t(l)] = dl::widen_pair(x[2][std::size_t(j / 4)], j % 4, x[3][std::size_t(j / 4)], j % 4);
+                        b0[std::size_t(l)] =
+                            dl::widen_pair(x[0][std::size_t(j / 4)], j % 4, x[1][std::size_t(j / 4)], j % 4);
+                        b1[std::size_t(l)] =
+                            dl::widen_pair(x[2][std::size_t(j / 4)], j % 4, x[3][std::size_t(j / 4)], j % 4);
                     }
-                    for (int mt = 0; mt < c.MT; ++mt) mma(o[std::size_t(mt)][std::size_t(j)], a[std::size_t(mt)], b0, b1);
+                    for (int mt = 0; mt < c.MT; ++mt)
+                        mma(o[std::size_t(mt)][std::size_t(j)], a[std::size_t(mt)], b0, b1);
                 }
             }
         }
@@ -312,7 +334,8 @@ void simulate(const sim& c) {
                         const int row = mt * 16 + ce.row;
                         const int col = c.int8 ? dl::v8_col(cb, NV, j, ce.col) : dl::v16_col(cb, j, ce.col);
                         long long want = 0;
-                        for (int k = 0; k < c.T; ++k) want += P[std::size_t(row)][std::size_t(k)] * V[std::size_t(k)][std::size_t(col)];
+                        for (int k = 0; k < c.T; ++k)
+                            want += P[std::size_t(row)][std::size_t(k)] * V[std::size_t(k)][std::size_t(col)];
                         o_ok &= o[std::size_t(mt)][std::size_t(j)][std::size_t(l)][std::size_t(e)] == float(want);
                         ++o_seen[std::size_t(row)][std::size_t(col)];
                     }

@@ -55,8 +55,9 @@ decode_setup plan_decode(const shape& s, storage st, const decode_spec& spec) {
                 : find_mma(st, int(s.d_qk), plan::m_tiles(rb.rows));
     else
         k = find_simt(st, int(s.d_qk));
-    if (!k.fn) throw error("cuda-decode: no kernel compiled for this case (" + std::string(name(st)) + ", d " +
-                           std::to_string(s.d_qk) + "/" + std::to_string(s.d_v) + ")");
+    if (!k.fn)
+        throw error("cuda-decode: no kernel compiled for this case (" + std::string(name(st)) + ", d " +
+                    std::to_string(s.d_qk) + "/" + std::to_string(s.d_v) + ")");
 
     const smem_limits& lim = limits();
     cudaFuncAttributes attr{};
@@ -73,13 +74,14 @@ decode_setup plan_decode(const shape& s, storage st, const decode_spec& spec) {
         info.smem = plan::stage_smem(k.fixed, k.stage, k.merge, o.stages);
         if (info.smem > dyn_limit)
             throw error("cuda-decode: " + std::to_string(o.stages) + " stages need " + std::to_string(info.smem) +
-                        " bytes of shared memory, over the device's " + std::to_string(dyn_limit) + " (" + k.name + ")");
+                        " bytes of shared memory, over the device's " + std::to_string(dyn_limit) + " (" + k.name +
+                        ")");
     } else {
         const plan::stage_choice c = plan::choose_stages(k.stage, k.fixed, k.merge, lim.per_sm - attr.sharedSizeBytes,
                                                          dyn_limit, lim.reserved + attr.sharedSizeBytes, reg_blocks);
         if (c.stages == 0)
-            throw error("cuda-decode: two stages of " + std::to_string(k.stage) + " bytes do not fit in shared memory (" +
-                        k.name + ")");
+            throw error("cuda-decode: two stages of " + std::to_string(k.stage) +
+                        " bytes do not fit in shared memory (" + k.name + ")");
         info.stages = c.stages;
         info.smem = c.smem;
     }
@@ -90,10 +92,12 @@ decode_setup plan_decode(const shape& s, storage st, const decode_spec& spec) {
     const long long keys = plan::step_keys((long long)s.n_kv, n_q, (long long)s.window, s.causal).size();
     const long long tiles = plan::tiles_of(keys, k.tile);
     out.units = s.batch * s.kv_heads * std::size_t(rb.groups);
-    info.splits = o.splits > 0 ? o.splits
-                               : plan::split_count((long long)out.units, (long long)props().sms * info.blocks_per_sm, tiles);
+    info.splits = o.splits > 0
+                      ? o.splits
+                      : plan::split_count((long long)out.units, (long long)props().sms * info.blocks_per_sm, tiles);
     const unsigned long long blocks = (unsigned long long)out.units * unsigned(info.splits);
-    if (blocks >= (1ull << 31)) throw error("cuda-decode: " + std::to_string(blocks) + " blocks exceed the grid's 2^31 - 1");
+    if (blocks >= (1ull << 31))
+        throw error("cuda-decode: " + std::to_string(blocks) + " blocks exceed the grid's 2^31 - 1");
     out.blocks = unsigned(blocks);
     info.kernel = k.name;
     info.tensor_cores = k.tensor_cores;

@@ -74,7 +74,8 @@ decode_case::decode_case(const shape& in, storage st, const float* q, const void
         for (std::size_t b = 0; b < s.batch; ++b)
             if (spec.lengths[b] < std::int32_t(s.n_q) || std::size_t(spec.lengths[b]) > s.n_kv)
                 throw error(what + ": lengths[" + std::to_string(b) + "] = " + std::to_string(spec.lengths[b]) +
-                            " is outside [n_q, n_kv] = [" + std::to_string(s.n_q) + ", " + std::to_string(s.n_kv) + "]");
+                            " is outside [n_q, n_kv] = [" + std::to_string(s.n_q) + ", " + std::to_string(s.n_kv) +
+                            "]");
     if (paged)
         for (std::size_t b = 0; b < s.batch; ++b) {
             const std::size_t held = spec.ring ? slots : spec.lengths ? std::size_t(spec.lengths[b]) : s.n_kv;

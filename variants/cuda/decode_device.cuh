@@ -123,14 +123,30 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 /// Waits until at most n (0-7, run time) groups are pending.
 __device__ __forceinline__ void cp_async_wait(int n) {
     switch (n) {
-    case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
-    case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
-    case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
-    case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
-    case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
-    case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
-    case 6: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
-    default: asm volatile("cp.async.wait_group 7;\n" ::: "memory"); break;
+    case 0:
+        asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+        break;
+    case 1:
+        asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+        break;
+    case 2:
+        asm volatile("cp.async.wait_group 2;\n" ::: "memory");
+        break;
+    case 3:
+        asm volatile("cp.async.wait_group 3;\n" ::: "memory");
+        break;
+    case 4:
+        asm volatile("cp.async.wait_group 4;\n" ::: "memory");
+        break;
+    case 5:
+        asm volatile("cp.async.wait_group 5;\n" ::: "memory");
+        break;
+    case 6:
+        asm volatile("cp.async.wait_group 6;\n" ::: "memory");
+        break;
+    default:
+        asm volatile("cp.async.wait_group 7;\n" ::: "memory");
+        break;
     }
 }
 
@@ -149,7 +165,8 @@ __device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const v
 
 /// d += a b (m16n8k16, fp32 accumulation) in bf16 (F16 false) or f16.
 template <bool F16>
-__device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+__device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                         std::uint32_t b1) {
     if constexpr (F16)
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
                      "{%8, %9}, {%0, %1, %2, %3};\n"
@@ -185,15 +202,14 @@ __device__ __forceinline__ std::uint32_t pack2(float lo, float hi) {
     return u;
 }
 
-
 // ---- the tile loader -------------------------------------------------------------------------
 
 /// Where a tile's parts go in shared memory, and how its rows are laid out.
 struct tile_dst {
     std::uint8_t* k;
-    std::uint8_t* v; ///< null when V is K's rows
-    float* ks;       ///< null unless int8
-    float* vs;       ///< null unless int8 with V rows of its own
+    std::uint8_t* v;        ///< null when V is K's rows
+    float* ks;              ///< null unless int8
+    float* vs;              ///< null unless int8 with V rows of its own
     int k_stride, v_stride; ///< bytes between rows
     int k_bytes, v_bytes;   ///< bytes of a cache row to copy (whole 16- or 8-byte chunks)
     int chunk;              ///< 16 or 8
@@ -220,7 +236,7 @@ __device__ __forceinline__ void load_tile(const decode_params& p, const tile_dst
     const int k_chunks = d.k_bytes / d.chunk, v_chunks = d.v ? d.v_bytes / d.chunk : 0;
     const int chunks = k_chunks > v_chunks ? k_chunks : v_chunks;
     const int lpr = chunks < 32 && 32 % chunks == 0 ? chunks : 32; // lanes per row
-    const int rpp = 32 / lpr;                                       // rows per pass of a warp
+    const int rpp = 32 / lpr;                                      // rows per pass of a warp
     const int eb = d.elem;
     for (int r0 = warp * rpp; r0 < T; r0 += NW * rpp) {
         const int r = r0 + lane / lpr;
@@ -230,16 +246,22 @@ __device__ __forceinline__ void load_tile(const decode_params& p, const tile_dst
         if (!in) continue;
         for (int c = lane % lpr; c < chunks; c += lpr) {
             if (c < k_chunks) {
-                std::uint8_t* dst = d.k + (d.swizzle ? dl::chunk_offset(r, c, d.k_stride) : r * d.k_stride + c * d.chunk);
+                std::uint8_t* dst =
+                    d.k + (d.swizzle ? dl::chunk_offset(r, c, d.k_stride) : r * d.k_stride + c * d.chunk);
                 const std::uint8_t* src = kc + row * p.k_row * eb + c * d.chunk;
-                if (d.chunk == 16) cp_async16(dst, src, valid);
-                else cp_async8(dst, src, valid);
+                if (d.chunk == 16)
+                    cp_async16(dst, src, valid);
+                else
+                    cp_async8(dst, src, valid);
             }
             if (c < v_chunks) {
-                std::uint8_t* dst = d.v + (d.swizzle ? dl::chunk_offset(r, c, d.v_stride) : r * d.v_stride + c * d.chunk);
+                std::uint8_t* dst =
+                    d.v + (d.swizzle ? dl::chunk_offset(r, c, d.v_stride) : r * d.v_stride + c * d.chunk);
                 const std::uint8_t* src = vc + row * p.v_row * eb + c * d.chunk;
-                if (d.chunk == 16) cp_async16(dst, src, valid);
-                else cp_async8(dst, src, valid);
+                if (d.chunk == 16)
+                    cp_async16(dst, src, valid);
+                else
+                    cp_async8(dst, src, valid);
             }
         }
     }

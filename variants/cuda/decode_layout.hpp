@@ -107,7 +107,9 @@ ATTN_HD constexpr int row_stride(int row_bytes) { return (row_bytes + 127) / 128
 ATTN_HD constexpr int chunk_offset(int row, int chunk, int stride) { return row * stride + ((chunk ^ (row & 7)) << 4); }
 
 /// Byte offset of byte `col` of tile row `row`.
-ATTN_HD constexpr int byte_offset(int row, int col, int stride) { return chunk_offset(row, col >> 4, stride) + (col & 15); }
+ATTN_HD constexpr int byte_offset(int row, int col, int stride) {
+    return chunk_offset(row, col >> 4, stride) + (col & 15);
+}
 
 // ---- mma.m16n8k16 fragments ------------------------------------------------------------------
 
@@ -116,7 +118,9 @@ struct rc {
 };
 
 /// A (16 x 16, row-major): register r (0-3), half h (0 low, 1 high) of lane l.
-ATTN_HD constexpr rc a_elem(int lane, int r, int h) { return {lane / 4 + (r % 2) * 8, 2 * (lane % 4) + h + (r / 2) * 8}; }
+ATTN_HD constexpr rc a_elem(int lane, int r, int h) {
+    return {lane / 4 + (r % 2) * 8, 2 * (lane % 4) + h + (r / 2) * 8};
+}
 /// B (16 x 8, k x n): register r (0-1), half h: {k, n}.
 ATTN_HD constexpr rc b_elem(int lane, int r, int h) { return {2 * (lane % 4) + h + r * 8, lane / 4}; }
 /// C (16 x 8 fp32): element e (0-3).

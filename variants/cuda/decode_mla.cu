@@ -36,8 +36,13 @@ decode_kernel describe(const char* what) {
 template <storage ST>
 decode_kernel pick(int d_k, int mt) {
     const char* n = name(ST);
-    if (d_k == 576) return mt == 1 ? describe<mla_wide_cfg<ST, 1>>(n) : mt == 2 ? describe<mla_wide_cfg<ST, 2>>(n) : describe<mla_wide_cfg<ST, 4>>(n);
-    return mt == 1 ? describe<mla_narrow_cfg<ST, 1>>(n) : mt == 2 ? describe<mla_narrow_cfg<ST, 2>>(n) : describe<mla_narrow_cfg<ST, 4>>(n);
+    if (d_k == 576)
+        return mt == 1   ? describe<mla_wide_cfg<ST, 1>>(n)
+               : mt == 2 ? describe<mla_wide_cfg<ST, 2>>(n)
+                         : describe<mla_wide_cfg<ST, 4>>(n);
+    return mt == 1   ? describe<mla_narrow_cfg<ST, 1>>(n)
+           : mt == 2 ? describe<mla_narrow_cfg<ST, 2>>(n)
+                     : describe<mla_narrow_cfg<ST, 4>>(n);
 }
 
 } // namespace

@@ -31,14 +31,14 @@ struct mma_cfg {
     static constexpr int EB = I8 ? 1 : 2;
     static constexpr int RSK = dl::row_stride(DK * EB), RSV = VFK ? RSK : dl::row_stride(DV * EB);
     static constexpr bool QREG = MT * KSW * 4 <= 40; // registers for Q, else shared memory
-    static constexpr int PSTRIDE = (T + 8) * 2; // bytes per row of P: 16-byte rows, ldmatrix conflict-free
+    static constexpr int PSTRIDE = (T + 8) * 2;      // bytes per row of P: 16-byte rows, ldmatrix conflict-free
     // a stage: K rows, V rows (unless VFK), K scales, V scales (int8 with V rows)
     static constexpr int K_BYTES = T * RSK, V_BYTES = VFK ? 0 : T * RSV, KS_BYTES = I8 ? T * 4 : 0;
     static constexpr int VS_BYTES = I8 && !VFK ? T * 4 : 0;
     static constexpr int STAGE = K_BYTES + V_BYTES + KS_BYTES + VS_BYTES;
     // fixed region: Q fragments (unless in registers), the k groups' partial scores, P, reductions
     static constexpr int Q_BYTES = QREG ? 0 : MT * KSTEPS * 32 * 16;
-    static constexpr int SX_BYTES = CS > 1 ? CS * NT * MT * 32 * 16 : 0;
+    static constexpr int SX_BYTES = CS > 1 ? CS* NT* MT * 32 * 16 : 0;
     static constexpr int P_BYTES = M * PSTRIDE;
     static constexpr int RED_BYTES = 2 * NW * M * 4 + 2 * M * 4 + 16; // maxima, sums; the combine's
     static constexpr int FIXED = Q_BYTES + SX_BYTES + P_BYTES + RED_BYTES;
@@ -155,8 +155,7 @@ __global__ void __launch_bounds__(C::NTH, C::MINB) decode_mma(const decode_param
          ++it, buf = buf + 1 == S ? 0 : buf + 1, next = next + 1 == S ? 0 : next + 1) {
         cp_async_wait(S - 2);
         __syncthreads(); // tile `it` landed; every warp is done with tile it - 1 (its buffer, P, red_m)
-        if (it + S - 1 < w.te)
-            load_tile<C::NTH>(p, dst(next), w.b, w.g, w.kb + (it + S - 1) * C::T, w.ke, C::T);
+        if (it + S - 1 < w.te) load_tile<C::NTH>(p, dst(next), w.b, w.g, w.kb + (it + S - 1) * C::T, w.ke, C::T);
         cp_async_commit();
         const int t0 = w.kb + it * C::T;
         const std::uint8_t* kt = stages + buf * C::STAGE;
@@ -195,8 +194,8 @@ __global__ void __launch_bounds__(C::NTH, C::MINB) decode_mma(const decode_param
 #pragma unroll
                     for (int half = 0; half < 2; ++half) {
                         const dl::rc x = dl::k8_word(lane, n0 + 8 * half, ks);
-                        const std::uint32_t wd =
-                            dl::bias_bytes(*reinterpret_cast<const std::uint32_t*>(kt + dl::byte_offset(x.row, x.col, C::RSK)));
+                        const std::uint32_t wd = dl::bias_bytes(
+                            *reinterpret_cast<const std::uint32_t*>(kt + dl::byte_offset(x.row, x.col, C::RSK)));
                         b[2 * half] = dl::widen_pair(wd, 0, wd, 1);
                         b[2 * half + 1] = dl::widen_pair(wd, 2, wd, 3);
                     }
@@ -222,7 +221,8 @@ __global__ void __launch_bounds__(C::NTH, C::MINB) decode_mma(const decode_param
             for (int mt = 0; mt < C::MT; ++mt)
 #pragma unroll
                 for (int j = 0; j < C::SNT; ++j)
-                    *reinterpret_cast<float4*>(sx + (((cg * C::NT + dl::s_key0(kg, C::SNT, 0) / 8 + j) * C::MT + mt) * 32 + lane) * 4) =
+                    *reinterpret_cast<float4*>(
+                        sx + (((cg * C::NT + dl::s_key0(kg, C::SNT, 0) / 8 + j) * C::MT + mt) * 32 + lane) * 4) =
                         make_float4(s[mt][j][0], s[mt][j][1], s[mt][j][2], s[mt][j][3]);
             __syncthreads();
             if (warp < C::OWNERS) {

@@ -19,12 +19,13 @@ namespace attn::cuda::detail {
 template <storage ST, int BDX_>
 struct simt_cfg {
     static constexpr storage st = ST;
-    static constexpr int BDX = BDX_, NTH = 128, NW = 4, T = 32, KW = T / NW, KB = 4, RW = 32 / BDX, RPT = 4, ROWS = RW * RPT;
+    static constexpr int BDX = BDX_, NTH = 128, NW = 4, T = 32, KW = T / NW, KB = 4, RW = 32 / BDX, RPT = 4,
+                         ROWS = RW * RPT;
     static constexpr int DMAX = BDX * 8;
     static constexpr int EB = ST == storage::f32 ? 4 : ST == storage::int8 ? 1 : 2;
     static constexpr bool I8 = ST == storage::int8;
-    static constexpr int MINB = ST == storage::f32 ? 2 : 3; // f32's 8-element pieces take two 16-byte loads
-    static constexpr int MERGE = NW * ROWS * DMAX * 4;   // the warps' outputs at the end of a chunk
+    static constexpr int MINB = ST == storage::f32 ? 2 : 3;             // f32's 8-element pieces take two 16-byte loads
+    static constexpr int MERGE = NW * ROWS * DMAX * 4;                  // the warps' outputs at the end of a chunk
     static constexpr int FIXED = 2 * NW * ROWS * 4 + 2 * ROWS * 4 + 16; // their maxima and sums; the combine's
     static_assert(KW == 8 && 32 % BDX == 0, "tiling");
 };
@@ -36,7 +37,8 @@ __host__ __device__ constexpr int simt_stride(int bytes) { return (bytes + 15) /
 template <storage ST>
 __device__ __forceinline__ void load8(const std::uint8_t* row, int x, float (&v)[8]) {
     if constexpr (ST == storage::f32) {
-        const float4 a = reinterpret_cast<const float4*>(row)[2 * x], b = reinterpret_cast<const float4*>(row)[2 * x + 1];
+        const float4 a = reinterpret_cast<const float4*>(row)[2 * x],
+                     b = reinterpret_cast<const float4*>(row)[2 * x + 1];
         v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
     } else if constexpr (ST == storage::int8) {
         const uint2 a = reinterpret_cast<const uint2*>(row)[x];
@@ -64,10 +66,10 @@ __device__ __forceinline__ void load8(const std::uint8_t* row, int x, float (&v)
 template <class C>
 __global__ void __launch_bounds__(C::NTH, C::MINB) decode_simt(const decode_params p) {
     ATTN_DECODE_SMEM(smem);
-    float* mm = reinterpret_cast<float*>(smem);  // [NW][ROWS] maxima
-    float* ml = mm + C::NW * C::ROWS;             // [NW][ROWS] sums
-    float* scratch = ml + C::NW * C::ROWS;        // [ROWS][2] + a flag
-    std::uint8_t* area = smem + C::FIXED;         // the stages, then the merge
+    float* mm = reinterpret_cast<float*>(smem); // [NW][ROWS] maxima
+    float* ml = mm + C::NW * C::ROWS;           // [NW][ROWS] sums
+    float* scratch = ml + C::NW * C::ROWS;      // [ROWS][2] + a flag
+    std::uint8_t* area = smem + C::FIXED;       // the stages, then the merge
     const block_work w = locate(p, C::T);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, x = lane % C::BDX, y = lane / C::BDX;
     const int R = p.heads / p.kv_heads, d = p.d_k;
@@ -116,8 +118,7 @@ __global__ void __launch_bounds__(C::NTH, C::MINB) decode_simt(const decode_para
          ++it, buf = buf + 1 == S ? 0 : buf + 1, next = next + 1 == S ? 0 : next + 1) {
         cp_async_wait(S - 2);
         __syncthreads();
-        if (it + S - 1 < w.te)
-            load_tile<C::NTH>(p, dst(next), w.b, w.g, w.kb + (it + S - 1) * C::T, w.ke, C::T);
+        if (it + S - 1 < w.te) load_tile<C::NTH>(p, dst(next), w.b, w.g, w.kb + (it + S - 1) * C::T, w.ke, C::T);
         cp_async_commit();
         const int t0 = w.kb + it * C::T;
         const std::uint8_t* kt = area + buf * stage;

@@ -17,8 +17,8 @@
 
 namespace attn::cuda::plan {
 
-inline constexpr int max_splits = 128;  ///< FlashAttention's cap on the chunks of one unit
-inline constexpr int max_stages = 8;    ///< deepest cp.async pipeline planned or accepted
+inline constexpr int max_splits = 128;   ///< FlashAttention's cap on the chunks of one unit
+inline constexpr int max_stages = 8;     ///< deepest cp.async pipeline planned or accepted
 inline constexpr int max_new_tokens = 8; ///< n_q per step
 
 using decode_layout::chunk_first;
@@ -81,9 +81,9 @@ inline row_blocking block_rows(int heads_per_kv, int n_q, int heads_per_block, i
     } else if (n_q > row_cap) {
         b.rows = row_cap;
     } else {
-        const int most = row_cap / n_q;                          // heads a block can take
-        const int groups = (heads_per_kv + most - 1) / most;     // fewest groups
-        b.rows = (heads_per_kv + groups - 1) / groups * n_q;     // balanced
+        const int most = row_cap / n_q;                      // heads a block can take
+        const int groups = (heads_per_kv + most - 1) / most; // fewest groups
+        b.rows = (heads_per_kv + groups - 1) / groups * n_q; // balanced
     }
     b.rows = std::max(1, b.rows);
     b.groups = (total + b.rows - 1) / b.rows;
@@ -146,8 +146,8 @@ inline stage_choice choose_stages(std::size_t stage_bytes, std::size_t fixed, st
     for (int s = 2; s <= max_stages; ++s) {
         const std::size_t smem = stage_smem(fixed, stage_bytes, merge_bytes, s);
         if (smem > smem_per_block) break;
-        const int blocks = int(std::min<std::size_t>(std::size_t(std::max(reg_blocks, 0)),
-                                                     smem_per_sm / (smem + reserved_per_block)));
+        const int blocks =
+            int(std::min<std::size_t>(std::size_t(std::max(reg_blocks, 0)), smem_per_sm / (smem + reserved_per_block)));
         if (blocks == 0) break;
         const std::size_t flight = std::size_t(blocks) * std::size_t(s - 1) * stage_bytes;
         const std::size_t counted = std::min(flight, enough_in_flight);
