@@ -3,16 +3,20 @@
 # compute-sanitizer and PyTorch there, no package registries). Needs only nvcc, a host C++
 # compiler, and CMake >= 3.28 if there is one (otherwise nvcc builds everything directly); the
 # project's own toolchain (clang 19, the C++ modules, its venv) is not assumed.
-#   bash scripts/gpu.sh [steps...]     steps: build test sanitize bench (default: all four)
-#   build     variants/cuda + tests/cuda, standalone, into $ATTN_GPU_BUILD (default /tmp/attn-gpu-build)
+#   bash scripts/gpu.sh [steps...]     steps: build test bench sanitize profile (default: all), run in that order
+#   build     variants/cuda + tests/cuda, standalone, into $ATTN_GPU_BUILD (default /tmp/attn-gpu-build);
+#             a lease carries binaries built here instead (ATTN_GPU_BUILD=.gpubin, carry .gpubin/bin)
 #   test      attn_cuda_gpu_tests: every kernel against the fp64 reference, mutants rejected
-#   sanitize  the same tests at small sizes (--small) under compute-sanitizer memcheck and racecheck
-#   bench     attn_cuda_bench: the peak probes, cuda-flash beside torch's sdpa flash backend (bf16,
-#             B x H >= 132, N 1k-16k, d 64 and 128, causal and not), cuda-decode's GB/s against the
-#             measured read bandwidth; a short table printed last
-# Logs and CSVs go to $OUT (the device tool's output folder) or build/gpu-out. Exit status: 0 when
-# every step that ran passed. Plan the lease: build + test + sanitize take a few minutes, bench
-# about as long; run them as separate calls if one call would pass 10 minutes.
+#   bench     attn_cuda_bench: the peak probes; cuda-flash and cuda-hopper (every tile) on the prefill
+#             table (bf16, B x H >= 132, N 1k-16k, d 64 and 128, causal and not) and the windows;
+#             cuda-decode's table against the measured read bandwidth; then torch's sdpa flash and
+#             cuDNN backends and FlexAttention on the same shapes (tests/cuda/torch_peers.py)
+#   sanitize  the tests at small sizes (--small): compute-sanitizer memcheck, racecheck per kernel
+#   profile   Nsight Compute on cuda-hopper and cuda-flash at d 128, N 4k
+# Logs and CSVs go to $OUT (the device tool's output folder) or build/gpu-out, a table of the
+# timings last. Every step runs under a timeout; ATTN_GPU_DEADLINE (epoch seconds) shortens the
+# steps to end before it and skips those with no time left, so one lease call holds them all.
+# Exit status: 0 when every step that ran passed.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${OUT:-$root/build/gpu-out}
@@ -20,7 +24,7 @@ build=${ATTN_GPU_BUILD:-/tmp/attn-gpu-build}
 jobs=${ATTN_GPU_JOBS:-$(nproc)} # parallel compiles (set 1 on a shared machine)
 mkdir -p "$out" "$build"
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(build test sanitize bench)
+[ ${#steps[@]} -eq 0 ] && steps=(build test bench sanitize profile)
 status=0
 summary=()
 
@@ -61,14 +65,17 @@ EOF
 }
 
 build_nvcc() { # without CMake: the same flags as variants/cuda/CMakeLists.txt
-  local flags=(-std=c++17 -O3 -lineinfo --expt-relaxed-constexpr -Xcompiler -Wall -Xcompiler -Wextra
-    "-gencode=arch=compute_80,code=sm_80" "-gencode=arch=compute_90a,code=sm_90a" -I "$root/variants/cuda" -I "$root/modules/core")
+  # ATTN_GPU_ARCHS="90a": one target only (binaries half the size, for a lease's 64 MiB carry)
+  local arch flags=(-std=c++17 -O3 -lineinfo --expt-relaxed-constexpr -Xcompiler -Wall -Xcompiler -Wextra
+    -I "$root/variants/cuda" -I "$root/modules/core")
+  for arch in ${ATTN_GPU_ARCHS:-80 90a}; do flags+=("-gencode=arch=compute_$arch,code=sm_$arch"); done
   local cxx=${CXX:-$(command -v g++ || command -v c++ || command -v clang++)}
   local objs=() pids=() f
   mkdir -p "$build/obj" "$bin"
   # every .cu of variants/cuda (a list written out here missed query.cu once: attn::cuda::query undefined)
   for f in $(cd "$root/variants/cuda" && ls *.cu | sed 's/\.cu$//'); do
     if [ "$jobs" -gt 1 ]; then
+      while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
       nvcc "${flags[@]}" -c "$root/variants/cuda/$f.cu" -o "$build/obj/$f.o" &
       pids+=($!)
     else
@@ -79,11 +86,9 @@ build_nvcc() { # without CMake: the same flags as variants/cuda/CMakeLists.txt
   "$cxx" -std=c++17 -O2 -Wall -Wextra -I "$root/modules/core" -c "$root/variants/cuda/refusal.cpp" -o "$build/obj/refusal.o" || return 1
   for f in "${pids[@]}"; do wait "$f" || return 1; done
   objs+=("$build/obj/refusal.o")
-  # each binary's sources (test_cuda_gpu_core.cpp: the prefill cores of attn_cuda_gpu_tests)
-  for f in "test_cuda_gpu test_cuda_gpu_core:attn_cuda_gpu_tests" bench_cuda:attn_cuda_bench; do
-    local srcs=() s
-    for s in ${f%%:*}; do srcs+=("$root/tests/cuda/$s.cpp"); done
-    nvcc -std=c++17 -O2 -Xcompiler -Wall -Xcompiler -Wextra -I "$root/variants/cuda" -I "$root/modules/core" "${srcs[@]}" "${objs[@]}" \
+  # each program from its files: test_cuda_gpu*.cpp, bench_cuda*.cpp (a list written out missed files once)
+  for f in test_cuda_gpu:attn_cuda_gpu_tests bench_cuda:attn_cuda_bench; do
+    nvcc -std=c++17 -O2 -Xcompiler -Wall -Xcompiler -Wextra -I "$root/variants/cuda" -I "$root/modules/core" "$root/tests/cuda/${f%%:*}"*.cpp "${objs[@]}" \
       -lcublas -lpthread -o "$bin/${f##*:}" || return 1
   done
 }
@@ -105,76 +110,94 @@ if want build; then
   [ $rc -eq 0 ] || { printf '%s\n' "${summary[@]}"; exit 1; }
 fi
 
-if want test; then
-  start=$SECONDS
-  "$bin/attn_cuda_gpu_tests" >"$out/gpu_tests.log" 2>&1
+# step NAME CAP LOG CMD...: CMD under a timeout of CAP seconds, or less before $ATTN_GPU_DEADLINE
+# (epoch seconds: the lease's end; a step with under 10 s left is not started), output to LOG
+deadline=${ATTN_GPU_DEADLINE:-0}
+step() {
+  local name=$1 cap=$2 log=$3 start=$SECONDS rc
+  shift 3
+  if [ "$deadline" -gt 0 ]; then
+    local left=$((deadline - $(date +%s)))
+    [ "$left" -lt "$cap" ] && cap=$left
+    if [ "$cap" -lt 10 ]; then
+      note "$name: not started, the deadline is near"
+      summary+=("$name: not run (deadline)")
+      return 0
+    fi
+  fi
+  timeout "$cap" "$@" >"$log" 2>&1
   rc=$?
-  note "attn_cuda_gpu_tests: exit $rc in $((SECONDS - start)) s"
-  grep -E "^(FAIL|device|skipped)|passed, " "$out/gpu_tests.log" | head -40 >&2
-  record "gpu tests ($(tail -1 "$out/gpu_tests.log"))" $rc
+  note "$name: exit $rc in $((SECONDS - start)) s (limit $cap s)"
+  record "$name" $rc
+}
+
+if want test; then
+  step "gpu tests" 150 "$out/gpu_tests.log" "$bin/attn_cuda_gpu_tests"
+  grep -E "^(FAIL|device|skipped|cuda-hopper)|passed, " "$out/gpu_tests.log" | head -40 >&2
+fi
+
+# the order gives a short lease the most: ours timed, the peers that need no compiling, memcheck
+# and racecheck on the new kernels, FlexAttention (torch.compile), the older kernels' racecheck
+torch_ok=0
+python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null && torch_ok=1
+have_sanitizer=0
+command -v compute-sanitizer >/dev/null && have_sanitizer=1
+racecheck() {
+  local k
+  for k in "$@"; do
+    step "racecheck $k" 120 "$out/racecheck_$k.log" compute-sanitizer --tool racecheck --error-exitcode 99 "$bin/attn_cuda_gpu_tests" --small --only "$k"
+  done
+}
+
+if want bench; then
+  step "bench peak" 60 "$out/peak.csv" "$bin/attn_cuda_bench" peak 10
+  step "bench flash" 150 "$out/flash.csv" "$bin/attn_cuda_bench" flash 10
+  read_gbs=$(awk -F, '$1 == "read" {print $2}' "$out/peak.csv" 2>/dev/null) # the decode table's ceiling
+  step "bench decode" 120 "$out/decode.csv" "$bin/attn_cuda_bench" decode 10 ${read_gbs:+"$read_gbs"}
+  step "bench window" 60 "$out/window.csv" "$bin/attn_cuda_bench" window 10
+  if [ $torch_ok = 1 ]; then
+    step "torch prefill" 90 "$out/torch_prefill.csv" python3 "$root/tests/cuda/torch_peers.py" prefill 10
+    step "torch decode" 60 "$out/torch_decode.csv" python3 "$root/tests/cuda/torch_peers.py" decode 10
+  else
+    note "python3 cannot import torch with CUDA: no peers beside"
+  fi
 fi
 
 if want sanitize; then
-  if command -v compute-sanitizer >/dev/null; then
-    for tool in memcheck racecheck; do
-      start=$SECONDS
-      timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 99 "$bin/attn_cuda_gpu_tests" --small \
-        >"$out/$tool.log" 2>&1
-      rc=$?
-      note "compute-sanitizer $tool: exit $rc in $((SECONDS - start)) s"
-      grep -E "ERROR SUMMARY|RACECHECK SUMMARY|passed, " "$out/$tool.log" | tail -3 >&2
-      record "compute-sanitizer $tool" $rc
-    done
+  if [ $have_sanitizer = 1 ]; then
+    step "memcheck" 150 "$out/memcheck.log" compute-sanitizer --tool memcheck --error-exitcode 99 "$bin/attn_cuda_gpu_tests" --small
+    racecheck cuda-hopper cuda-decode # racecheck is slow (over 100 s for every kernel at once)
   else
     note "compute-sanitizer not found"
     record "compute-sanitizer" 127
   fi
 fi
 
-if want bench; then
-  "$bin/attn_cuda_bench" peak 10 >"$out/peak.csv" 2>&1 || record "bench peak" $?
-  "$bin/attn_cuda_bench" flash 10 >"$out/flash.csv" 2>&1 || record "bench flash" $?
-  "$bin/attn_cuda_bench" decode 10 >"$out/decode.csv" 2>&1 || record "bench decode" $?
-  if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
-    # torch's flash backend alone (sdpa_kernel with one backend raises rather than falling back);
-    # the same shapes, timing and L2 flush as attn_cuda_bench; n_q = n_kv, so torch's top-left
-    # causal mask is the bottom-right one
-    python3 - >"$out/torch.csv" 2>&1 <<'EOF' || note "torch comparison failed (see $out/torch.csv)"
-import statistics, torch
-import torch.nn.functional as F
-from torch.nn.attention import sdpa_kernel, SDPBackend
-dev = torch.device("cuda")
-flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.uint8, device=dev)
-print("kernel,storage,batch,heads,kv_heads,n,d,causal,ms,tflops")
-for d in (64, 128):
-    for n in (1024, 2048, 4096, 8192, 16384):
-        for causal in (0, 1):
-            h = 2048 // d
-            b = max(16384 // n, -(-132 // h))
-            q, k, v = (torch.rand(b, h, n, d, device=dev, dtype=torch.bfloat16) * 2 - 1 for _ in range(3))
-            try:
-                with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
-                    run = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=bool(causal))
-                    for _ in range(3):
-                        run()
-                    times = []
-                    for _ in range(10):
-                        flush.zero_()
-                        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                        s.record(); run(); e.record(); e.synchronize()
-                        times.append(s.elapsed_time(e))
-                ms = statistics.median(times)
-                pairs = n * (n + 1) / 2 if causal else n * n
-                print(f"sdpa-flash,bf16,{b},{h},{h},{n},{d},{causal},{ms:.4f},{4 * b * h * d * pairs / ms * 1e-9:.1f}")
-            except Exception as ex:
-                print(f"# sdpa-flash d {d} n {n} causal {causal}: {ex}")
-            del q, k, v
-            torch.cuda.empty_cache()
-EOF
+if want bench && [ $torch_ok = 1 ]; then
+  step "torch window" 90 "$out/torch_window.csv" python3 "$root/tests/cuda/torch_peers.py" window 10
+fi
+
+if want sanitize && [ $have_sanitizer = 1 ]; then
+  racecheck cuda-flash cuda-tiled
+  grep -hE "ERROR SUMMARY|RACECHECK SUMMARY|passed, " "$out"/memcheck.log "$out"/racecheck_*.log >&2
+fi
+
+if want profile; then
+  if command -v ncu >/dev/null; then
+    # issue 47's profile: d 128, N 4096, not causal, each prefill kernel's first launch (its default tile)
+    for kn in hopper_kernel flash_kernel; do
+      step "ncu $kn" 60 "$out/ncu_$kn.txt" ncu --kernel-name "$kn" --launch-count 1 --section SpeedOfLight \
+        --section Occupancy --section LaunchStats --section ComputeWorkloadAnalysis "$bin/attn_cuda_bench" shape 1 128 4096 0
+      step "ncu $kn pipes" 60 "$out/ncu_${kn}_pipes.txt" ncu --kernel-name "$kn" --launch-count 1 \
+        --metrics "regex:sm__pipe_tensor.*cycles_active.avg.pct_of_peak_sustained_active" "$bin/attn_cuda_bench" shape 1 128 4096 0
+    done
   else
-    note "python3 cannot import torch with CUDA: no sdpa comparison"
+    note "ncu not found"
   fi
-  # the table: cuda-flash beside sdpa-flash; cuda-decode against the read probe
+fi
+
+if want bench; then
+  # the table: each kernel's best tile beside torch's backends; decode against the read probe
   python3 - "$out" >"$out/table.txt" <<'EOF' || note "table: python3 failed"
 import csv, os, sys
 out = sys.argv[1]
@@ -182,21 +205,30 @@ def rows(name):
     p = os.path.join(out, name)
     if not os.path.exists(p):
         return []
-    return [r for r in csv.DictReader(l for l in open(p) if l.strip() and not l.startswith(("#", "skipped", "error")))]
+    return list(csv.DictReader(l for l in open(p) if l.strip() and not l.startswith(("#", "skipped", "error"))))
 peak = {r["measure"]: float(r["value"]) for r in rows("peak.csv")}
-print(f"peak: bf16 GEMM {peak.get('tensor', 0):.0f} TFLOP/s, read {peak.get('read', 0):.0f} GB/s, copy {peak.get('copy', 0):.0f} GB/s")
-torch_rows = {(r["n"], r["d"], r["causal"]): r for r in rows("torch.csv")}
-print(f"{'d':>4} {'N':>6} {'causal':>6} {'B':>3} {'H':>3} | {'cuda-flash ms':>13} {'TFLOP/s':>8} | {'sdpa-flash ms':>13} {'TFLOP/s':>8} | ratio")
-for r in rows("flash.csv"):
-    t = torch_rows.get((r["n"], r["d"], r["causal"]))
-    tm = f"{float(t['ms']):13.3f} {float(t['tflops']):8.1f}" if t else f"{'-':>13} {'-':>8}"
-    ratio = f"{float(t['ms']) / float(r['ms']):.2f}" if t else "-"
-    print(f"{r['d']:>4} {r['n']:>6} {r['causal']:>6} {r['batch']:>3} {r['heads']:>3} | {float(r['ms']):13.3f} {float(r['tflops']):8.1f} | {tm} | {ratio}")
-read = peak.get("read", 0)
-print(f"{'B':>3} {'H':>3} {'G':>3} {'L':>7} {'chunks':>6} | {'ms':>8} {'GB/s':>7} | of read peak")
-for r in rows("decode.csv"):
-    frac = f"{float(r['gbs']) / read:.0%}" if read else "-"
-    print(f"{r['batch']:>3} {r['heads']:>3} {r['kv_heads']:>3} {r['L']:>7} {r['chunks']:>6} | {float(r['ms']):8.3f} {float(r['gbs']):7.0f} | {frac}")
+tensor, read = peak.get("tensor", 0), peak.get("read", 0)
+print(f"peak: bf16 GEMM {tensor:.0f} TFLOP/s, read {read:.0f} GB/s, copy {peak.get('copy', 0):.0f} GB/s")
+best = {}  # (kernel, d, n, causal, window) -> the fastest tile's row
+for r in rows("flash.csv") + rows("window.csv") + rows("torch_prefill.csv") + rows("torch_window.csv"):
+    key = (r["kernel"], r["d"], r["n"], r["causal"], r["window"])
+    if key not in best or float(r["ms"]) < float(best[key]["ms"]):
+        best[key] = r
+kernels = ["cuda-flash", "cuda-hopper", "sdpa-flash", "sdpa-cudnn", "torch-flex"]
+shapes = sorted({k[1:] for k in best}, key=lambda s: (int(s[0]), int(s[3]), int(s[1]), int(s[2])))
+print("prefill, bf16: TFLOP/s of each kernel's fastest tile (4 B H d x visible pairs / time)")
+print(f"{'d':>4} {'N':>6} {'causal':>6} {'W':>5} | " + " ".join(f"{k:>11}" for k in kernels) + " | flash/sdpa-flash hopper/cudnn")
+for s in shapes:
+    got = {k: best.get((k,) + s) for k in kernels}
+    cells = " ".join(f"{float(got[k]['tflops']):11.1f}" if got[k] else f"{'-':>11}" for k in kernels)
+    def ratio(a, b):
+        return f"{float(got[b]['ms']) / float(got[a]['ms']):.2f}" if got[a] and got[b] else "-"
+    print(f"{s[0]:>4} {s[1]:>6} {s[2]:>6} {s[3]:>5} | {cells} | {ratio('cuda-flash', 'sdpa-flash'):>16} {ratio('cuda-hopper', 'sdpa-cudnn'):>13}")
+print("decode: GB/s (bytes a step must read / time), % of the read probe")
+for r in rows("decode.csv") + rows("torch_decode.csv"):
+    gbs = float(r["gbs"])
+    print(f"{r['kernel']:>11} {r['storage']:>5} B {r['batch']:>3} H {r['heads']:>3} G {r['kv_heads']:>3} n_q {r['n_q']} L {r['L']:>7} "
+          f"{r.get('layout', ''):>11} {r.get('options', ''):>20} | {float(r['ms']):8.3f} ms {gbs:7.0f} GB/s {gbs / read if read else 0:5.0%}")
 EOF
 fi
 

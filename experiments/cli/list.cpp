@@ -22,6 +22,8 @@ const char* cuda_serves(cuda::kernel k) {
         return "core and layer, bf16/f16, head width 64 or 128";
     case cuda::kernel::decode:
         return "decode step, f32/bf16/f16/int8 caches";
+    case cuda::kernel::hopper:
+        return "core and layer, bf16/f16, sm_90a (wgmma, TMA)";
     }
     return "";
 }
@@ -40,8 +42,8 @@ void add_list(CLI::App& app) {
                         v.description.c_str());
         }
         std::printf("\n%-12s %-7s %-48s %s\n", "cuda kernel", "device", "serves", "status");
-        for (const cuda::kernel k :
-             {cuda::kernel::naive, cuda::kernel::tiled, cuda::kernel::flash, cuda::kernel::decode})
+        for (const cuda::kernel k : {cuda::kernel::naive, cuda::kernel::tiled, cuda::kernel::flash,
+                                     cuda::kernel::hopper, cuda::kernel::decode})
             std::printf("%-12s %-7s %-48s %s\n", cuda::name(k), "cuda", cuda_serves(k), "not yet run on a GPU");
         // query(): device 0, or one line saying why there is none (never throws)
         const cuda::device_info d = cuda::query();

@@ -9,7 +9,9 @@
 //   attn_cuda_bench window   the same kernels at B 8, H 16, d 128, N 16384, causal, windows 1024 and
 //                            4096 beside the full causal mask (issue 48): ms, TFLOP/s, the speed-up
 //                            over the same kernel and tile's full causal time, the counted FLOP ratio
-//   attn_cuda_bench decode   cuda-decode over a bf16 cache: ms and GB/s (cache bytes read + q + out)
+//   attn_cuda_bench shape reps d N causal [W]   one shape of the flash table (for Nsight Compute)
+//   attn_cuda_bench decode [reps] [read GB/s]   cuda-decode: issue 45's table and candidates, n_q,
+//                            pages, cache types, the rolling buffer, MLA (bench_cuda_decode.cpp)
 // Not a test: it asserts nothing (attn_cuda_gpu_tests checks the outputs).
 #include <algorithm>
 #include <cstdint>
@@ -22,6 +24,9 @@
 #include "formats.hpp"
 
 namespace cu = attn::cuda;
+
+/// cuda-decode's table (bench_cuda_decode.cpp); read_ceiling 0: measured here.
+void bench_decode(int reps, double read_ceiling);
 
 namespace {
 
@@ -104,6 +109,19 @@ void bench_flash(int reps) {
             }
 }
 
+/// One shape of the flash table (Nsight Compute's run): d, N, causal, window as given.
+void bench_shape(int reps, std::size_t d, std::size_t n, bool causal, std::size_t window) {
+    std::printf("%s", core_header);
+    cu::shape s;
+    s.heads = s.kv_heads = 2048 / d;
+    s.batch = std::max<std::size_t>(16384 / n, (132 + s.heads - 1) / s.heads);
+    s.n_q = s.n_kv = n;
+    s.d_qk = d;
+    s.causal = causal;
+    s.window = window;
+    time_candidates(s, reps);
+}
+
 void bench_window(int reps) {
     std::printf("%s", core_header);
     cu::shape s;
@@ -131,48 +149,20 @@ void bench_window(int reps) {
     for (const std::string& line : summary) std::printf("%s\n", line.c_str());
 }
 
-void bench_decode(int reps) {
-    std::printf("kernel,storage,batch,heads,kv_heads,L,d,chunks,ms,gbs\n");
-    struct cfg {
-        std::size_t batch, heads, kv_heads, n_kv;
-    };
-    for (const cfg& c : {cfg{1, 32, 8, 131072}, cfg{8, 32, 8, 32768}, cfg{32, 32, 8, 8192}, cfg{8, 32, 1, 131072},
-                         cfg{64, 32, 32, 4096}}) {
-        cu::shape s;
-        s.batch = c.batch;
-        s.heads = c.heads;
-        s.kv_heads = c.kv_heads;
-        s.n_q = 1;
-        s.n_kv = c.n_kv;
-        s.d_qk = 128;
-        const std::size_t cap = c.n_kv, rows = c.batch * c.kv_heads * cap;
-        std::vector<float> q(c.batch * c.heads * 128), x(rows * 128);
-        fill(q, 4);
-        std::vector<std::uint16_t> k(x.size()), v(x.size());
-        fill(x, 5);
-        for (std::size_t i = 0; i < x.size(); ++i) k[i] = cu::formats::to_bf16(x[i]);
-        fill(x, 6);
-        for (std::size_t i = 0; i < x.size(); ++i) v[i] = cu::formats::to_bf16(x[i]);
-        try {
-            cu::decode_case dc(s, cu::storage::bf16, q.data(), k.data(), v.data(), nullptr, nullptr, cap);
-            const double ms = median(dc.time_ms(reps, 3, true));
-            const double bytes = 2.0 * double(rows) * 128 * 2 + 2.0 * double(q.size()) * 4;
-            std::printf("cuda-decode,bf16,%zu,%zu,%zu,%zu,128,%zu,%.4f,%.1f\n", c.batch, c.heads, c.kv_heads, c.n_kv,
-                        dc.chunks(), ms, bytes / ms * 1e-6);
-        } catch (const std::exception& e) {
-            std::printf("# cuda-decode B %zu G %zu L %zu: %s\n", c.batch, c.kv_heads, c.n_kv, e.what());
-        }
-        std::fflush(stdout);
-    }
-}
-
 } // namespace
 
 int main(int argc, char** argv) {
     const std::string mode = argc > 1 ? argv[1] : "";
     const int reps = argc > 2 ? std::max(1, std::atoi(argv[2])) : 10;
-    if (mode != "peak" && mode != "flash" && mode != "window" && mode != "decode") {
-        std::fprintf(stderr, "usage: %s peak|flash|window|decode [repetitions]\n", argv[0]);
+    if (mode != "peak" && mode != "flash" && mode != "window" && mode != "decode" && mode != "shape") {
+        std::fprintf(stderr,
+                     "usage: %s peak|flash|window|decode [repetitions] [read GB/s, decode]\n"
+                     "       %s shape repetitions d N causal(0|1) [window]\n",
+                     argv[0], argv[0]);
+        return 2;
+    }
+    if (mode == "shape" && (argc < 6 || std::atoi(argv[3]) <= 0 || std::atoi(argv[4]) <= 0)) {
+        std::fprintf(stderr, "%s shape: needs repetitions, a positive d and N, causal 0 or 1\n", argv[0]);
         return 2;
     }
     const cu::device_info dev = cu::query();
@@ -194,8 +184,11 @@ int main(int argc, char** argv) {
             bench_flash(reps);
         } else if (mode == "window") {
             bench_window(reps);
+        } else if (mode == "shape") {
+            bench_shape(reps, std::size_t(std::atoi(argv[3])), std::size_t(std::atoi(argv[4])), std::atoi(argv[5]) != 0,
+                        argc > 6 ? std::size_t(std::atoll(argv[6])) : 0);
         } else {
-            bench_decode(reps);
+            bench_decode(reps, argc > 3 ? std::atof(argv[3]) : 0.0);
         }
     } catch (const std::exception& e) {
         std::printf("error: %s\n", e.what());

@@ -5,9 +5,11 @@
 //    poisoned with NaN before each run, so an unwritten element fails). Below 1e-4 for f32 storage,
 //    2e-2 for bf16 and f16 (inputs rounded once on the host; the reference reads the rounded values).
 //  - Sizes: n 1, 7, 129, 1000 (and n_q != n_kv both ways), d_head 64 and 128 (decode also 80),
-//    causal and not (bottom-right), G = H, 2, 1 with H = 4 (and MQA with H = 32 for decode), batch 2;
-//    the prefill cores also under sliding windows, with MLA's widths, every tile candidate
-//    (test_cuda_gpu_core.cpp; the reference and its mutants: gpu_reference.hpp).
+//    causal and not (bottom-right), G = H, 2, 1 with H = 4, batch 2; the prefill cores also under
+//    sliding windows, with MLA's widths, every tile candidate (test_cuda_gpu_core.cpp; the reference
+//    and its mutants: gpu_reference.hpp);
+//  - cuda-decode's cases (contiguous and paged, rolling, n_q 1-8, MLA; caches with NaN wherever no
+//    query may read) are in test_cuda_gpu_decode*.cpp (helpers shared through gpu_check.hpp).
 //  - Mutants: the same outputs must fail against a reference with query head h reading kv head
 //    h % G instead of h*G/H, and with the mask one key short; for f32 storage also with the scale
 //    1% off. At bf16/f16's 2e-2 a 1% scale error cannot show: it moves the output by about
@@ -31,116 +33,12 @@
 #include <random>
 #include <string>
 #include <vector>
+#include "gpu_check.hpp"
 #include "gpu_reference.hpp"
 
 using namespace gpu_test;
 
 namespace {
-
-/// A decode cache: host arrays in the storage type, [B, G, capacity, d], rows past n_kv poisoned.
-struct cache {
-    std::vector<float> f32;         // f32 storage, and the values every type holds (dequantized) for the reference
-    std::vector<std::uint16_t> h16; // bf16 / f16 bits
-    std::vector<std::int8_t> i8;
-    std::vector<float> scales;
-    const void* data(cu::storage st) const {
-        return st == cu::storage::f32    ? (const void*)f32.data()
-               : st == cu::storage::int8 ? (const void*)i8.data()
-                                         : (const void*)h16.data();
-    }
-};
-
-cache make_cache(const std::vector<float>& x, const cu::shape& s, std::size_t cap, cu::storage st) {
-    const std::size_t d = s.d_qk, rows = s.batch * s.kv_heads * cap;
-    cache c;
-    c.f32 = x;
-    const float nan = std::numeric_limits<float>::quiet_NaN();
-    if (st == cu::storage::bf16 || st == cu::storage::f16) c.h16.resize(rows * d);
-    if (st == cu::storage::int8) {
-        c.i8.resize(rows * d);
-        c.scales.assign(rows, nan);
-    }
-    for (std::size_t r = 0; r < rows; ++r) {
-        const bool used = r % cap < s.n_kv;
-        float* xr = &c.f32[r * d];
-        if (!used) {
-            std::fill(xr, xr + d, nan);
-            if (!c.h16.empty()) std::fill(&c.h16[r * d], &c.h16[r * d] + d, std::uint16_t(0x7fff)); // NaN in both
-            continue;
-        }
-        if (st == cu::storage::int8) {
-            c.scales[r] = fm::quantize_row(xr, d, &c.i8[r * d]);
-            for (std::size_t i = 0; i < d; ++i) xr[i] = float(c.i8[r * d + i]) * c.scales[r];
-        } else if (!c.h16.empty()) {
-            for (std::size_t i = 0; i < d; ++i) {
-                c.h16[r * d + i] = st == cu::storage::bf16 ? fm::to_bf16(xr[i]) : fm::to_f16(xr[i]);
-                xr[i] = st == cu::storage::bf16 ? fm::from_bf16(c.h16[r * d + i]) : fm::from_f16(c.h16[r * d + i]);
-            }
-        }
-    }
-    return c;
-}
-
-/// [B, G, cap, d] -> the reference's [B, n_kv, G*d] (rows in use only).
-std::vector<float> interleave(const std::vector<float>& c, const cu::shape& s, std::size_t cap) {
-    const std::size_t d = s.d_qk, G = s.kv_heads;
-    std::vector<float> x(s.batch * s.n_kv * G * d);
-    for (std::size_t b = 0; b < s.batch; ++b)
-        for (std::size_t g = 0; g < G; ++g)
-            for (std::size_t j = 0; j < s.n_kv; ++j)
-                std::copy_n(&c[((b * G + g) * cap + j) * d], d, &x[((b * s.n_kv + j) * G + g) * d]);
-    return x;
-}
-
-/// cuda-decode over every cache type; with `mutants`, the newest key is made to matter (its key is
-/// the query of head 0 scaled up), so that a mask one key short changes the output.
-void check_decode(tally& t, std::mt19937_64& rng, const cu::shape& s0, bool mutants, bool reference_only,
-                  std::vector<std::pair<std::string, double>>* margins = nullptr) {
-    const cu::shape s = cu::resolved(s0);
-    const std::size_t d = s.d_qk, cap = s.n_kv + 3, G = s.kv_heads;
-    const std::vector<float> q = random_vector(rng, s.batch * s.heads * d, mutants ? 2.0f : 1.0f);
-    std::vector<float> k = random_vector(rng, s.batch * G * cap * d), v = random_vector(rng, s.batch * G * cap * d);
-    if (mutants)
-        for (std::size_t b = 0; b < s.batch; ++b)
-            for (std::size_t g = 0; g < G; ++g)
-                for (std::size_t i = 0; i < d; ++i)
-                    k[((b * G + g) * cap + s.n_kv - 1) * d + i] = 0.5f * q[(b * s.heads + g * s.heads / G) * d + i];
-    for (cu::storage st : {cu::storage::f32, cu::storage::bf16, cu::storage::f16, cu::storage::int8}) {
-        const cache kc = make_cache(k, s, cap, st), vc = make_cache(v, s, cap, st);
-        const std::vector<float> ki = interleave(kc.f32, s, cap), vi = interleave(vc.f32, s, cap);
-        const std::vector<double> ref = core_reference(s, q.data(), ki.data(), vi.data());
-        const double tol = tolerance(st);
-        const std::string what = std::string("cuda-decode ") + cu::name(st) + " " + describe(s);
-        const std::vector<mutant> ms = mutants ? mutants_for(st) : std::vector<mutant>{};
-        std::vector<std::vector<double>> mut;
-        for (mutant m : ms) mut.push_back(core_reference(s, q.data(), ki.data(), vi.data(), m));
-        if (reference_only) {
-            for (std::size_t i = 0; i < mut.size(); ++i) {
-                const double gap = relative_error(ref, mut[i]);
-                if (margins) margins->push_back({what + " vs mutant '" + mutant_name(ms[i]) + "'", gap / tol});
-                t.check(gap > 2 * tol, what + ": mutant '" + mutant_name(ms[i]) + "' within " + fmt_err(gap, 2 * tol) +
-                                           " of the reference");
-            }
-            continue;
-        }
-        watchdog::get().at(what);
-        try {
-            cu::decode_case dc(s, st, q.data(), kc.data(st), vc.data(st),
-                               kc.scales.empty() ? nullptr : kc.scales.data(),
-                               vc.scales.empty() ? nullptr : vc.scales.data(), cap);
-            dc.run();
-            const std::vector<float> out = dc.output();
-            const double e = relative_error(out, ref);
-            t.check(e < tol, what + " (" + std::to_string(dc.chunks()) + " chunks): " + fmt_err(e, tol));
-            for (std::size_t i = 0; i < mut.size(); ++i) {
-                const double em = relative_error(out, mut[i]);
-                t.check(em >= tol, what + ": mutant '" + mutant_name(ms[i]) + "' not rejected, " + fmt_err(em, tol));
-            }
-        } catch (const std::exception& e) {
-            t.check(false, what + ": " + e.what());
-        }
-    }
-}
 
 /// x [rows, in] times w [out, in]^T plus b, in float64, each result rounded to the storage type.
 std::vector<float> linear_reference(const std::vector<float>& x, std::size_t rows, std::size_t in,
@@ -263,15 +161,14 @@ void check_reference(tally& t, std::mt19937_64& rng) {
 
 void reference_margins(tally& t, std::mt19937_64& rng) {
     core_reference_checks(t, rng);
-    std::vector<std::pair<std::string, double>> margins;
-    check_decode(t, rng, make_shape(1, 129, 64, 4, 2, false), true, true, &margins);
-    for (const auto& [what, x] : margins) std::printf("margin: %s at %.3g x the tolerance\n", what.c_str(), x);
+    attn_gpu_check::run_decode_checks(t, rng, false, true); // cuda-decode's mutants (test_cuda_gpu_decode.cpp)
 }
 
 } // namespace
 
 int main(int argc, char** argv) {
     bool reference_only = false;
+    bool decode_only = false; // --only cuda-decode: the decode checks alone (racecheck's second run)
     run_options ro;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
@@ -281,17 +178,20 @@ int main(int argc, char** argv) {
             reference_only = true;
         } else if (a == "--only" && i + 1 < argc) {
             const std::string k = argv[++i];
+            const std::size_t before = ro.kernels.size();
             for (cu::kernel c : {cu::kernel::naive, cu::kernel::tiled, cu::kernel::flash, cu::kernel::hopper})
                 if (k == cu::name(c)) ro.kernels.push_back(c);
-            if (ro.kernels.empty()) {
-                std::fprintf(stderr, "--only: no prefill kernel named %s\n", k.c_str());
+            if (k == "cuda-decode") {
+                decode_only = true;
+            } else if (ro.kernels.size() == before) {
+                std::fprintf(stderr, "--only: no kernel named %s\n", k.c_str());
                 return 2;
             }
         } else {
-            std::fprintf(
-                stderr,
-                "usage: %s [--small] [--reference-only] [--only cuda-naive|cuda-tiled|cuda-flash|cuda-hopper]\n",
-                argv[0]);
+            std::fprintf(stderr,
+                         "usage: %s [--small] [--reference-only] [--only "
+                         "cuda-naive|cuda-tiled|cuda-flash|cuda-hopper|cuda-decode]\n",
+                         argv[0]);
             return 2;
         }
     }
@@ -316,29 +216,22 @@ int main(int argc, char** argv) {
     check_reference(t, rng);
 
     // the prefill cores: every kernel but cuda-hopper first (hopper's, if wanted, last)
-    const bool only = !ro.kernels.empty();
+    const bool only = !ro.kernels.empty() || decode_only;
     run_options first = ro;
     if (!only) first.kernels = {cu::kernel::naive, cu::kernel::tiled, cu::kernel::flash};
-    if (!only || first.wants(cu::kernel::naive) || first.wants(cu::kernel::tiled) || first.wants(cu::kernel::flash)) {
+    const bool prefill = !(decode_only && ro.kernels.empty()); // any prefill kernel wanted
+    if (prefill &&
+        (first.wants(cu::kernel::naive) || first.wants(cu::kernel::tiled) || first.wants(cu::kernel::flash))) {
         run_options some = first;
         some.kernels.erase(std::remove(some.kernels.begin(), some.kernels.end(), cu::kernel::hopper),
                            some.kernels.end());
         if (!some.kernels.empty()) core_checks(t, rng, some);
     }
 
-    if (!only) {
-        // decode: L + 1 keys of a longer cache
-        const std::vector<std::size_t> groups =
-            small ? std::vector<std::size_t>{4, 1} : std::vector<std::size_t>{4, 2, 1};
-        const std::vector<std::size_t> lengths =
-            small ? std::vector<std::size_t>{1, 7, 129} : std::vector<std::size_t>{1, 7, 129, 1000, 4097, 40000};
-        for (std::size_t n_kv : lengths)
-            for (std::size_t d : {64, 80, 128})
-                for (std::size_t g : groups) check_decode(t, rng, make_shape(1, n_kv, d, 4, g, false), false, false);
-        check_decode(t, rng, make_shape(1, small ? 129 : 4097, 128, 32, 1, false), false,
-                     false); // MQA, 32 heads a block
-        check_decode(t, rng, make_shape(1, 129, 64, 4, 2, false), true, false);
+    // cuda-decode: contiguous and paged, rolling buffers, n_q 1-8, MLA (test_cuda_gpu_decode_cases.cpp)
+    if (!only || decode_only) attn_gpu_check::run_decode_checks(t, rng, small, false);
 
+    if (!only) {
         // the layer (a window too)
         const std::vector<cu::kernel> layer_kernels{cu::kernel::naive, cu::kernel::tiled, cu::kernel::flash};
         for (const auto& [n_q, n_kv] : std::vector<std::pair<std::size_t, std::size_t>>{{7, 7}, {129, 129}, {129, 7}})
@@ -351,7 +244,7 @@ int main(int argc, char** argv) {
     }
 
     // cuda-hopper last: its cores, then a layer through it
-    if (ro.wants(cu::kernel::hopper)) {
+    if (prefill && ro.wants(cu::kernel::hopper)) {
         run_options h = ro;
         h.kernels = {cu::kernel::hopper};
         std::printf("cuda-hopper checks begin (%d passed, %d failed so far)\n", t.passed, t.failed);

@@ -1,8 +1,9 @@
 // attn_cuda's host side, without a GPU: which kernel refuses which case and how it says so, query()
 // and the case constructors on a machine with no usable device (one line, attn::cuda::error, no
-// crash), cuda-decode's key split, and the host's rounding to bf16 and f16. The prefill kernels'
-// tiles, layouts and synchronisation: attn_prefill_tests (test_prefill_*.cpp, test_hopper_*.cpp).
-// What needs a GPU is attn_cuda_gpu_tests.
+// crash), and the host's rounding to bf16 and f16. The prefill kernels' tiles, layouts and
+// synchronisation: attn_prefill_tests (test_prefill_*.cpp, test_hopper_*.cpp); cuda-decode's
+// planning, layout and one block's tile: attn_cuda_decode_tests (test_decode_*.cpp). What needs a
+// GPU is attn_cuda_gpu_tests.
 #define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
@@ -14,7 +15,6 @@
 #include <vector>
 #include "api.hpp"
 #include "formats.hpp"
-#include "plan.hpp"
 
 namespace cu = attn::cuda;
 
@@ -86,8 +86,8 @@ TEST_CASE("refusal: one line naming what the kernel lacks", "[cuda][host][refusa
           "cuda-flash stores bf16 or f16, not f32");
     CHECK(cu::refusal(cu::kernel::flash, make(64, 64, 64), cu::storage::int8) ==
           "cuda-flash stores bf16 or f16, not int8");
-    CHECK(cu::refusal(cu::kernel::decode, make(7, 64, 64), cu::storage::bf16) ==
-          "cuda-decode serves one query row (n_q = 1), not 7");
+    CHECK(cu::refusal(cu::kernel::decode, make(9, 64, 64), cu::storage::bf16) ==
+          "cuda-decode serves n_q 1 to 8 new tokens a step, not 9"); // more: test_decode_plan.cpp
     CHECK(cu::refusal(cu::kernel::decode, make(1, 64, 260), cu::storage::bf16) ==
           "cuda-decode serves d_head a multiple of 8 up to 256, not 260");
     CHECK(cu::refusal(cu::kernel::decode, make(1, 64, 20), cu::storage::f32) ==
@@ -101,16 +101,18 @@ TEST_CASE("refusal: one line naming what the kernel lacks", "[cuda][host][refusa
     }
     {
         cu::shape s = make(1, 7, 128);
-        s.d_v = 64;
+        s.d_v = 64; // cuda-decode serves MLA's absorbed form through decode_spec only: test_decode_plan.cpp
         CHECK(cu::refusal(cu::kernel::decode, s, cu::storage::bf16) ==
-              "d_qk != d_v (MLA) is not served on the GPU yet");
+              "cuda-decode serves d_qk != d_v only as MLA's absorbed form (decode_spec.v_from_k), not 128/64");
     }
     for (cu::kernel k : all_kernels) {
         INFO(cu::name(k));
         cu::shape w = make(1, 64, 64);
         w.window = 16;
         CHECK(cu::refusal(k, w, cu::storage::bf16) ==
-              "window=16 needs the causal mask (a sliding window looks back from each query)");
+              (k == cu::kernel::decode
+                   ? "cuda-decode serves a window only with the causal mask (it looks back from each query)"
+                   : "window=16 needs the causal mask (a sliding window looks back from each query)"));
         CHECK(cu::refusal(k, make(1, 64, 64, 6, 4), cu::storage::bf16) == "heads 6 is not divisible by kv_heads 4");
         CHECK(cu::refusal(k, make(1, 64, 0), cu::storage::bf16) == "d_qk must be >= 1 (got 0)");
         cu::shape nan_scale = make(1, 64, 64);
@@ -180,41 +182,6 @@ TEST_CASE("cases without a usable GPU throw attn::cuda::error with one line", "[
     const std::string pm = message([] { cu::measure_peak(3); });
     INFO(pm);
     CHECK(one_line(pm));
-}
-
-TEST_CASE("decode key split: fills the SMs, covers every key once, deterministic", "[cuda][host][plan]") {
-    namespace pl = attn::cuda::plan;
-    for (int sms : {1, 16, 108, 132})
-        for (std::size_t b : {1, 2, 8})
-            for (std::size_t g : {1, 2, 8, 32})
-                for (std::size_t L : {1, 7, 127, 128, 1000, 4097, 65536, 1000000}) {
-                    INFO("sms " << sms << " B " << b << " G " << g << " L " << L);
-                    const pl::key_split s = pl::split_keys(b, g, L, sms);
-                    REQUIRE(s.chunks >= 1);
-                    CHECK(s.n_kv == L);
-                    CHECK(s.chunks <= std::max<std::size_t>(1, L / pl::decode_min_chunk));
-                    // every key exactly once, in order, no empty chunk
-                    CHECK(s.begin(0) == 0);
-                    CHECK(s.end(s.chunks - 1) == L);
-                    for (std::size_t c = 0; c < s.chunks; ++c) {
-                        CHECK(s.end(c) > s.begin(c));
-                        if (c + 1 < s.chunks) CHECK(s.end(c) == s.begin(c + 1));
-                        CHECK(s.end(c) - s.begin(c) >= std::min<std::size_t>(L, pl::decode_min_chunk));
-                    }
-                    // fills the SMs where the keys allow it
-                    const std::size_t bg = b * g;
-                    const std::size_t need = (pl::decode_blocks_per_sm * std::size_t(sms) + bg - 1) / bg;
-                    if (L >= need * pl::decode_min_chunk && need <= pl::decode_max_chunks)
-                        CHECK(bg * s.chunks >= std::size_t(sms));
-                    // a function of (B x G, L, SMs) only: the same for the same product, call after call
-                    const pl::key_split t = pl::split_keys(bg, 1, L, sms);
-                    CHECK(t.chunks == s.chunks);
-                    CHECK(pl::split_keys(b, g, L, sms).chunks == s.chunks);
-                }
-    // small B x G at a long cache: at least the SM count of blocks
-    CHECK(pl::split_keys(1, 1, 65536, 132).chunks >= 132);
-    CHECK(pl::split_keys(1, 8, 65536, 132).chunks * 8 >= 132);
-    CHECK(pl::split_keys(64, 8, 65536, 132).chunks == 1);
 }
 
 TEST_CASE("formats: bf16 and f16 round to nearest even, widen exactly", "[cuda][host][formats]") {

@@ -44,6 +44,10 @@ decode_case::decode_case(const shape&, storage st, const float*, const void*, co
                          std::size_t) {
     absent(std::string("cannot run cuda-decode over a ") + name(st) + " cache");
 }
+decode_case::decode_case(const shape&, storage st, const float*, const void*, const void*, const float*, const float*,
+                         const decode_spec&) {
+    absent(std::string("cannot run cuda-decode over a ") + name(st) + " cache");
+}
 decode_case::~decode_case() = default;
 decode_case::decode_case(decode_case&&) noexcept = default;
 decode_case& decode_case::operator=(decode_case&&) noexcept = default;
@@ -51,6 +55,8 @@ void decode_case::run() { absent("decode_case::run"); }
 std::vector<float> decode_case::output() { absent("decode_case::output"); }
 std::vector<double> decode_case::time_ms(int, int, bool) { absent("decode_case::time_ms"); }
 std::size_t decode_case::chunks() const { absent("decode_case::chunks"); }
+void decode_case::set_options(const decode_options&) { absent("decode_case::set_options"); }
+decode_plan_info decode_case::plan() const { absent("decode_case::plan"); }
 
 struct layer_case::impl {};
 layer_case::layer_case(const shape&, std::size_t, storage st, kernel k, const layer_inputs&) {

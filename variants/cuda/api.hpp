@@ -39,7 +39,8 @@ struct shape {
     std::size_t batch = 1, heads = 1, kv_heads = 1, n_q = 1, n_kv = 1, d_qk = 0, d_v = 0;
     bool causal = false;
     /// Sliding window W (causal only): query i sees keys i + n_kv - n_q - W + 1 ... i + n_kv - n_q
-    /// (the CPU suite's convention); 0: none. Served by naive, tiled, flash and hopper.
+    /// (the CPU suite's convention); 0: none. Served by every kernel (cuda-decode also over a
+    /// rolling buffer: decode_spec::ring).
     std::size_t window = 0;
     double scale = 0;
 };
@@ -123,14 +124,68 @@ class core_case {
     std::unique_ptr<impl> impl_;
 };
 
-/// One decode step (n_q = 1, n_kv = L + 1 rows of the cache used) with cuda-decode. q [B, H*d] fp32;
-/// caches [B, G, capacity, d] in the storage type (f32 as float, bf16/f16 as uint16_t bit patterns,
-/// int8 as int8_t with k_scales and v_scales [B, G, capacity], value = q * scale); d = d_qk = d_v.
-/// output() is [B, H*d].
+/// cuda-decode's run-time choices (0, or -1 for the path: the plan's own), so that one process
+/// can time candidates over one uploaded cache (decode_case::set_options).
+struct decode_options {
+    int splits = 0;          ///< chunks of keys per (sequence, kv head, row group), 1-128
+    int stages = 0;          ///< cp.async pipeline depth, 2-8 tiles
+    int heads_per_block = 0; ///< query heads of one kv head per block (rows = heads x n_q, capped)
+    int tensor_cores = -1;   ///< -1 planned; 0 CUDA cores (every cache type); 1 mma.sync (bf16, f16, int8)
+};
+
+/// A decode step's cache beyond the shape. Element types as decode_case says; d_k = d_qk, d_v.
+///  - Contiguous (page_size 0): K [B, G, capacity, d_k], V [B, G, capacity, d_v]; int8 scales
+///    [B, G, capacity]; key position t of (b, g) in row slot(t).
+///  - Paged (page_size a power of two, 16 and 64 tested): K [pages, page_size, G, d_k],
+///    V [pages, page_size, G, d_v], int8 scales [pages, page_size, G]; block_table [B, max_pages]
+///    (int32) names the page of slots [i page_size, (i + 1) page_size) of sequence b.
+///  - lengths [B] (int32; null: n_kv each): keys sequence b holds, n_q <= lengths[b] <= n_kv
+///    (shape.n_kv is the longest); its last n_q keys are the step's new tokens.
+///  - ring > 0 (a rolling buffer, needs shape.window): key position t lives in slot t mod ring,
+///    ring >= window + n_q - 1 (Mistral's W slots at n_q = 1); 0: slot t = t.
+///  - v_from_k (MLA's absorbed form: one latent head, d_k = d_c + d_rope, d_v = d_c): V is the
+///    first d_v columns of K's rows (v_cache and v_scales unused; int8 values share the row's scale).
+struct decode_spec {
+    std::size_t capacity = 0;                  ///< contiguous: rows per (sequence, kv head); 0 means n_kv
+    std::size_t page_size = 0;                 ///< 0: contiguous
+    std::size_t pages = 0;                     ///< paged: pages in the pool
+    std::size_t max_pages = 0;                 ///< paged: block-table row length
+    const std::int32_t* block_table = nullptr; ///< paged: [B, max_pages]
+    const std::int32_t* lengths = nullptr;     ///< [B] or null
+    std::size_t ring = 0;                      ///< rolling-buffer slots; 0: none
+    bool v_from_k = false;                     ///< MLA absorbed: V = K's first d_v columns
+    decode_options options;
+};
+
+/// What cuda-decode's plan chose for a case.
+struct decode_plan_info {
+    std::string kernel; ///< "mma bf16 d 128/128 m-tiles 1" or "cuda-cores f32 lanes 16"
+    bool tensor_cores = false;
+    int splits = 1, stages = 2, heads_per_block = 1, rows_per_block = 1, groups = 1;
+    int tile = 0, threads = 0, blocks_per_sm = 0;
+    std::size_t smem = 0;
+};
+
+/// "" when cuda-decode serves (s, st, spec), else one line naming what it lacks. Pure host logic.
+/// Served: n_q 1-8 (bottom-right causal among them when s.causal), n_kv >= n_q, a window (with
+/// causal) over a plain or rolling cache, H/G heads per kv head (MHA, GQA, MQA), d_k = d_v a
+/// multiple of 8 up to 256 (mma.sync for 64 and 128 in bf16, f16, int8; CUDA cores otherwise and
+/// for f32), MLA absorbed (v_from_k, d_k/d_v 576/512 or 160/128, bf16, f16, int8), contiguous or paged.
+std::string decode_refusal(const shape& s, storage st, const decode_spec& spec);
+
+/// One decode step with cuda-decode: n_q new tokens per sequence (their keys and values already
+/// the last n_q of the cache) against the cache. q [B, n_q, H*d_qk] fp32; caches in the storage
+/// type (f32 as float, bf16/f16 as uint16_t bit patterns, int8 as int8_t with fp32 scales, value =
+/// q * scale). output() is [B, n_q, H*d_v].
 class decode_case {
   public:
+    /// The original form: contiguous caches [B, G, capacity, d], d = d_qk = d_v, n_kv <= capacity.
     decode_case(const shape& s, storage cache_type, const float* q, const void* k_cache, const void* v_cache,
                 const float* k_scales, const float* v_scales, std::size_t capacity);
+    /// Any layout decode_spec describes (throws error with decode_refusal's line when refused, or
+    /// when the block table names a page outside the pool).
+    decode_case(const shape& s, storage cache_type, const float* q, const void* k_cache, const void* v_cache,
+                const float* k_scales, const float* v_scales, const decode_spec& spec);
     ~decode_case();
     decode_case(const decode_case&) = delete;
     decode_case& operator=(const decode_case&) = delete;
@@ -140,8 +195,12 @@ class decode_case {
     void run();
     std::vector<float> output();
     std::vector<double> time_ms(int repetitions, int warmup, bool flush_l2);
-    /// How the keys were split: chunks per (batch, kv head) and query heads per block.
+    /// How the keys were split: chunks per (batch, kv head, row group).
     std::size_t chunks() const;
+    /// Re-plans with new options (the cache stays on the device); throws error for values out of range.
+    void set_options(const decode_options& o);
+    /// What the plan chose.
+    decode_plan_info plan() const;
 
     struct impl;
 

@@ -120,29 +120,6 @@ void launch_tiled(const core_args& a, cudaStream_t stream);
 void launch_flash(const core_args& a, cudaStream_t stream);
 void launch_hopper(const core_args& a, cudaStream_t stream);
 
-/// cuda-decode's plan for one shape on this device: heads_per_block query heads of a kv head per
-/// block (all R = H/G where shared memory allows), groups = ceil(R / heads_per_block), chunks of
-/// keys per (batch, kv head, group) from plan.hpp, and the block's dynamic shared memory.
-struct decode_plan {
-    int heads_per_block = 1, groups = 1, tile = 0, chunks = 1;
-    std::size_t smem = 0;
-};
-decode_plan plan_decode(const shape& resolved_shape, storage cache_type);
-
-struct decode_args {
-    const float* q = nullptr; ///< [B, H*d]
-    const void* k = nullptr;  ///< [B, G, capacity, d]
-    const void* v = nullptr;
-    const float* k_scales = nullptr; ///< int8: [B, G, capacity]
-    const float* v_scales = nullptr;
-    float* out = nullptr;      ///< [B, H*d]
-    float* part_acc = nullptr; ///< [B, H, chunks, d]: unnormalised partial outputs
-    float* part_ml = nullptr;  ///< [B, H, chunks, 2]: running max (log2 units) and sum
-    int batch = 0, heads = 0, kv_heads = 0, n_kv = 0, d = 0, capacity = 0;
-    float scale = 0;
-    storage st = storage::f32;
-    decode_plan plan;
-};
-void launch_decode(const decode_args& a, cudaStream_t stream);
+// cuda-decode's plan, arguments and launch: decode.cuh.
 
 } // namespace attn::cuda::detail
