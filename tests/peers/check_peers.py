@@ -76,7 +76,7 @@ def cases(provider, precisions=None, fault=None, device=None):
     flex = provider == "torch-flex"
     for i, prec in enumerate(precisions or PRECISIONS[provider]):
         for mode in MODES[provider]:
-            for g in ((4,) if provider == "torch-mha" else (2,) if flex and i else (4, 2, 1)):
+            for g in ((4,) if provider == "torch-mha" else (2,) if flex and i else (4, 2) if flex else (4, 2, 1)):
                 for causal in ((False,) if mode == "decode" else (True,) if flex and i else (False, True)):
                     c = dict(variant=provider, mode=mode, precision=prec, d_model=64, heads=4, kv_heads=g, batch=2,
                              threads=1, causal=causal, device=device)
