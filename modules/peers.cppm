@@ -22,13 +22,13 @@ struct peer_provider {
     std::vector<attn::device> devices{attn::device::cpu};
     /// The families it runs; empty: any family of the one computation (MHA, GQA, MQA, ...) with
     /// heads of d_model / H. nn.MultiheadAttention has no grouped heads; MLA has its own runner.
-    std::vector<attn::family> families;
-    std::string library, install; ///< the Python module it needs; the command that installs it
+    std::vector<attn::family> families{};
+    std::string library{}, install{}; ///< the Python module it needs; the command that installs it
     /// The precisions it runs in (its output judged against the reference under that precision's
     /// bound before it is timed); a case in another precision gets no peer case, and
     /// `not_served` says why, per precision, for the report.
     std::vector<dtype> precisions{dtype::f32};
-    std::map<dtype, std::string> not_served;
+    std::map<dtype, std::string> not_served{};
     /// Whether its runner takes a sliding window; a windowed case gets no peer that does not.
     bool windows = false;
     /// Whether it skips the tiles outside a sliding window (FlexAttention's block mask: its work
