@@ -95,7 +95,7 @@ def available(provider):
     except ImportError as e:
         return False, f"{provider}: not installed ({e.name or e}); install with `{p.install}`"
     if "cpu" not in p.devices:
-        why = importlib.import_module(p.module).cuda_missing(provider)
+        why = importlib.import_module(p.module).cuda_missing()
         if why:
             return False, f"{provider}: {why}"
     return True, ""

@@ -257,13 +257,13 @@ def make_flex(case, inputs, threads):
     if "none named" not in gpu and "triton" not in gpu:
         raise RuntimeError(f"{provider}: FlexAttention ran unfused (no Triton kernel in the profile: {gpu})")
     w = case.get("window", 0)
-    what = f"sliding window of {w}" if w else "causal" if case["causal"] else None
+    what = f"sliding window of {w}" if w else "causal mask" if case["causal"] else None
     info = {"library": "torch", "version": torch.__version__, "threads": torch.get_num_threads(),
             "device": torch.cuda.get_device_name(dev),
             "backend": "FlexAttention (Triton, torch.compile(dynamic=False))",
             "op": "torch.nn.attention.flex_attention.flex_attention" + (" (enable_gqa)" if gqa else "") +
                   f" on {str(dtype).split('.')[-1]} tensors",
-            "masking": (f"a {what} block mask: {visited} of {total} 128x128 tiles visited, the rest skipped" if what
+            "masking": (f"the {what} as a block mask: {visited} of {total} 128x128 tiles visited, the rest skipped" if what
                         else f"none: all {total} 128x128 tiles"),
             "skips_masked_tiles": bm is not None, "tiles": {"visited": visited, "total": total},
             "kernel": kernel}

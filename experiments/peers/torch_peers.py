@@ -21,25 +21,25 @@ import torch.nn.functional as F  # noqa: E402
 from window import kv_rows, mask as window_of  # noqa: E402
 
 
-def cuda_missing(provider):
-    """Why `provider` cannot run a CUDA case here, in one line, or None when a CUDA device is there."""
+def cuda_missing():
+    """Why a CUDA case cannot run here, in one line, or None when a CUDA device is there."""
     if torch.version.cuda is None:
-        return f"no CUDA device: torch {torch.__version__} is a CPU-only build ({provider} on cuda)"
+        return f"no CUDA device: torch {torch.__version__} is a CPU-only build"
     with warnings.catch_warnings():  # a CUDA build without a driver warns as it answers
         warnings.simplefilter("ignore")
         if not torch.cuda.is_available():
             return (f"no CUDA device: torch {torch.__version__} (CUDA {torch.version.cuda}) finds none "
-                    f"(torch.cuda.is_available() is False; {provider} on cuda)")
+                    "(torch.cuda.is_available() is False)")
     return None
 
 
 def device_of(case, provider):
-    """The torch device a case runs on; a CUDA case where there is none raises cuda_missing's line."""
+    """The torch device a case runs on; a CUDA case where there is none fails in cuda_missing's line."""
     if case.get("device", "cpu") != "cuda":
         return torch.device("cpu")
-    why = cuda_missing(provider)
+    why = cuda_missing()
     if why:
-        raise RuntimeError(why)
+        raise RuntimeError(f"{provider}: {why}")
     return torch.device("cuda")
 
 
