@@ -265,6 +265,10 @@ def register_case(bench, cid, case, args, checked):
                 judge(args, case, peer if m == 1 else None, make, d, m)
         checked.add(shape)
         fn, manual = peer_timer(peer.call, case.get("device", "cpu"))
+        if manual:  # how a GPU time was taken, beside it (the report's "same L2 handling as ours")
+            flushed = FLUSHES[case["device"]].buffer.numel() * 4
+            label["peer"]["timer"] = (f"CUDA events around each call after {GPU_WARMUPS} warm-ups; before each, outside "
+                                      f"the events, {flushed} bytes (2 x L2) written then read")
     except Exception as e:  # the case fails, the run goes on (as attnbench-bench's SkipWithError)
         msg = " ".join((f"{type(e).__name__}: {e}" if not isinstance(e, RuntimeError) else str(e)).split())  # one line
         print(f"{name}: error: {msg}", file=sys.stderr)

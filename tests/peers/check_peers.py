@@ -1,6 +1,10 @@
 """Tests of the peers (experiments/peers): usage
-  check_peers.py run PROVIDER ATTNBENCH WORKDIR    a tiny grid through the peer harness; every case
-                                                   judged and timed, the schema the report reads
+  check_peers.py run PROVIDER[@DEVICE] ATTNBENCH WORKDIR
+                                                   a tiny grid through the peer harness on the
+                                                   provider's device (or DEVICE: torch-mla@cuda);
+                                                   every case judged and timed, the schema the
+                                                   report reads (on CUDA: the backend, the kernels,
+                                                   the masking, the timer's L2 flush)
   check_peers.py fault FAULT ATTNBENCH WORKDIR [PRECISION [PROVIDER]]
                                                    the first installed provider serving PRECISION
                                                    (f32 unless given; PROVIDER if given)
@@ -174,6 +178,7 @@ def test_run(provider, ab, work):
             assert label.get("device", "cpu") == device, label
             if device == "cuda":  # the record a CUDA result carries: the card, the backend, the masking
                 assert peer["device"] and peer["backend"] and "GPU kernels: " in peer["kernel"], peer
+                assert "2 x L2" in peer["timer"] and b["name"].endswith("/manual_time"), (peer, b["name"])
                 if provider != "torch-mla":
                     assert isinstance(peer["skips_masked_tiles"], bool) and peer["masking"], peer
                     assert peer["skips_masked_tiles"] == skips_tiles(provider, c), (c, peer)
