@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -207,6 +208,91 @@ TEST_CASE("peers: a windowed case gets the core and decode peers, each with its 
     // torch-mha's runner takes no window: the windowed layer has no peer
     CHECK(attn::peer_cases(cases, {"torch-mha"}).empty());
 }
+TEST_CASE("peers: a provider gets the cases of the devices it runs on, and only those", "[cases][peers]") {
+    const auto of = [](const std::string& text) { return json::parse(text).get<attn::sweep_case>(); };
+    // the same core, decode step and windowed core on each device, in bf16; an f32 core on each;
+    // an f16 core on CUDA alone
+    std::vector<attn::sweep_case> cases;
+    for (const std::string device : {"cpu", "cuda"}) {
+        const std::string d = R"("device": ")" + device + R"(", )";
+        cases.push_back(of(R"({"variant": "simd", "mode": "core", )" + d +
+                           R"("d_model": 1024, "heads": 8, "kv_heads": 2, "n_q": 512, "precision": "bf16"})"));
+        cases.push_back(of(R"({"variant": "simd", "mode": "decode", )" + d +
+                           R"("d_model": 1024, "heads": 8, "kv_heads": 2, "context": 4096, "precision": "bf16"})"));
+        cases.push_back(of(R"({"variant": "simd", "mode": "core", )" + d +
+                           R"("d_model": 1024, "heads": 8, "kv_heads": 2, "n_q": 512, "precision": "bf16",
+                              "causal": true, "window": 128})"));
+        cases.push_back(of(R"({"variant": "simd", "mode": "core", )" + d +
+                           R"("d_model": 1024, "heads": 8, "kv_heads": 2, "n_q": 512})"));
+    }
+    cases.push_back(of(R"({"variant": "simd", "mode": "core", "device": "cuda", "d_model": 1024, "heads": 8,
+                           "kv_heads": 2, "n_q": 512, "precision": "f16"})"));
+    const auto on = [](const std::vector<attn::sweep_case>& ps, attn::device d) {
+        return std::size_t(std::count_if(ps.begin(), ps.end(), [&](const auto& c) { return c.device == d; }));
+    };
+    const std::vector<std::string> cuda_only{"torch-sdpa-flash", "torch-sdpa-efficient", "torch-sdpa-cudnn",
+                                             "torch-sdpa-math", "torch-flex"};
+    for (const auto& p : attn::peer_providers()) {
+        INFO(p.name);
+        const bool cpu = p.runs_on(attn::device::cpu), cuda = p.runs_on(attn::device::cuda);
+        CHECK((std::find(cuda_only.begin(), cuda_only.end(), p.name) != cuda_only.end()) == (cuda && !cpu));
+        for (const auto& c : attn::peer_cases(cases, {p.name})) {
+            CHECK(c.variant == p.name);
+            CHECK(p.runs_on(c.device)); // never a case on a device it does not run on
+        }
+    }
+    // counted by hand from the cases and each provider's modes, precisions and windows
+    const std::vector<std::tuple<std::string, std::size_t, std::size_t>> expected{
+        {"torch-sdpa", 4, 0},           // cpu: core, decode, windowed core (bf16), f32 core
+        {"ort-attention", 1, 0},        // cpu: the f32 core alone (bf16 not served)
+        {"torch-sdpa-flash", 0, 3},     // cuda: bf16 core and decode, f16 core; no window on the core, no f32
+        {"torch-sdpa-efficient", 0, 5}, // cuda: all five
+        {"torch-sdpa-cudnn", 0, 4},     // cuda: bf16 core, decode, windowed core, f16 core; no f32
+        {"torch-sdpa-math", 0, 5},      // cuda: all five
+        {"torch-flex", 0, 3},           // cuda: the bf16 cores, plain and windowed, the f16 core; no decode, no f32
+        {"torch-mha", 0, 0},            // a layer's
+        {"torch-mla", 0, 0}};           // a layer's (MLA)
+    for (const auto& [name, n_cpu, n_cuda] : expected) {
+        INFO(name);
+        const auto ps = attn::peer_cases(cases, {name});
+        CHECK(on(ps, attn::device::cpu) == n_cpu);
+        CHECK(on(ps, attn::device::cuda) == n_cuda);
+    }
+    // every CUDA peer case keeps the device of the case it stands beside: its id says cuda
+    for (const auto& c : attn::peer_cases(cases, cuda_only)) CHECK(c.id().find("-cuda") != std::string::npos);
+    // f32 on CUDA: flash and cuDNN say why; the CPU's f32 core is nobody's concern of theirs
+    const auto refused = attn::unserved_precisions(cases, {"torch-sdpa-flash", "torch-sdpa-cudnn", "torch-flex"});
+    REQUIRE(refused.size() == 3);
+    for (const auto& u : refused) CHECK(u.precision == attn::dtype::f32);
+    // a CPU provider says nothing of CUDA's precisions: ort-attention refuses the CPU's bf16, not
+    // the f16 only CUDA has; torch-sdpa serves every precision of the CPU's cases
+    const auto ort = attn::unserved_precisions(cases, {"ort-attention"});
+    REQUIRE(ort.size() == 1);
+    CHECK(ort[0].precision == attn::dtype::bf16);
+    CHECK(attn::unserved_precisions(cases, {"torch-sdpa"}).empty());
+    // only FlexAttention skips the tiles outside a window; every windowed CUDA provider but flash
+    for (const auto& p : attn::peer_providers()) {
+        INFO(p.name);
+        CHECK(p.skips_tiles == (p.name == "torch-flex"));
+        if (p.name == "torch-sdpa-flash") CHECK_FALSE(p.windows);
+    }
+}
+
+TEST_CASE("peers: torch-mla stands beside MLA's layer on either device", "[cases][peers]") {
+    std::vector<attn::sweep_case> cases;
+    for (const std::string device : {"cpu", "cuda"})
+        cases.push_back(json::parse(R"({"variant": "simd", "mode": "layer", "family": "mla", "form": "absorb",
+                                        "d_model": 64, "heads": 4, "d_head": 12, "d_v": 8, "kv_lora_rank": 16,
+                                        "qk_rope_head_dim": 4, "n_q": 20, "device": ")" +
+                                    device + R"("})")
+                            .get<attn::sweep_case>());
+    const auto ps = attn::peer_cases(cases, {"torch-mla"});
+    REQUIRE(ps.size() == 2);
+    CHECK(ps[0].device == attn::device::cpu);
+    CHECK(ps[1].device == attn::device::cuda);
+    CHECK(ps[0].id() != ps[1].id());
+}
+
 TEST_CASE("the precision preset: every variant in three storage types, the cache in four", "[cases][sweep]") {
     const auto spec =
         attn::parse_sweep(read_file(ATTNBENCH_SOURCE_DIR "/experiments/sweeps/precision.toml"), "precision.toml",

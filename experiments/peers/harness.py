@@ -8,10 +8,15 @@ Peers produce times, the C++ produces figures: this harness records each repetit
 which kernel ran, nothing else. GFLOP/s, bytes, % of peak and the roofline of a peer's case are
 computed by the report with the same C++ that computes ours (attn::quantities, attn::derive).
 
-A case's provider (its "variant" field) names the peer:
-  torch-sdpa     torch.nn.functional.scaled_dot_product_attention on [B, H, N, d] (core, decode)
-  torch-mha      torch.nn.MultiheadAttention, eval, need_weights=False (layer)
-  ort-attention  ONNX Runtime CPU, the ONNX Attention operator (opset 23) (core, decode)
+A case's provider (its "variant" field) names the peer, which runs on the devices PROVIDERS
+gives it (attn::peer_provider::devices; a case on another device fails in one line):
+  torch-sdpa       torch.nn.functional.scaled_dot_product_attention on [B, H, N, d] (core, decode; CPU)
+  torch-mha        torch.nn.MultiheadAttention, eval, need_weights=False (layer; CPU)
+  torch-mla        MLA's layer as DeepSeek-V3's reference code writes it (layer; CPU and CUDA)
+  ort-attention    ONNX Runtime CPU, the ONNX Attention operator (opset 23) (core, decode; CPU)
+  torch-sdpa-flash, -efficient, -cudnn, -math
+                   torch's SDPA on CUDA with that one backend forced (core, decode)
+  torch-flex       FlexAttention under torch.compile, block masks that skip tiles (core; CUDA)
 A decode case is the attention core of one step (one query row over the L+1 cached keys); its
 benchmark is named ID/core, as the harness names our own decode core.
 
@@ -22,9 +27,11 @@ at the case's thread count; on the first case of every shape its output is judge
 --no-judge skips it in a report's later rounds of a shape judged in its first); then Google
 Benchmark warms it up, calibrates the calls per repetition to --benchmark_min_time and times
 --benchmark_repetitions repetitions (its median, mean, stddev and cv beside them). The timer takes
-the case's device: the host's wall clock on the CPU, CUDA events around each call on a GPU.
-`--available P` exits 0 when provider P can run (its library imports) and 77 otherwise, printing
-the install command.
+the case's device: the host's wall clock on the CPU; on a GPU, CUDA events around each call, after
+warm-up calls (cuDNN's graph per shape, FlexAttention's compile) and with the L2 flushed before
+each call outside the events, as attnbench-bench flushes it for our kernels. `--available P`
+exits 0 when provider P can run (its library imports and, for a CUDA-only peer, a CUDA device is
+there) and 77 otherwise, printing the install command or the missing device in one line.
 
 usage: harness.py (--case JSON ... | --cases FILE) [--attnbench PATH] [--no-judge]
                   [--benchmark_out=F] [--benchmark_repetitions=N] [--benchmark_min_time=S]
@@ -40,17 +47,26 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections import namedtuple
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
-# provider -> (module, factory, modes, how to install)
+# provider -> its runner (module and factory), the modes and devices it runs (attn::peer_providers
+# says the same: tests/peers/check_providers.py holds the two tables to each other), how to install it
+Provider = namedtuple("Provider", "module factory modes devices install")
+TORCH, CORE_DECODE = "bash scripts/peers.sh", ("core", "decode")
 PROVIDERS = {
-    "torch-sdpa": ("torch_peers", "make_sdpa", ("core", "decode"), "bash scripts/peers.sh"),
-    "torch-mha": ("torch_peers", "make_mha", ("layer",), "bash scripts/peers.sh"),
-    "torch-mla": ("torch_peers", "make_mla", ("layer",), "bash scripts/peers.sh"),
-    "ort-attention": ("ort_peer", "make_attention", ("core", "decode"), "bash scripts/peers.sh --ort"),
+    "torch-sdpa": Provider("torch_peers", "make_sdpa", CORE_DECODE, ("cpu",), TORCH),
+    "torch-mha": Provider("torch_peers", "make_mha", ("layer",), ("cpu",), TORCH),
+    "torch-mla": Provider("torch_peers", "make_mla", ("layer",), ("cpu", "cuda"), TORCH),
+    "ort-attention": Provider("ort_peer", "make_attention", CORE_DECODE, ("cpu",), "bash scripts/peers.sh --ort"),
+    "torch-sdpa-flash": Provider("torch_cuda", "make_sdpa_flash", CORE_DECODE, ("cuda",), TORCH),
+    "torch-sdpa-efficient": Provider("torch_cuda", "make_sdpa_efficient", CORE_DECODE, ("cuda",), TORCH),
+    "torch-sdpa-cudnn": Provider("torch_cuda", "make_sdpa_cudnn", CORE_DECODE, ("cuda",), TORCH),
+    "torch-sdpa-math": Provider("torch_cuda", "make_sdpa_math", CORE_DECODE, ("cuda",), TORCH),
+    "torch-flex": Provider("torch_cuda", "make_flex", ("core",), ("cuda",), TORCH),
 }
 # Faults a test injects to prove the judgement catches a misconfigured peer: "scale" hands the
 # peer queries 1% too large (a softmax scale 1% off); "kv-heads" reverses the key/value heads
@@ -66,16 +82,23 @@ JUDGED_MAGNITUDES = (1.0, 4.0)
 def factory(provider):
     if provider not in PROVIDERS:
         raise SystemExit(f"harness.py: error: unknown provider '{provider}' (known: {', '.join(PROVIDERS)})")
-    mod, fn, _, _ = PROVIDERS[provider]
-    return getattr(importlib.import_module(mod), fn)
+    p = PROVIDERS[provider]
+    return getattr(importlib.import_module(p.module), p.factory)
 
 
 def available(provider):
+    """Whether `provider` can run here, and why not in one line: its library imports and, when it
+    runs on CUDA only, its module finds a CUDA device (cuda_missing())."""
+    p = PROVIDERS.get(provider)
     try:
         factory(provider)
-        return True, ""
     except ImportError as e:
-        return False, f"{provider}: not installed ({e.name or e}); install with `{PROVIDERS[provider][3]}`"
+        return False, f"{provider}: not installed ({e.name or e}); install with `{p.install}`"
+    if "cpu" not in p.devices:
+        why = importlib.import_module(p.module).cuda_missing()
+        if why:
+            return False, f"{provider}: {why}"
+    return True, ""
 
 
 def benchmark_args(argv):
@@ -132,10 +155,41 @@ def peer_case(case, fault):
     return case
 
 
+def l2_flush(device="cuda", l2_bytes=None):
+    """What runs before each timed call on a GPU, outside its events: a float32 buffer of twice the
+    L2 (the device's L2_cache_size unless given) written, then read, so the call finds no input in
+    L2 and no dirty line of the flush is written back inside it (attnbench-bench's flush for our
+    kernels does the same). The value alternates between calls; the buffer is flush.buffer."""
+    import torch
+
+    if l2_bytes is None:
+        l2_bytes = torch.cuda.get_device_properties(torch.device(device)).L2_cache_size
+    buf = torch.empty(2 * int(l2_bytes) // 4, dtype=torch.float32, device=device)
+    turn = [0]
+
+    def flush():
+        turn[0] += 1
+        buf.fill_(float(turn[0] % 2 + 1))
+        return buf.sum()
+    flush.buffer = buf
+    return flush
+
+
+# GPU warm-up calls before a case is timed: cuDNN builds its graph for a shape on the first call,
+# FlexAttention compiles on its first (its runner warms up once more itself), the clocks ramp
+GPU_WARMUPS = 3
+# cycles the GPU sleeps between the flush and the start event (~50 us at 2 GHz): the host queues
+# the peer's launch (tens of microseconds of Python for SDPA, more for a compiled call) while the
+# GPU waits, so the events time the kernels rather than the host's launch
+LAUNCH_SLACK_CYCLES = 100_000
+FLUSHES = {}
+
+
 def peer_timer(call, device):
     """The function Google Benchmark times for a peer's call, and whether it reports the time
     itself: on the CPU, GB's wall clock around the loop; on a GPU, CUDA events around each call
-    (the launch is asynchronous: the host clock would time the queueing), as manual time."""
+    (the launch is asynchronous: the host clock would time the queueing), as manual time, the L2
+    flushed before each call outside the events (l2_flush), after GPU_WARMUPS untimed calls."""
     if device == "cpu":
         def timed(state):
             while state:
@@ -143,10 +197,20 @@ def peer_timer(call, device):
         return timed, False
     import torch
 
+    if device not in FLUSHES:  # one buffer a process: every case's timer shares it
+        FLUSHES[device] = l2_flush(device)
+    flush = FLUSHES[device]
+    for _ in range(GPU_WARMUPS):
+        flush()
+        call()
+    torch.cuda.synchronize()
+    sleep = getattr(torch.cuda, "_sleep", lambda cycles: None)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
     def timed_gpu(state):
         while state:
+            flush()
+            sleep(LAUNCH_SLACK_CYCLES)
             start.record()
             call()
             end.record()
@@ -182,9 +246,15 @@ def register_case(bench, cid, case, args, checked):
     label = dict(case, part="core" if case["mode"] == "decode" else "run")  # what it times, as attnbench-bench says
     try:
         provider = case["variant"]
+        p = PROVIDERS.get(provider)
+        if p and case["mode"] not in p.modes:
+            raise RuntimeError(f"{provider} runs {', '.join(p.modes)}, not {case['mode']}")
+        if p and case.get("device", "cpu") not in p.devices:
+            raise RuntimeError(f"{provider} runs on {', '.join(p.devices)}, not {case.get('device', 'cpu')}")
+        ok, why = available(provider) if p else (True, "")
+        if not ok:  # not installed, or a CUDA-only peer with no CUDA device: its one line
+            raise RuntimeError(why)
         make = factory(provider)
-        if case["mode"] not in PROVIDERS[provider][2]:
-            raise RuntimeError(f"{provider} runs {', '.join(PROVIDERS[provider][2])}, not {case['mode']}")
         d = tempfile.mkdtemp(prefix="attnbench-peer-", dir=args.workdir)
         peer_io(args.attnbench, case, d)
         peer = make(peer_case(case, args.fault), load_inputs(case, d, args.fault), int(case.get("threads", 1)))
@@ -195,8 +265,12 @@ def register_case(bench, cid, case, args, checked):
                 judge(args, case, peer if m == 1 else None, make, d, m)
         checked.add(shape)
         fn, manual = peer_timer(peer.call, case.get("device", "cpu"))
+        if manual:  # how a GPU time was taken, beside it (the report's "same L2 handling as ours")
+            flushed = FLUSHES[case["device"]].buffer.numel() * 4
+            label["peer"]["timer"] = (f"CUDA events around each call after {GPU_WARMUPS} warm-ups; before each, outside "
+                                      f"the events, {flushed} bytes (2 x L2) written then read")
     except Exception as e:  # the case fails, the run goes on (as attnbench-bench's SkipWithError)
-        msg = f"{type(e).__name__}: {e}" if not isinstance(e, RuntimeError) else str(e)
+        msg = " ".join((f"{type(e).__name__}: {e}" if not isinstance(e, RuntimeError) else str(e)).split())  # one line
         print(f"{name}: error: {msg}", file=sys.stderr)
 
         def skipped(state, msg=msg):

@@ -2,10 +2,14 @@
 scaled_dot_product_attention on [B, H, N, d] tensors (core; causal; G < H through enable_gqa;
 decode: one query row over the cache; fp32, bf16 or f16 tensors as the case's precision says; a
 sliding window as window.py gives it: a boolean attn_mask on the core, the last W rows in decode),
-torch-mha, nn.MultiheadAttention in eval mode under inference_mode with need_weights=False (the layer; its fast path needs self-attention, which is
-what the harness's layer inputs are), and torch-mla, Multi-head Latent Attention's layer in the
-case's form, written with torch ops the way DeepSeek-V3's reference inference code writes it. Each records torch's version, its intra-op thread count
-and the ATen kernel that actually ran, read from the profiler on one call."""
+torch-mha, nn.MultiheadAttention in eval mode under inference_mode with need_weights=False (the
+layer; its fast path needs self-attention, which is what the harness's layer inputs are), and
+torch-mla, Multi-head Latent Attention's layer in the case's form, written with torch ops the way
+DeepSeek-V3's reference inference code writes it, on the CPU or on CUDA as the case's device says.
+Each records torch's version, its intra-op thread count and the ATen kernel that actually ran
+(on CUDA also the GPU kernels), read from the profiler on one call. The CUDA-only peers are
+torch_cuda.py's; device_of and cuda_missing, shared with them, say in one line why a CUDA case
+cannot run here."""
 import os
 import warnings
 
@@ -17,14 +21,73 @@ import torch.nn.functional as F  # noqa: E402
 from window import kv_rows, mask as window_of  # noqa: E402
 
 
-def kernel_of(call, prefixes):
-    """The ATen operators matching `prefixes` that one call ran (the profiler's names)."""
+def cuda_missing():
+    """Why a CUDA case cannot run here, in one line, or None when a CUDA device is there."""
+    if torch.version.cuda is None:
+        return f"no CUDA device: torch {torch.__version__} is a CPU-only build"
+    with warnings.catch_warnings():  # a CUDA build without a driver warns as it answers
+        warnings.simplefilter("ignore")
+        if not torch.cuda.is_available():
+            return (f"no CUDA device: torch {torch.__version__} (CUDA {torch.version.cuda}) finds none "
+                    "(torch.cuda.is_available() is False)")
+    return None
+
+
+def device_of(case, provider):
+    """The torch device a case runs on; a CUDA case where there is none fails in cuda_missing's line."""
+    if case.get("device", "cpu") != "cuda":
+        return torch.device("cpu")
+    why = cuda_missing()
+    if why:
+        raise RuntimeError(f"{provider}: {why}")
+    return torch.device("cuda")
+
+
+def short_kernel(name):
+    """A GPU kernel's name without its return type, template arguments and parameters
+    ("void pytorch_flash::flash_fwd_kernel<Traits<128, ...>, false>(Params)" ->
+    "pytorch_flash::flash_fwd_kernel<>")."""
+    anon = "(anonymous namespace)"
+    out, depth, i = [], 0, 0
+    while i < len(name):
+        if name.startswith(anon, i):
+            out.append(anon if depth == 0 else "")
+            i += len(anon)
+            continue
+        ch = name[i]
+        if ch == "(" and depth == 0:
+            break
+        if ch == "<":
+            out.append("<>" if depth == 0 else "")
+            depth += 1
+        elif ch == ">":
+            depth = max(depth - 1, 0)
+        elif depth == 0:
+            out.append(ch)
+        i += 1
+    s = "".join(out).strip()
+    return s[5:] if s.startswith("void ") else s
+
+
+def kernel_of(call, prefixes, device=torch.device("cpu")):
+    """The ATen operators matching `prefixes` that one call ran (the profiler's names); on CUDA
+    also the GPU kernels it launched (short_kernel's names, memory copies and sets left out)."""
+    acts = [torch.profiler.ProfilerActivity.CPU]
+    if device.type == "cuda":
+        acts.append(torch.profiler.ProfilerActivity.CUDA)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        with torch.profiler.profile(activities=acts) as prof:
             call()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
     names = sorted({e.key for e in prof.key_averages() if any(e.key.startswith(p) for p in prefixes)})
-    return ", ".join(names) or "unknown"
+    text = ", ".join(names) or "unknown"
+    if device.type == "cuda":
+        gpu = [short_kernel(e.name) for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and not e.name.startswith(("Memcpy", "Memset"))]
+        text += "; GPU kernels: " + (", ".join(dict.fromkeys(gpu)) or "none named by the profiler")
+    return text
 
 
 # the case's precision -> torch's dtype: bf16 and f16 inputs arrive rounded to the format (held as
@@ -112,6 +175,7 @@ def make_mla(case, inputs, threads):
     the .npy files attnbench peer-io writes under DeepSeek's state-dict names."""
     if case.get("family") != "mla":
         raise RuntimeError(f"torch-mla runs MLA's layer (family mla); this case's family is {case.get('family')}")
+    dev = device_of(case, "torch-mla")
     torch.set_num_threads(threads)
     H, C, Cq, Dr = case["heads"], case["kv_lora_rank"], case["q_lora_rank"], case["qk_rope_head_dim"]
     Dqk = case["d_head"]
@@ -122,13 +186,14 @@ def make_mla(case, inputs, threads):
     dtype = DTYPES[case.get("precision", "f32")]
     wdir = inputs["weights"]
     names = ["wkv_a", "kv_norm", "wkv_b", "wo"] + (["wq_a", "q_norm", "wq_b"] if Cq else ["wq"])
-    w = {n: torch.from_numpy(np.load(f"{wdir}/{n}.weight.npy").astype(np.float32)).to(dtype) for n in names}
-    x = torch.from_numpy(inputs["x"].astype(np.float32)).to(dtype)
+    # weights and input in the case's precision on its device, once, outside the timed call
+    w = {n: torch.from_numpy(np.load(f"{wdir}/{n}.weight.npy").astype(np.float32)).to(dtype).to(dev) for n in names}
+    x = torch.from_numpy(inputs["x"].astype(np.float32)).to(dtype).to(dev)
     B, N, _ = x.shape
     # RoPE on consecutive pairs: pair i of position p turns by p * 10000^(-2i/Dr)
     inv = 1.0 / (10000.0 ** (torch.arange(0, Dr, 2, dtype=torch.float32) / Dr))
-    cis = torch.polar(torch.ones(N, Dr // 2), torch.outer(torch.arange(N, dtype=torch.float32), inv))
-    mask = torch.full((N, N), float("-inf")).triu_(1) if case["causal"] else None
+    cis = torch.polar(torch.ones(N, Dr // 2), torch.outer(torch.arange(N, dtype=torch.float32), inv)).to(dev)
+    mask = torch.full((N, N), float("-inf")).triu_(1).to(dev) if case["causal"] else None
     scale = Dqk ** -0.5
     wkv_b = w["wkv_b"].view(H, Dn + Dv, C)
 
@@ -173,11 +238,14 @@ def make_mla(case, inputs, threads):
             state["y"] = forward()
 
     def output():
-        return state["y"].float().numpy()
+        return state["y"].float().cpu().numpy()
 
     info = {"library": "torch", "version": torch.__version__, "threads": torch.get_num_threads(),
             "op": f"MLA's layer, {form} form, as DeepSeek-V3's inference/model.py writes it (torch.einsum, "
                   "F.rms_norm, complex RoPE; no YaRN)" + ("" if dtype == torch.float32 else
                                                            f" on {str(dtype).split('.')[-1]} tensors"),
-            "kernel": kernel_of(call, ("aten::bmm", "aten::mm", "aten::matmul", "aten::einsum"))}
+            "kernel": kernel_of(call, ("aten::bmm", "aten::mm", "aten::matmul", "aten::einsum"), dev)}
+    if dev.type == "cuda":  # fp32 matmuls as the backend settings leave them (TF32 off: full fp32)
+        info.update(device=torch.cuda.get_device_name(dev), backend="eager ATen ops (cuBLAS matmuls)",
+                    tf32=bool(torch.backends.cuda.matmul.allow_tf32))
     return Peer(call, output, info)
