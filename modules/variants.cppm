@@ -9,10 +9,14 @@ export import attn.core;
 
 export namespace attn {
 
-/// Every registered variant, in registration order (simplest first).
-const std::vector<variant>& registry();
+/// The registered variants of device d (the CPU's by default: those whose kernels run in this
+/// process), in registration order (simplest first).
+const std::vector<variant>& registry(device d = device::cpu);
 
-/// Adds a variant after the built-in ones (a program's own experiment, a test's throwaway one);
+/// Every registered variant, every device's.
+std::vector<const variant*> all_variants();
+
+/// Adds a variant after the built-in ones of its device (a program's own experiment, a test's throwaway one);
 /// call it before anything iterates the registry. Throws attn::error if the name is taken.
 void register_variant(variant v);
 

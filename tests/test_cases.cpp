@@ -92,10 +92,12 @@ TEST_CASE("a case that is not one is refused, naming the field", "[cases]") {
 TEST_CASE("selectors: tags choose variants, unknown names are refused", "[cases]") {
     using V = std::vector<std::string>;
     CHECK(attn::select_variants("loops") == V{"naive", "blocked"});
-    CHECK(attn::select_variants("fast") == V{"simd", "blas", "parallel"});
+    // every device's variants (expand pairs each with the devices it computes on): the CUDA ones too
+    CHECK(attn::select_variants("fast") ==
+          V{"simd", "blas", "parallel", "cuda-naive", "cuda-tiled", "cuda-flash", "cuda-hopper", "cuda-decode"});
     CHECK(attn::select_variants("threaded") == V{"blas", "parallel"});
     CHECK(attn::select_variants("simd") == V{"simd"});
-    CHECK(attn::select_variants("all").size() == attn::registry().size());
+    CHECK(attn::select_variants("all").size() == attn::registry().size() + 5);
     CHECK_THROWS_WITH(attn::select_variants("simdd"), Catch::Contains("unknown variant 'simdd'"));
 }
 

@@ -1,5 +1,6 @@
-// The list of variants. Adding one: a file in variants/ defining `variant make_NAME()`,
-// and NAME appended to ATTN_VARIANTS below.
+// The list of variants, one table per device. Adding a CPU variant: a file in variants/ defining
+// `variant make_NAME()`, and NAME appended to ATTN_VARIANTS below; the CUDA kernels' variants are
+// variants/cuda.cpp's make_cuda_variants().
 module;
 #include <algorithm>
 #include <string>
@@ -15,31 +16,45 @@ namespace attn::variants {
 #define ATTN_DECLARE(name) variant make_##name();
 ATTN_VARIANTS(ATTN_DECLARE)
 #undef ATTN_DECLARE
+std::vector<variant> make_cuda_variants();
 } // namespace attn::variants
 
 namespace attn {
 
 namespace {
-std::vector<variant>& storage() {
+struct tables {
 #define ATTN_MAKE(name) variants::make_##name(),
-    static std::vector<variant> all{ATTN_VARIANTS(ATTN_MAKE)};
+    std::vector<variant> cpu{ATTN_VARIANTS(ATTN_MAKE)};
 #undef ATTN_MAKE
-    return all;
+    std::vector<variant> cuda = variants::make_cuda_variants();
+    std::vector<variant>& of(device d) { return d == device::cuda ? cuda : cpu; }
+};
+tables& storage() {
+    static tables t;
+    return t;
 }
 } // namespace
 
-const std::vector<variant>& registry() { return storage(); }
+const std::vector<variant>& registry(device d) { return storage().of(d); }
+
+std::vector<const variant*> all_variants() {
+    std::vector<const variant*> out;
+    for (const device d : enum_values<device>())
+        for (const auto& v : registry(d)) out.push_back(&v);
+    return out;
+}
 
 void register_variant(variant v) {
-    for (const auto& x : storage()) require(x.name != v.name, "variant '" + v.name + "' is registered already");
-    storage().push_back(std::move(v));
+    for (const variant* x : all_variants())
+        require(x->name != v.name, "variant '" + v.name + "' is registered already");
+    storage().of(v.serves.device).push_back(std::move(v));
 }
 
 const variant& find_variant(std::string_view name) {
     std::string known;
-    for (const auto& v : registry()) {
-        if (v.name == name) return v;
-        known += (known.empty() ? "" : ", ") + v.name;
+    for (const variant* v : all_variants()) {
+        if (v->name == name) return *v;
+        known += (known.empty() ? "" : ", ") + v->name;
     }
     throw error("unknown variant '" + std::string(name) + "' (known: " + known + ")");
 }
@@ -62,6 +77,10 @@ std::string refusal(const variant& v, const problem& p, mode m, dtype t, device 
     }
     if (p.window && !v.serves.windows)
         return who + " does not serve a sliding window (window=" + std::to_string(p.window) + ")";
+    if (v.device) { // a device variant says what it serves, the device's absence included
+        if (std::string why = v.device.refuses(p, m, t); !why.empty()) return who + ": " + why;
+        return {};
+    }
     if (m == mode::decode) {
         const kv_dtype cache = to_kv_dtype(t);
         const bool reads = cache == kv_dtype::f32    ? v.supports<float>()

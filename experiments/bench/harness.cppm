@@ -64,7 +64,8 @@ struct timed_case {
     double check_ratio = 0;                  ///< decode: worst err/bound against fp64 on the same cache
     attn::check::metrics unrounded;          ///< decode: the core against fp64 on the unrounded cache
     std::unique_ptr<attn::decode_timer> fixture;
-    std::uint64_t last_use = 0; ///< when the fixture was last timed (a counter), for releasing the oldest
+    std::unique_ptr<attn::device_run> device; ///< a device variant's case, prepared once (inputs copied)
+    std::uint64_t last_use = 0;               ///< when the fixture was last timed (a counter), for releasing the oldest
 };
 
 inline std::string mib(double bytes) {

@@ -86,6 +86,15 @@ void run_case(benchmark::State& state, timed_case& c) {
         }
     }
     if (!c.check_error.empty()) return state.SkipWithError(c.check_error.c_str());
+    if (c.var->device) { // prepared once (the inputs copied in the storage type), timed by the device's clock
+        if (!c.device)
+            c.device = c.var->device.prepare(attn::check::device_inputs_of(c.p, m, attn::precision_of<T>, in), c.opt);
+        c.device->time_ms(1, 3, true); // warm-up calls, untimed
+        for (auto _ : state) state.SetIterationTime(c.device->time_ms(1, 0, true).front() * 1e-3);
+        bench::put(state, c.q);
+        state.SetLabel(bench::label_of(c.k, attn::part::run));
+        return;
+    }
     auto cast = [](const std::vector<float>& v) {
         std::vector<T> t(v.size());
         for (std::size_t i = 0; i < v.size(); ++i) t[i] = T(v[i]);
@@ -156,6 +165,9 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
                                               "are drawn in [-1, 1])");
         c.kv = attn::to_kv_dtype(k.precision);
     }
+    attn::require(!(k.decode() && c.var->device),
+                  "case " + k.id() + ": the harness times a device variant's core and layer cases; " + k.variant +
+                      "'s decode steps are timed by attn_cuda_bench decode (scripts/gpu.sh) for now");
     attn::require(c.var->threaded || k.threads == 1,
                   "case " + k.id() + ": variant '" + k.variant + "' is single-threaded; threads must be 1");
     // core mode runs the family's attention core alone, on the problem the family hands it
@@ -259,19 +271,23 @@ int main(int argc, char** argv) {
         for (auto& c : cases) {
             const bool decode = c.k.decode();
             bench::registered()[c.k.id()] = {&c.k, attn::part::run, c.opt.threads};
-            benchmark::RegisterBenchmark(c.k.id().c_str(),
-                                         [p = &c, decode](benchmark::State& s) {
-                                             bench::guard_memory(s, *p, [&] {
-                                                 if (decode) return bench::run_decode_step(s, *p);
-                                                 const auto prec = attn::to_precision(p->k.precision);
-                                                 if (prec == attn::precision::bf16) return run_case<attn::bf16>(s, *p);
-                                                 if (prec == attn::precision::f16) return run_case<attn::f16>(s, *p);
-                                                 if (prec == attn::precision::f64) return run_case<double>(s, *p);
-                                                 run_case<float>(s, *p);
-                                             });
-                                         })
-                ->UseRealTime()
-                ->Unit(benchmark::kMillisecond);
+            // a device variant's time is its own clock's (CUDA events, an L2 flush before each call)
+            const bool device_timed = bool(c.var->device);
+            auto* b = benchmark::RegisterBenchmark(c.k.id().c_str(), [p = &c, decode](benchmark::State& s) {
+                bench::guard_memory(s, *p, [&] {
+                    if (decode) return bench::run_decode_step(s, *p);
+                    const auto prec = attn::to_precision(p->k.precision);
+                    if (prec == attn::precision::bf16) return run_case<attn::bf16>(s, *p);
+                    if (prec == attn::precision::f16) return run_case<attn::f16>(s, *p);
+                    if (prec == attn::precision::f64) return run_case<double>(s, *p);
+                    run_case<float>(s, *p);
+                });
+            });
+            b->Unit(benchmark::kMillisecond);
+            if (device_timed)
+                b->UseManualTime();
+            else
+                b->UseRealTime();
             if (!decode) continue;
             bench::registered()[c.k.id() + "/core"] = {&c.k, attn::part::core, c.opt.threads};
             benchmark::RegisterBenchmark(

@@ -63,16 +63,16 @@ inline const std::vector<std::string>& variant_selectors() {
 /// The registered variants a selector names, in registry order; throws on an unknown one.
 inline std::vector<std::string> select_variants(const std::string& selector) {
     std::vector<std::string> out;
-    for (const auto& v : registry()) {
-        const bool loops = v.has_tag("loops");
+    for (const variant* v : all_variants()) {
+        const bool loops = v->has_tag("loops");
         if (selector == "all" || (selector == "fast" && !loops) || (selector == "loops" && loops) ||
-            (selector == "threaded" && v.threaded) || selector == v.name)
-            out.push_back(v.name);
+            (selector == "threaded" && v->threaded) || selector == v->name)
+            out.push_back(v->name);
     }
     if (out.empty() &&
         std::find(variant_selectors().begin(), variant_selectors().end(), selector) == variant_selectors().end()) {
         std::string known;
-        for (const auto& v : registry()) known += ", " + v.name;
+        for (const variant* v : all_variants()) known += ", " + v->name;
         throw error("unknown variant '" + selector + "' (known: all, fast, loops, threaded" + known + ")");
     }
     return out;
@@ -113,10 +113,16 @@ inline std::size_t case_bound(const std::vector<grid>& grids) {
     auto mul = [](std::size_t a, std::size_t b) { return b && a > top / b ? top : a * b; };
     std::size_t total = 0;
     for (const auto& g : grids) {
-        const std::size_t variants = std::max<std::size_t>(detail::grid_variants(g).size(), 1);
+        // (variant, device) pairs: a variant pairs only with the devices it computes on
+        std::size_t pairs = 0;
+        for (const auto& v : detail::grid_variants(g)) {
+            const auto on = [&](device d) { return v.empty() || find_variant(v).serves.device == d; };
+            pairs += std::size_t(std::count_if(g.devices.begin(), g.devices.end(), on));
+        }
         for (const auto m : g.modes) {
-            std::size_t n = variants;
-            for (const case_field* f : detail::crossed(m)) n = mul(n, f->count(g));
+            std::size_t n = std::max<std::size_t>(pairs, 1);
+            for (const case_field* f : detail::crossed(m))
+                if (f->name != "device") n = mul(n, f->count(g));
             total = total > top - n ? top : total + n;
         }
     }
@@ -124,9 +130,9 @@ inline std::size_t case_bound(const std::vector<grid>& grids) {
 }
 
 /// Every case of the grids, grid by grid, without duplicates (a case asked for by two grids is
-/// run once and lists both). Within a grid: variant, mode, then the crossed rows (crossed(): the
-/// kinds, then the sizes), the last fastest. Variants that are not threaded run at 1 thread whatever a grid asks,
-/// and threads 0 is every CPU (`all_threads`); combinations the case refuses (heads not dividing
+/// run once and lists both), each variant on the devices it computes on. Within a grid: variant, mode, then the crossed
+/// rows (crossed(): the kinds, then the sizes), the last fastest. Variants that are not threaded run at 1 thread
+/// whatever a grid asks, and threads 0 is every CPU (`all_threads`); combinations the case refuses (heads not dividing
 /// d_model, ...) throw, or, given `skipped`, are left out with the first refusal's reason stored there.
 inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_threads, std::string* skipped = nullptr) {
     const std::size_t bound = case_bound(grids);
@@ -137,6 +143,7 @@ inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_th
                                     std::to_string(max_cases) + " one run may hold: split the sweep into smaller ones");
     std::vector<sweep_case> out;
     std::map<std::string, std::size_t> index;
+    std::string elsewhere_why; // the first variant/device pair left out: said if nothing else is left
     for (const auto& g : grids) {
         for (const auto& v : detail::grid_variants(g)) {
             const bool single = !v.empty() && !find_variant(v).threaded;
@@ -153,12 +160,22 @@ inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_th
                         if (!f.outer && !(f.modes & mode_bit_of(m))) f.put(c, f.fallback);
                     for (std::size_t i = 0; i < rows.size(); ++i) rows[i]->take(c, g, at[i]);
                     c.threads = single ? 1 : c.threads ? c.threads : std::size_t(std::max(1, all_threads));
+                    // a variant pairs with the devices it computes on (the CPU's with devices = ["cpu"],
+                    // the CUDA kernels' with ["cuda"]): the other pairs are no case
+                    const bool elsewhere = !v.empty() && find_variant(v).serves.device != c.device;
                     std::size_t i = rows.size(); // the next combination, the last row fastest
                     for (; i > 0; --i) {
                         if (++at[i - 1] < size[i - 1]) break;
                         at[i - 1] = 0;
                     }
                     more = i > 0;
+                    if (elsewhere) {
+                        if (elsewhere_why.empty())
+                            elsewhere_why = "variant '" + v + "' computes on the " +
+                                            std::string(enum_name(find_variant(v).serves.device)) + " device, not " +
+                                            std::string(enum_name(c.device)) + " (--device, a grid's devices)";
+                        continue;
+                    }
                     try {
                         finish_case(c);
                     } catch (const error& e) {
@@ -179,6 +196,7 @@ inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_th
             }
         }
     }
+    if (out.empty() && !elsewhere_why.empty()) throw error("no case: " + elsewhere_why);
     return out;
 }
 

@@ -85,7 +85,7 @@ std::vector<case_field> builtin_rows() {
         f.required = for_all;
         f.names = [] {
             std::vector<std::string> v = variant_selectors();
-            for (const auto& x : registry()) v.push_back(x.name);
+            for (const variant* x : all_variants()) v.push_back(x->name);
             return v;
         };
         f.id = [](const sweep_case& c) { return "-" + c.variant; };

@@ -94,24 +94,8 @@ std::vector<std::pair<std::string, double>> time_candidates(const cu::shape& s, 
 
 constexpr const char* core_header = "kernel,tile,storage,batch,heads,kv_heads,n,d,causal,window,ms,tflops\n";
 
-void bench_flash(int reps) {
-    std::printf("%s", core_header);
-    for (std::size_t d : {64, 128})
-        for (std::size_t n : {1024, 2048, 4096, 8192, 16384})
-            for (bool causal : {false, true}) {
-                cu::shape s;
-                s.heads = s.kv_heads = 2048 / d;
-                s.batch = std::max<std::size_t>(16384 / n, (132 + s.heads - 1) / s.heads);
-                s.n_q = s.n_kv = n;
-                s.d_qk = d;
-                s.causal = causal;
-                time_candidates(s, reps);
-            }
-}
-
-/// One shape of the flash table (Nsight Compute's run): d, N, causal, window as given.
-void bench_shape(int reps, std::size_t d, std::size_t n, bool causal, std::size_t window) {
-    std::printf("%s", core_header);
+/// A shape of the prefill table: hidden 2048 (H = 2048 / d), batch x N >= 16k and B x H >= 132.
+cu::shape table_shape(std::size_t d, std::size_t n, bool causal, std::size_t window = 0) {
     cu::shape s;
     s.heads = s.kv_heads = 2048 / d;
     s.batch = std::max<std::size_t>(16384 / n, (132 + s.heads - 1) / s.heads);
@@ -119,7 +103,20 @@ void bench_shape(int reps, std::size_t d, std::size_t n, bool causal, std::size_
     s.d_qk = d;
     s.causal = causal;
     s.window = window;
-    time_candidates(s, reps);
+    return s;
+}
+
+void bench_flash(int reps) {
+    std::printf("%s", core_header);
+    for (std::size_t d : {64, 128})
+        for (std::size_t n : {1024, 2048, 4096, 8192, 16384})
+            for (bool causal : {false, true}) time_candidates(table_shape(d, n, causal), reps);
+}
+
+/// One shape of the prefill table (Nsight Compute's run): d, N, causal, window as given.
+void bench_shape(int reps, std::size_t d, std::size_t n, bool causal, std::size_t window) {
+    std::printf("%s", core_header);
+    time_candidates(table_shape(d, n, causal, window), reps);
 }
 
 void bench_window(int reps) {
