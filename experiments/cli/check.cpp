@@ -28,6 +28,7 @@ struct check_args {
     std::vector<std::string> precisions{"f32", "f64"}; ///< "all": f32, f64, bf16, f16
     int threads = 2;
     std::uint64_t seed = 1;
+    std::string device = "cpu"; ///< whose variants run (default: all of that device's)
     bool json = false;
     std::string out; ///< a directory: check.json (with metadata), check.csv, check_identities.csv
 };
@@ -86,11 +87,27 @@ std::vector<check::grid_case> grid_from(const check_args& a) {
 }
 
 void check_all(const check_args& a) {
+    const device dev = parse_enum<device>(a.device);
     std::vector<const variant*> vars;
     if (a.variants.empty())
-        for (const auto& v : registry()) vars.push_back(&v);
+        for (const auto& v : registry(dev)) vars.push_back(&v);
     else
         for (const auto& n : a.variants) vars.push_back(&find_variant(n));
+    for (const variant* v : vars) // a variant of another device is a usage error naming both
+        require(v->serves.device == dev, "variant '" + v->name + "' computes on the " +
+                                             std::string(enum_name(v->serves.device)) + " device, not " + a.device +
+                                             " (--device)");
+    // a device variant (attn::device_kernels) runs what it does not refuse; its refusals are
+    // counted and the first is said, and a check where it refused everything is an error
+    std::size_t refused = 0;
+    std::string first_refusal;
+    auto device_serves = [&](const variant& v, const problem& p, mode m, dtype t) {
+        const std::string why = refusal(v, p, m, t, dev);
+        if (why.empty()) return true;
+        ++refused;
+        if (first_refusal.empty()) first_refusal = why;
+        return false;
+    };
     const auto grid = grid_from(a);
     std::vector<mode> modes = modes_of(parse_enum<check_modes>(a.mode));
     const bool decode = std::erase(modes, mode::decode) > 0; // decode rows are their own pass below
@@ -112,6 +129,7 @@ void check_all(const check_args& a) {
             "(--mode " +
                 a.mode + ")");
     for (const variant* v : vars) { // a precision a variant cannot run is an error naming both
+        if (v->device) continue;    // a device variant's refusals are per case (device_serves)
         for (const precision p : all_precisions)
             if (wants(p) && p != precision::f64) require_precision(*v, p);
         if (decode && !a.variants.empty()) // named: each must read every cache type asked for
@@ -139,6 +157,12 @@ void check_all(const check_args& a) {
             std::string label = gc.p.describe();
             if (gc.magnitude != 1.0) label += " |input|<=" + std::to_string(int(gc.magnitude));
             for (const variant* v : vars) {
+                if (v->device) {
+                    if (wants(precision::f32) && device_serves(*v, gc.p, m, dtype::f32))
+                        rows.push_back({v->name, "f32", std::string(enum_name(m)), label,
+                                        check::check_prepared<float>(*v, gc.p, m, in, e, opt), 0});
+                    continue;
+                }
                 if (wants(precision::f32) && v->supports<float>())
                     rows.push_back({v->name, "f32", std::string(enum_name(m)), label,
                                     check::check_prepared<float>(*v, gc.p, m, in, e, opt), 0});
@@ -154,6 +178,7 @@ void check_all(const check_args& a) {
                 const auto r = check::rounded<T>(in);
                 const auto eh = check::expect(gc.p, m, r, precision_of<T>);
                 for (const variant* v : vars) {
+                    if (v->device && !device_serves(*v, gc.p, m, precision_of<T>)) continue;
                     const auto out = check::run<T>(*v, gc.p, m, r, opt);
                     auto met = check::compare(out, eh.ref, eh.bound, check::unit_roundoff<T>(), eh.store);
                     check::add_unrounded(met, out, ref_unrounded);
@@ -182,6 +207,14 @@ void check_all(const check_args& a) {
                                           decode_fill_name(fill) +
                                           (c.magnitude != 1.0 ? " |input|<=" + std::to_string(int(c.magnitude)) : "");
                 for (const variant* v : vars) {
+                    if (v->device) { // whole decode steps run on the CPU; cuda-decode's own checker:
+                                     // attn_cuda_gpu_tests
+                        ++refused;
+                        if (first_refusal.empty())
+                            first_refusal =
+                                "variant '" + v->name + "': attnbench check runs no decode steps on a device yet";
+                        continue;
+                    }
                     if (wants(precision::f32) && v->supports<float>())
                         rows.push_back({v->name, "f32", "decode", label,
                                         check_decode<float>(*v, c.layer, c.context, fill, opt, a.seed, c.magnitude),
@@ -209,6 +242,10 @@ void check_all(const check_args& a) {
                 tag_rows(rows, first, c.layer);
             }
         }
+    }
+    if (refused) {
+        require(!rows.empty(), "check --device " + a.device + ": every case refused, e.g. " + first_refusal);
+        std::fprintf(stderr, "check: %zu variant cases refused, e.g. %s\n", refused, first_refusal.c_str());
     }
     for (std::size_t i = 0; i < rows.size(); ++i) rows[i].order = i; // failures first, otherwise grid order
     std::sort(rows.begin(), rows.end(),
@@ -316,6 +353,9 @@ void add_check(CLI::App& app) {
         ->check(threads_in())
         ->capture_default_str();
     cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
+    cmd->add_option("--device", a->device, "the device whose variants run: cpu or cuda (the CUDA kernels)")
+        ->check(CLI::IsMember(enum_names<attn::device>()))
+        ->capture_default_str();
     cmd->add_flag("--json", a->json, "print JSON instead of a table");
     cmd->add_option("--out", a->out, "also write check.json (with metadata), check.csv and check_identities.csv here")
         ->option_text("DIR")

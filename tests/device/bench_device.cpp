@@ -1,6 +1,7 @@
-// attnbench-bench with the CPU-backed test device registered (tests/device/host_device.cpp): the
-// harness's device path (prepared once, checked against fp64, timed by the device's clock) runs in
-// CI. Nothing else differs from attnbench-bench.
+// The CPU-backed test device (tests/device/host_device.cpp) registered, linked into attnbench-bench
+// (bench_device: the harness's device path, prepared once, checked against fp64, timed by the
+// device's clock) and into attnbench (attnbench_device: `check` through the device path), so CI
+// runs both. Nothing else differs from the real binaries.
 #include <cstdlib>
 import attn.core;
 import attn.variants;
