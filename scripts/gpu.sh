@@ -89,7 +89,7 @@ build_nvcc() { # without CMake: the same flags as variants/cuda/CMakeLists.txt
   # each program from its files: test_cuda_gpu*.cpp, bench_cuda*.cpp (a list written out missed files once)
   for f in test_cuda_gpu:attn_cuda_gpu_tests bench_cuda:attn_cuda_bench; do
     nvcc -std=c++17 -O2 -Xcompiler -Wall -Xcompiler -Wextra -I "$root/variants/cuda" -I "$root/modules/core" "$root/tests/cuda/${f%%:*}"*.cpp "${objs[@]}" \
-      -lcublas -lpthread -o "$bin/${f##*:}" || return 1
+      -ldl -lpthread -o "$bin/${f##*:}" || return 1
   done
 }
 

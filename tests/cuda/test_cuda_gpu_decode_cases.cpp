@@ -1,6 +1,7 @@
 // cuda-decode's GPU cases (attn_cuda_gpu_tests; --small: the sizes compute-sanitizer runs):
 //  - every family (MHA, GQA 4 and 8, MQA at 32 heads) x d 64, 128 (tensor cores for 16-bit and
-//    int8), 80 and 256 (CUDA cores) x every cache type x n_q 1, 3, 8 x L 1 (n_q 1), 7, 129, 1000;
+//    int8), 80 and 256 (CUDA cores) x n_q 1, 3, 8 x L 1 (n_q 1), 7, 129, 1000, two cache types a
+//    combination in turn (f32 and f16, then bf16 and int8), so every type meets every family and width;
 //  - long caches (L 40000: many chunks, the fused combine), varied lengths in one batch;
 //  - pages of 16 and 64 in shuffled order; windows 1, 7, 129, 4096 with L below, at and past W,
 //    over a plain cache (the window's past poisoned) and a rolling buffer, contiguous and paged;
@@ -8,6 +9,8 @@
 //    odd pair 160/128, n_q 1 and 2, bf16, f16, int8, contiguous and 64-token pages;
 //  - every run-time option (splits, stages, heads per block, the path) on one case;
 //  - the mutants: scale (f32), kv head map, mask one key short, window one key short and long.
+#include <chrono>
+#include <cstdio>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -55,12 +58,18 @@ void families(tally& t, std::mt19937_64& rng, bool small) {
     const std::vector<std::size_t> nqs = small ? std::vector<std::size_t>{1, 8} : std::vector<std::size_t>{1, 3, 8};
     const std::vector<std::size_t> Ls =
         small ? std::vector<std::size_t>{129} : std::vector<std::size_t>{1, 7, 129, 1000};
+    // at full size two of the four cache types per (family, width, n_q, L), rotating, so every type
+    // meets every family and width (768 cases -> 384: the full run must fit a lease's call)
+    std::size_t turn = 0;
     for (const fam& f : fams)
         for (std::size_t d : ds)
             for (std::size_t n_q : nqs)
                 for (std::size_t L : Ls) {
                     if (L < n_q) continue;
-                    for (st ty : types) check_decode_case(t, rng, make(2, f.h, f.g, n_q, L, d, ty), {}, false);
+                    for (std::size_t i = 0; i < types.size(); ++i)
+                        if (small || i % 2 == turn % 2)
+                            check_decode_case(t, rng, make(2, f.h, f.g, n_q, L, d, types[i]), {}, false);
+                    ++turn;
                 }
     // both paths where both serve: CUDA cores for bf16, tensor cores for few rows
     for (int tc : {0, 1})
@@ -208,13 +217,21 @@ void run_decode_checks(tally& t, std::mt19937_64& rng, bool small, bool referenc
         mutant_cases(t, rng, false, true);
         return;
     }
-    families(t, rng, small);
-    long_and_varied(t, rng, small);
-    paged(t, rng, small);
-    windows(t, rng, small);
-    latent(t, rng, small);
-    if (!small) options(t, rng);
-    mutant_cases(t, rng, small, false);
+    // each section's time (the full-size run outlasted a lease's limit once: this says where)
+    auto section = [](const char* name, auto&& f) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        std::printf("section decode %s: %.1f s\n", name,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        std::fflush(stdout);
+    };
+    section("families", [&] { families(t, rng, small); });
+    section("long and varied", [&] { long_and_varied(t, rng, small); });
+    section("paged", [&] { paged(t, rng, small); });
+    section("windows", [&] { windows(t, rng, small); });
+    section("latent", [&] { latent(t, rng, small); });
+    if (!small) section("options", [&] { options(t, rng); });
+    section("mutants", [&] { mutant_cases(t, rng, small, false); });
 }
 
 } // namespace attn_gpu_check

@@ -49,13 +49,27 @@ class event_owner {
     cudaEvent_t e_ = nullptr;
 };
 
+/// The cuBLAS functions the backend calls, resolved from libcublas on first use (cublas_lazy.cu:
+/// linked, it cost every process of the suite 0.2 s at start); throws error if it cannot load.
+struct cublas_api {
+    decltype(&cublasCreate_v2) create = nullptr;
+    decltype(&cublasDestroy_v2) destroy = nullptr;
+    decltype(&cublasSetStream_v2) set_stream = nullptr;
+    // the C entry point (the header adds a C++ overload taking the compute type as cudaDataType)
+    cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+                              const void*, cudaDataType, int, const void*, cudaDataType, int, const void*, void*,
+                              cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+    decltype(&cublasGetStatusString) status_string = nullptr;
+};
+const cublas_api& cublas();
+
 class cublas_owner {
   public:
     explicit cublas_owner(cudaStream_t s) {
-        ATTN_CUBLAS(cublasCreate(&h_), "a cuBLAS handle");
-        ATTN_CUBLAS(cublasSetStream(h_, s), "binding cuBLAS to the case's stream");
+        ATTN_CUBLAS(cublas().create(&h_), "a cuBLAS handle");
+        ATTN_CUBLAS(cublas().set_stream(h_, s), "binding cuBLAS to the case's stream");
     }
-    ~cublas_owner() { cublasDestroy(h_); }
+    ~cublas_owner() { cublas().destroy(h_); }
     cublas_owner(const cublas_owner&) = delete;
     cublas_owner& operator=(const cublas_owner&) = delete;
     cublasHandle_t get() const { return h_; }

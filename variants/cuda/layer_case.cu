@@ -44,9 +44,9 @@ struct layer_case::impl {
         const cudaDataType_t t = st == storage::f32 ? CUDA_R_32F : st == storage::bf16 ? CUDA_R_16BF : CUDA_R_16F;
         const float one = 1.0f, zero = 0.0f;
         // row-major C = X W^T is column-major C^T (n x rows) = W^T (n x k) X^T (k x rows)
-        ATTN_CUBLAS(cublasGemmEx(blas->get(), CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(rows), int(kdim), &one, w.get(), t,
-                                 int(kdim), x.get(), t, int(kdim), &zero, c32.get(), CUDA_R_32F, int(n),
-                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+        ATTN_CUBLAS(detail::cublas().gemm_ex(blas->get(), CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(rows), int(kdim), &one,
+                                             w.get(), t, int(kdim), x.get(), t, int(kdim), &zero, c32.get(), CUDA_R_32F,
+                                             int(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                     std::string("the ") + which + " projection of " + run.what);
         const long long total = (long long)(rows * n);
         const float* b = bias.as<float>();

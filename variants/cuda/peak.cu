@@ -135,9 +135,9 @@ std::vector<double> gemm_rate(runner& r, std::size_t n, cudaDataType_t t, int re
     const float one = 1.0f, zero = 0.0f;
     r.what = t == CUDA_R_16BF ? "the bf16 GEMM probe" : "the f16 GEMM probe";
     r.enqueue = [&] {
-        ATTN_CUBLAS(cublasGemmEx(h.get(), CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(n), int(n), &one, a.get(), t, int(n),
-                                 b.get(), t, int(n), &zero, c.get(), t, int(n), CUBLAS_COMPUTE_32F,
-                                 CUBLAS_GEMM_DEFAULT),
+        ATTN_CUBLAS(detail::cublas().gemm_ex(h.get(), CUBLAS_OP_N, CUBLAS_OP_N, int(n), int(n), int(n), &one, a.get(),
+                                             t, int(n), b.get(), t, int(n), &zero, c.get(), t, int(n),
+                                             CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                     r.what);
     };
     std::vector<double> out;
@@ -176,14 +176,14 @@ peak measure_peak(int repetitions) {
     device_memory x(bytes, "the bandwidth probe's array"), y(bytes, "the copy probe's destination");
     device_memory sink(sizeof(unsigned), "the read probe's sum");
     fill_random<<<grid_for((long long)(bytes / 4), 256), 256, 0, r.stream.get()>>>(x.as<float>(),
-                                                                                  (long long)(bytes / 4), 3);
+                                                                                   (long long)(bytes / 4), 3);
     ATTN_LAUNCHED("filling the bandwidth probe's array");
     const long long vectors = (long long)(bytes / 16);
     for (const read_shape& rs : read_shapes) {
         r.what = std::string("the read probe (") + rs.name + ")";
         r.enqueue = [&] {
             rs.kernel<<<unsigned(props().sms * rs.blocks_per_sm), 256, 0, r.stream.get()>>>(x.as<uint4>(), vectors,
-                                                                                          sink.as<unsigned>());
+                                                                                            sink.as<unsigned>());
             ATTN_LAUNCHED(r.what);
         };
         std::vector<double> gbs;
@@ -198,8 +198,7 @@ peak measure_peak(int repetitions) {
     }
     r.what = "the copy probe";
     r.enqueue = [&] {
-        ATTN_CUDA(cudaMemcpyAsync(y.get(), x.get(), bytes, cudaMemcpyDeviceToDevice, r.stream.get()),
-                  "the copy probe");
+        ATTN_CUDA(cudaMemcpyAsync(y.get(), x.get(), bytes, cudaMemcpyDeviceToDevice, r.stream.get()), "the copy probe");
     };
     for (double ms : r.time_ms(repetitions, 3, true))
         out.copy_samples.push_back(2.0 * double(bytes) / (ms * 1e-3) * 1e-9);

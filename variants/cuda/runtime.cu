@@ -17,16 +17,18 @@ namespace attn::cuda::detail {
 
 [[noreturn]] void fail(cudaError_t e, const char* call, const std::string& what) {
     (void)cudaGetLastError(); // a non-sticky error would otherwise be reported again by the next check
-    std::string fn(call);
+    std::string fn(call);     // "detail::cublas().gemm_ex(...)": "cuBLAS gemm_ex"
+    if (const auto member = fn.find(")."); member != std::string::npos) fn = "cuBLAS " + fn.substr(member + 2);
     fn = fn.substr(0, fn.find('('));
     throw error(fn + " failed: " + cudaGetErrorString(e) + " (" + what + ")");
 }
 
 void check_cublas(cublasStatus_t s, const char* call, const std::string& what) {
     if (s == CUBLAS_STATUS_SUCCESS) return;
-    std::string fn(call);
+    std::string fn(call); // "detail::cublas().gemm_ex(...)": "cuBLAS gemm_ex"
+    if (const auto member = fn.find(")."); member != std::string::npos) fn = "cuBLAS " + fn.substr(member + 2);
     fn = fn.substr(0, fn.find('('));
-    throw error(fn + " failed: " + cublasGetStatusString(s) + " (" + what + ")");
+    throw error(fn + " failed: " + cublas().status_string(s) + " (" + what + ")");
 }
 
 std::string gigabytes(std::size_t bytes) {
