@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 #include "api.hpp"
+#include "bench_inputs.hpp"
 #include "formats.hpp"
 
 namespace cu = attn::cuda;
@@ -30,21 +31,12 @@ void bench_decode(int reps, double read_ceiling);
 
 namespace {
 
-/// Uniform in [-1, 1), from a cheap counter hash (gigabytes of inputs in seconds).
+/// Uniform in [-1, 1) (bench_inputs.hpp).
 void fill(std::vector<float>& x, std::uint64_t seed) {
-    for (std::size_t i = 0; i < x.size(); ++i) {
-        std::uint64_t z = (i + 1) * 0x9e3779b97f4a7c15ull + seed;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        x[i] = float(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
-    }
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = attn_bench::uniform_at(i, seed);
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using attn_bench::median;
 
 /// (query, key) pairs scored in one head: the keys of every row (bottom-right causal, a window W).
 double visible_pairs(const cu::shape& s) {

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 #include "api.hpp"
+#include "bench_inputs.hpp"
 #include "formats.hpp"
 
 namespace cu = attn::cuda;
@@ -38,19 +39,10 @@ void parallel(std::size_t n, F f) {
 }
 
 void fill(std::vector<float>& x, std::uint64_t seed) {
-    parallel(x.size(), [&](std::size_t i) {
-        std::uint64_t z = (i + 1) * 0x9e3779b97f4a7c15ull + seed;
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        x[i] = float(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
-    });
+    parallel(x.size(), [&](std::size_t i) { x[i] = attn_bench::uniform_at(i, seed); });
 }
 
-double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using attn_bench::median;
 
 /// A cache of `rows` rows of d elements in a storage type (int8 with scales), from uniform values.
 struct host_cache {

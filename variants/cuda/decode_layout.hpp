@@ -19,13 +19,7 @@
 #include <cstdint>
 #include <cstring>
 
-#ifndef ATTN_HD
-#if defined(__CUDACC__)
-#define ATTN_HD __host__ __device__
-#else
-#define ATTN_HD
-#endif
-#endif
+#include "hd.hpp"
 
 namespace attn::cuda::decode_layout {
 

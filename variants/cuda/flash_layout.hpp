@@ -13,13 +13,7 @@
 //    chunks together.
 #pragma once
 
-#ifndef ATTN_HD
-#if defined(__CUDACC__)
-#define ATTN_HD __host__ __device__
-#else
-#define ATTN_HD
-#endif
-#endif
+#include "hd.hpp"
 
 namespace attn::cuda::flash_layout {
 

@@ -25,13 +25,7 @@
 
 #include <cstdint>
 
-#ifndef ATTN_HD
-#if defined(__CUDACC__)
-#define ATTN_HD __host__ __device__
-#else
-#define ATTN_HD
-#endif
-#endif
+#include "hd.hpp"
 
 namespace attn::cuda::hopper {
 

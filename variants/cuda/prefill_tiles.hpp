@@ -16,13 +16,7 @@
 //    first, so the last wave is short.
 #pragma once
 
-#ifndef ATTN_HD
-#if defined(__CUDACC__)
-#define ATTN_HD __host__ __device__
-#else
-#define ATTN_HD
-#endif
-#endif
+#include "hd.hpp"
 
 namespace attn::cuda::prefill {
 
