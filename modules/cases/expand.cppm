@@ -116,8 +116,9 @@ inline std::size_t case_bound(const std::vector<grid>& grids) {
         // (variant, device) pairs: a variant pairs only with the devices it computes on
         std::size_t pairs = 0;
         for (const auto& v : detail::grid_variants(g)) {
-            const auto on = [&](device d) { return v.empty() || find_variant(v).serves.device == d; };
-            pairs += std::size_t(std::count_if(g.devices.begin(), g.devices.end(), on));
+            const variant* var = v.empty() ? nullptr : &find_variant(v);
+            pairs += std::size_t(std::count_if(g.devices.begin(), g.devices.end(),
+                                               [&](device d) { return !var || var->serves.device == d; }));
         }
         for (const auto m : g.modes) {
             std::size_t n = std::max<std::size_t>(pairs, 1);
@@ -146,7 +147,8 @@ inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_th
     std::string elsewhere_why; // the first variant/device pair left out: said if nothing else is left
     for (const auto& g : grids) {
         for (const auto& v : detail::grid_variants(g)) {
-            const bool single = !v.empty() && !find_variant(v).threaded;
+            const variant* var = v.empty() ? nullptr : &find_variant(v); // looked up once a variant
+            const bool single = var && !var->threaded;
             for (const auto m : g.modes) {
                 const auto rows = detail::crossed(m);
                 std::vector<std::size_t> at(rows.size(), 0), size(rows.size());
@@ -162,7 +164,7 @@ inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_th
                     c.threads = single ? 1 : c.threads ? c.threads : std::size_t(std::max(1, all_threads));
                     // a variant pairs with the devices it computes on (the CPU's with devices = ["cpu"],
                     // the CUDA kernels' with ["cuda"]): the other pairs are no case
-                    const bool elsewhere = !v.empty() && find_variant(v).serves.device != c.device;
+                    const bool elsewhere = var && var->serves.device != c.device;
                     std::size_t i = rows.size(); // the next combination, the last row fastest
                     for (; i > 0; --i) {
                         if (++at[i - 1] < size[i - 1]) break;
@@ -172,7 +174,7 @@ inline std::vector<sweep_case> expand(const std::vector<grid>& grids, int all_th
                     if (elsewhere) {
                         if (elsewhere_why.empty())
                             elsewhere_why = "variant '" + v + "' computes on the " +
-                                            std::string(enum_name(find_variant(v).serves.device)) + " device, not " +
+                                            std::string(enum_name(var->serves.device)) + " device, not " +
                                             std::string(enum_name(c.device)) + " (--device, a grid's devices)";
                         continue;
                     }
