@@ -13,6 +13,7 @@ module;
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 export module attn.check;
 export import :inputs;
@@ -146,6 +147,17 @@ metrics check_prepared(const variant& var, const problem& p, mode m, const input
     return compare(run<T>(var, p, m, in, opt), e.ref, e.bound, unit_roundoff<T>(), e.store);
 }
 
+/// `var` at bf16 or f16 T on inputs r (rounded<T> already) against e = expect(p, m, r, T), with
+/// the roundings var declares beyond fp32 arithmetic charged (charge_roundings): the one path of
+/// a half check, `attnbench check`'s and check_case's. Returns the output too, for add_unrounded.
+template <class T>
+std::pair<metrics, std::vector<T>> check_rounded(const variant& var, const problem& p, mode m, const inputs& r,
+                                                 expectation e, const run_options& opt) {
+    charge_roundings(e, var, p, m, precision_of<T>, r);
+    auto out = run<T>(var, p, m, r, opt);
+    return {compare(out, e.ref, e.bound, unit_roundoff<T>(), e.store), std::move(out)};
+}
+
 /// The error of `out` against the fp64 reference on the unrounded inputs (informational).
 template <class T>
 void add_unrounded(metrics& r, const std::vector<T>& out, const std::vector<double>& ref_unrounded) {
@@ -171,9 +183,7 @@ metrics check_case(const variant& var, const problem& layer, mode m, const run_o
         return check_prepared<T>(var, p, m, in, expect(p, m, in), opt);
     } else {
         const inputs r = rounded<T>(in);
-        const expectation e = expect(p, m, r, precision_of<T>);
-        const auto out = run<T>(var, p, m, r, opt);
-        metrics res = compare(out, e.ref, e.bound, unit_roundoff<T>(), e.store);
+        auto [res, out] = check_rounded<T>(var, p, m, r, expect(p, m, r, precision_of<T>), opt);
         add_unrounded(res, out, reference_output(p, m, in));
         return res;
     }

@@ -215,7 +215,8 @@ inline figures quantities(const sweep_case& k, const peak::ceilings& c) {
     if (k.decode()) {
         const kv_dtype t = to_kv_dtype(k.precision);
         const auto cost = decode_cost(layer, k.context, t);
-        const double B = double(layer.batch), llc = double(machine().l3_bytes);
+        const double B = double(layer.batch),
+                     llc = double(c.last_level_bytes ? c.last_level_bytes : machine().l3_bytes);
         f.put("flop_matmul"_counter, double(cost.matmul_flops));
         f.put("flop_full"_counter, double(cost.full_flops));
         f.put("flop_attention"_counter, double(cost.attention_flops));

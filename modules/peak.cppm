@@ -81,6 +81,9 @@ struct ceilings {
     /// The read probe over 1, 2 and 4 x the reported last-level cache (below the main arrays'
     /// footprint), on 1 and all threads; empty in files that predate it.
     std::vector<footprint_point> read_footprints;
+    /// The last-level cache a case's memory is held against: 0, the machine's L3 (attn.results:
+    /// machine); a device's own (its L2) for a device's ceilings.
+    std::size_t last_level_bytes = 0;
 };
 
 /// A read-only stream runs at DRAM speed from this many bytes on (`threads` as the ceilings'

@@ -30,10 +30,14 @@ pack)
     sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$build/CMakeCache.txt" >.dev/source_dir
     [ -s .dev/source_dir ] || { echo "device.sh pack: $build/CMakeCache.txt names no source directory" >&2; exit 1; }
     # every library but the C and C++ runtimes (the machine's are newer, and its Python's torch
-    # needs its own libstdc++)
-    ldd "${bins[@]}" | awk '/=> \//{print $3}' | sort -u | grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so' |
+    # needs its own libstdc++) and CUDA's (the machine's own: gpu.sh's suite step finds them)
+    ldd "${bins[@]}" | awk '/=> \//{print $3}' | sort -u |
+        grep -Ev '/(libc|libm|libstdc\+\+|libgcc_s|ld-linux[^/]*|libcudart|libcublas[A-Za-z]*)\.so' |
         xargs -I{} cp -L {} .dev/lib/
-    du -sh .dev
+    strip .dev/bin/* # a lease carries 64 MiB: the binaries without their symbols, then compressed
+    grep -qx '/.dev.tar.xz' "$exclude" 2>/dev/null || echo '/.dev.tar.xz' >>"$exclude"
+    tar -cJf .dev.tar.xz .dev
+    du -sh .dev .dev.tar.xz
     ;;
 env)
     if [ -e "$root/.venv/pyvenv.cfg" ]; then # it would overwrite this checkout's python and build

@@ -13,6 +13,9 @@
 #             cuDNN backends and FlexAttention on the same shapes (tests/cuda/torch_peers.py)
 #   sanitize  the tests at small sizes (--small): compute-sanitizer memcheck, racecheck per kernel
 #   profile   Nsight Compute on cuda-hopper and cuda-flash at d 128, N 4k
+#   suite     the suite's own binaries (attnbench, attnbench-bench; packed by scripts/device.sh pack,
+#             .dev/ or .dev.tar.xz): attnbench check --device cuda, attnbench run --device cuda against
+#             NumPy, then attnbench report --preset gpu (the harness on the GPU, its report and figures)
 # Logs and CSVs go to $OUT (the device tool's output folder) or build/gpu-out, a table of the
 # timings last. Every step runs under a timeout; ATTN_GPU_DEADLINE (epoch seconds) shortens the
 # steps to end before it and skips those with no time left, so one lease call holds them all.
@@ -193,6 +196,34 @@ if want profile; then
     done
   else
     note "ncu not found"
+  fi
+fi
+
+if want suite; then
+  if [ ! -d "$root/.dev" ] && [ -f "$root/.dev.tar.xz" ]; then tar -xJf "$root/.dev.tar.xz" -C "$root"; fi
+  if [ -s "$root/.dev/source_dir" ]; then
+    # the machine's own CUDA runtime and cuBLAS (the pack leaves them out), then the pack's libraries
+    cudalibs=$(find /usr/local/cuda*/lib64 /usr/local/cuda*/targets/*/lib /usr/lib/x86_64-linux-gnu \
+      $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null) \
+      -name 'libcublas.so.1[0-9]*' -o -name 'libcudart.so.1[0-9]*' 2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd:)
+    export LD_LIBRARY_PATH="${cudalibs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    kept_build=$build # device.sh env sets build (the pack's build folder, for ctest)
+    # shellcheck source=/dev/null
+    source "$root/scripts/device.sh" env
+    build=$kept_build
+    ab="$root/.dev/bin/attnbench"
+    step "suite check" 100 "$out/suite_check.log" "$ab" check --device cuda --mode all --precision f32,bf16,f16,int8 --out "$out/suite_check"
+    grep -E "refused|passed|failed|FAIL" "$out/suite_check.log" | head -20 >&2
+    w="$out/suite_run"
+    rm -rf "$w" && "$ab" init --d-model 256 --heads 8 --kv-heads 2 --seq 33 --batch 2 --bias --out "$w" >/dev/null &&
+      step "suite run" 60 "$out/suite_run.log" bash -c "'$ab' run --device cuda --variant cuda-tiled --weights '$w/weights' \
+        --input '$w/x.npy' --heads 8 --kv-heads 2 --causal --out '$w/y.npy' &&
+        python3 '$root/tests/interop/numpy_layer.py' '$w/weights' '$w/x.npy' '$w/y.npy' --heads 8 --kv-heads 2 --causal --tol 1e-4"
+    step "suite report" 300 "$out/suite_report.log" "$ab" report --preset gpu --out "$out/report_gpu"
+    tail -5 "$out/suite_report.log" >&2
+  else
+    note "suite: no .dev (bash scripts/device.sh pack BUILD here, carry .dev.tar.xz)"
+    record suite 127
   fi
 fi
 

@@ -14,7 +14,8 @@ import attn.variants;
 
 namespace attn_test {
 attn::variant host_device_variant();
-}
+attn::variant stores_bf16_weights();
+} // namespace attn_test
 
 using attn::mode;
 
@@ -70,9 +71,24 @@ TEST_CASE("the checker catches a device whose output is 0.1 % off", "[device]") 
 TEST_CASE("a device variant refuses what it does not serve in one line", "[device]") {
     const attn::variant dev = attn_test::host_device_variant();
     const attn::problem p = attn::gqa(64, 4, 2, 37);
-    CHECK(attn::refusal(dev, p, mode::layer, attn::dtype::f32, attn::device::cpu) ==
-          "variant 'test-device': test-device runs core cases only, not layer");
+    CHECK(attn::refusal(dev, p, mode::layer, attn::dtype::f32, attn::device::cpu).empty());
+    CHECK(attn::refusal(dev, p, mode::decode, attn::dtype::int8, attn::device::cpu) ==
+          "variant 'test-device': test-device stores f32, bf16 or f16, not int8");
     CHECK(attn::refusal(dev, p, mode::core, attn::dtype::f64, attn::device::cpu) ==
           "variant 'test-device': test-device stores f32, bf16 or f16, not f64");
     CHECK(attn::refusal(dev, p, mode::core, attn::dtype::f32, attn::device::cpu).empty());
+}
+
+TEST_CASE("the checker charges a declared rounding of the weights, and only a declared one", "[device][check]") {
+    attn::variant v = attn_test::stores_bf16_weights(); // it declares the rounding
+    const attn::problem p = attn::gqa(64, 4, 2, 129);   // the shape the H100's check failed on before
+    attn::variant silent = v;
+    silent.roundings = [](const attn::problem&, mode, attn::dtype) { return attn::half_roundings{}; };
+    const auto undeclared = attn::check::check_case<attn::bf16>(silent, p, mode::core, {}, 5);
+    INFO("undeclared ratio " << undeclared.ratio);
+    CHECK_FALSE(undeclared.pass); // bf16's 2^-8 on every weight is far past fp32's bound
+    const auto declared = attn::check::check_case<attn::bf16>(v, p, mode::core, {}, 5);
+    INFO("declared ratio " << declared.ratio);
+    CHECK(declared.pass);
+    CHECK(declared.ratio > 0.01); // the charge covers the rounding, not everything
 }

@@ -107,6 +107,43 @@ std::unique_ptr<device_run> prepare(cu::kernel k, const device_inputs& in) {
     return std::make_unique<prepared<cu::layer_case>>(cu::layer_case(s, in.p.d_model, in.type, k, x));
 }
 
+/// The GPU's ceilings, measured once a process (cuBLAS bf16 GEMM, the best read kernel, a
+/// device-to-device copy; medians of 5): the same figures `attn_cuda_bench peak` prints.
+device_peak gpu_peak() {
+    static const device_peak measured = [] {
+        if (!no_device().empty()) throw attn::error(no_device());
+        try {
+            const cu::peak m = cu::measure_peak(5);
+            device_peak d;
+            d.matmul_16bit_gflops = m.tensor_tflops * 1e3;
+            d.read_gbs = m.read_gbs;
+            d.copy_gbs = m.copy_gbs;
+            d.cache_bytes = cu::query().l2_bytes;
+            d.what = "16-bit matrix rate: cuBLAS bf16 GEMM n=" + std::to_string(m.gemm_n) +
+                     ", fp32 accumulation; read: the fastest read kernel (" + m.read_kernel + ") over " +
+                     std::to_string(m.read_bytes >> 20) + " MiB; copy: cudaMemcpy device to device, read + written";
+            return d;
+        } catch (const cu::error& e) {
+            throw attn::error(std::string("measuring the GPU's ceilings: ") + e.what());
+        }
+    }();
+    return measured;
+}
+
+/// What a kernel rounds to a 16-bit format beyond its stored inputs: cuda-flash and cuda-hopper
+/// store P in the case's format for P V (mma.sync, wgmma); cuda-decode over a 16-bit or int8 cache
+/// feeds its tensor cores the scaled queries and P in the cache's 16-bit type (int8: bf16),
+/// declared for every such cache (the CUDA-core path, left for widths other than 64 and 128,
+/// rounds neither: its bound is then looser than it needs to be); naive and tiled round nothing.
+half_roundings roundings(cu::kernel k, mode m, dtype t) {
+    half_roundings r;
+    const bool sixteen = t == dtype::bf16 || t == dtype::f16;
+    r.format = t == dtype::f16 ? dtype::f16 : dtype::bf16;
+    if ((k == cu::kernel::flash || k == cu::kernel::hopper) && m != mode::decode) r.weights = sixteen;
+    if (k == cu::kernel::decode && m == mode::decode) r.weights = r.queries = sixteen || t == dtype::int8;
+    return r;
+}
+
 variant make(cu::kernel k, std::string description) {
     variant v;
     v.name = cu::name(k);
@@ -116,6 +153,8 @@ variant make(cu::kernel k, std::string description) {
     v.serves.windows = true;
     v.tags = {"cuda"};
     v.device.refuses = [k](const problem& p, mode m, dtype t) { return refuses(k, p, m, t); };
+    v.device.peak = gpu_peak;
+    v.roundings = [k](const problem&, mode m, dtype t) { return roundings(k, m, t); };
     v.device.prepare = [k](const device_inputs& in, const run_options&) {
         try {
             return prepare(k, in);

@@ -95,6 +95,7 @@ bool ready(benchmark::State& state, timed_case& c) {
         const std::size_t short_l = std::min<std::size_t>(L, 15);
         const auto fill = attn::decode_fill::prefill;
         const auto step = attn::with_kv_storage(c.kv, [&]<class S>(S) {
+            if (c.var->device) return attn::check::metrics{}; // a device times the core alone: no step
             if constexpr (std::is_same_v<S, float>)
                 return attn::check_decode<float>(*c.var, c.p, short_l, fill, c.opt, c.seed);
             else
@@ -128,8 +129,27 @@ export void run_decode_step(benchmark::State& state, timed_case& c) {
     });
 }
 
+/// A device variant's decode core: the case's cache (context + 1 rows of random keys and values,
+/// stored as the case's type) built on the host and copied to the device once, then timed by the
+/// device's clock, the device's cache clean before each call (so the cache is read from memory).
+void run_decode_core_on_device(benchmark::State& state, timed_case& c) {
+    if (!c.device) {
+        const attn::problem step = attn::decode_problem(c.p, c.k.context);
+        const auto in = attn::check::make_inputs(step, attn::mode::core, c.seed);
+        c.device = attn::with_kv_storage(c.kv, [&]<class S>(S) {
+            return attn::prepare_decode_on_device<S>(*c.var, step, in.q, attn::filled_cache<S>(step, in), c.opt);
+        });
+    }
+    bench::time_on_device(state, c, attn::part::core);
+    put(state, "check_ratio"_counter, c.check_ratio);
+    put(state, "unrounded_max_abs"_counter, c.unrounded.max_abs);
+    put(state, "unrounded_ratio"_counter, c.unrounded.ratio);
+    put(state, "unrounded_nmse"_counter, c.unrounded.nmse);
+}
+
 export void run_decode_core(benchmark::State& state, timed_case& c) {
     if (!ready(state, c)) return;
+    if (c.var->device) return run_decode_core_on_device(state, c);
     auto& f = fixture_of(c);
     f.core(); // untimed, as for the step
     for (auto _ : state) {

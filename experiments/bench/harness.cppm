@@ -16,6 +16,7 @@ export import attn.cases;
 export import attn.check;
 export import attn.decode;
 export import attn.figures;
+import attn.peak;
 import attn.results;
 
 export namespace bench {
@@ -123,6 +124,32 @@ void time_calls(benchmark::State& state, timed_case& c, F&& step) {
     put(state, c.q);
     put(state, "extra_mib"_counter, std::max(0.0, c.extra_bytes) / 1048576.0);
     state.SetLabel(label_of(c.k, attn::part::run));
+}
+
+/// A device's ceilings in attn.peak's form, for attn::quantities: its 16-bit matrix rate is the
+/// peak of bf16 and f16 core and layer cases (f32 and f64 get none: the device's rates for them
+/// are not measured, so those rows carry no % of peak) and the arithmetic side of every decode
+/// case's roofline (a decode core reads far below the ridge, so its memory side decides); its read
+/// and copy bandwidths are the read and triad ceilings, its own cache the last level; one "thread".
+inline attn::peak::ceilings device_ceilings(const attn::device_peak& d, const attn::sweep_case& k) {
+    attn::peak::ceilings c;
+    const bool sixteen = k.precision == attn::dtype::bf16 || k.precision == attn::dtype::f16;
+    c.fma_1t_gflops.median = c.fma_all_gflops.median = sixteen || k.decode() ? d.matmul_16bit_gflops : 0.0;
+    c.read_1t_gbs.median = c.read_all_gbs.median = d.read_gbs;
+    c.triad_1t_gbs.median = c.triad_all_gbs.median = d.copy_gbs;
+    c.threads = 1;
+    c.last_level_bytes = d.cache_bytes;
+    return c;
+}
+
+/// A device case prepared in c.device, timed: three untimed calls, then each iteration one call
+/// timed by the device's own clock with its caches left clean before it (the benchmark is
+/// registered with manual time); the label names the part timed.
+inline void time_on_device(benchmark::State& state, timed_case& c, attn::part p) {
+    c.device->time_ms(1, 3, true);
+    for (auto _ : state) state.SetIterationTime(c.device->time_ms(1, 0, true).front() * 1e-3);
+    put(state, c.q);
+    state.SetLabel(label_of(c.k, p));
 }
 
 } // namespace bench

@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <new>
 #include <string>
@@ -82,8 +83,10 @@ void run_case(benchmark::State& state, timed_case& c) {
             out = attn::check::run<T>(*c.var, c.p, m, in, c.opt);
         }
         const std::size_t width = layer ? c.p.d_model : c.p.o_width(), rows = 16;
-        const auto e = attn::check::expect(attn::check::tail_problem(c.p, rows), m,
-                                           attn::check::tail_inputs(c.p, m, in, rows), attn::precision_of<T>);
+        const problem tp = attn::check::tail_problem(c.p, rows);
+        const auto tin = attn::check::tail_inputs(c.p, m, in, rows);
+        auto e = attn::check::expect(tp, m, tin, attn::precision_of<T>);
+        attn::check::charge_roundings(e, *c.var, tp, m, attn::precision_of<T>, tin);
         const auto met = attn::check::compare(attn::check::tail_rows(out, c.p, width, rows), e.ref, e.bound,
                                               attn::check::unit_roundoff<T>(), e.store);
         if (!met.pass) {
@@ -95,13 +98,7 @@ void run_case(benchmark::State& state, timed_case& c) {
         }
     }
     if (!c.check_error.empty()) return state.SkipWithError(c.check_error.c_str());
-    if (c.device) {                    // timed by the device's clock (CUDA events, a clean L2 before each call)
-        c.device->time_ms(1, 3, true); // warm-up calls, untimed
-        for (auto _ : state) state.SetIterationTime(c.device->time_ms(1, 0, true).front() * 1e-3);
-        bench::put(state, c.q);
-        state.SetLabel(bench::label_of(c.k, attn::part::run));
-        return;
-    }
+    if (c.device) return bench::time_on_device(state, c, attn::part::run); // the device's clock
     auto cast = [](const std::vector<float>& v) {
         std::vector<T> t(v.size());
         for (std::size_t i = 0; i < v.size(); ++i) t[i] = T(v[i]);
@@ -157,6 +154,15 @@ std::vector<attn::sweep_case> cases_from(const std::vector<std::string>& given, 
     return out;
 }
 
+/// A device variant's ceilings, measured on first use (each device's variants share them).
+const attn::device_peak& device_peak_of(const attn::variant& v) {
+    static std::map<attn::device, attn::device_peak> measured;
+    const auto it = measured.find(v.serves.device);
+    if (it != measured.end()) return it->second;
+    attn::require(bool(v.device.peak), "variant '" + v.name + "' computes on a device but has no ceilings to measure");
+    return measured[v.serves.device] = v.device.peak();
+}
+
 timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, double max_memory, std::uint64_t seed,
                    std::size_t tile_q, std::size_t tile_kv) {
     timed_case c;
@@ -164,7 +170,9 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
     c.var = &attn::find_variant(k.variant);
     // what the variant serves (its device, the family, the precision; decode: the cache's type,
     // the step computing in fp32), refused in one line naming the case
-    if (const std::string why = attn::refusal(*c.var, k.shape(), k.mode, k.precision, k.device); !why.empty())
+    // (a device decodes the step's core alone, so that is the problem it is asked about)
+    const problem asked = k.decode() && c.var->device ? attn::decode_problem(k.shape(), k.context) : k.shape();
+    if (const std::string why = attn::refusal(*c.var, asked, k.mode, k.precision, k.device); !why.empty())
         throw attn::error("case " + k.id() + ": " + why);
     if (k.decode()) {
         attn::require(k.magnitude == 1.0, "case " + k.id() +
@@ -172,9 +180,6 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
                                               "are drawn in [-1, 1])");
         c.kv = attn::to_kv_dtype(k.precision);
     }
-    attn::require(!(k.decode() && c.var->device),
-                  "case " + k.id() + ": the harness times a device variant's core and layer cases; " + k.variant +
-                      "'s decode steps are timed by attn_cuda_bench decode (scripts/gpu.sh) for now");
     attn::require(c.var->threaded || k.threads == 1,
                   "case " + k.id() + ": variant '" + k.variant + "' is single-threaded; threads must be 1");
     // core mode runs the family's attention core alone, on the problem the family hands it
@@ -186,7 +191,8 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
     c.max_memory_bytes = max_memory;
     // what one call does and its ceilings (% of peak against the peak of the case's precision:
     // f64 the fp32 FMA peak halved; bf16 and f16 run on fp32 FMAs here, so it is theirs)
-    c.q = attn::quantities(k, peak);
+    // a device variant's case is held to the device's ceilings (measured once a process)
+    c.q = attn::quantities(k, c.var->device ? bench::device_ceilings(device_peak_of(*c.var), k) : peak);
     return c;
 }
 
@@ -277,9 +283,20 @@ int main(int argc, char** argv) {
         std::vector<int> probe_threads; // the probes, once per thread count of the decode cases
         for (auto& c : cases) {
             const bool decode = c.k.decode();
-            bench::registered()[c.k.id()] = {&c.k, attn::part::run, c.opt.threads};
             // a device variant's time is its own clock's (CUDA events, an L2 flush before each call)
             const bool device_timed = bool(c.var->device);
+            if (decode && device_timed) { // a device decodes over its cache: the core alone (no step: the
+                                          // projections around it are the host's), against the device's read
+                bench::registered()[c.k.id() + "/core"] = {&c.k, attn::part::core, c.opt.threads};
+                benchmark::RegisterBenchmark((c.k.id() + "/core").c_str(),
+                                             [p = &c](benchmark::State& s) {
+                                                 bench::guard_memory(s, *p, [&] { bench::run_decode_core(s, *p); });
+                                             })
+                    ->UseManualTime()
+                    ->Unit(benchmark::kMillisecond);
+                continue;
+            }
+            bench::registered()[c.k.id()] = {&c.k, attn::part::run, c.opt.threads};
             auto* b = benchmark::RegisterBenchmark(c.k.id().c_str(), [p = &c, decode](benchmark::State& s) {
                 bench::guard_memory(s, *p, [&] {
                     if (decode) return bench::run_decode_step(s, *p);
@@ -326,6 +343,17 @@ int main(int argc, char** argv) {
                                     "peak_gflops of an f32, bf16 or f16 case: the measured fp32 FMA peak (bf16 and f16 "
                                     "are widened to fp32 and run on fp32 FMAs by every variant); f64: half of it");
         benchmark::AddCustomContext("attnbench_f16_path", attn::kernels::isa::f16_path());
+        for (const auto& c : cases) // the device's ceilings, where a case computes on one (measured once)
+            if (c.var->device) {
+                const attn::device_peak& d = device_peak_of(*c.var);
+                const std::string dev(attn::enum_name(c.var->serves.device));
+                benchmark::AddCustomContext("attnbench_peak_" + dev + "_matmul_16bit_gflops",
+                                            std::to_string(d.matmul_16bit_gflops));
+                benchmark::AddCustomContext("attnbench_peak_" + dev + "_read_gbs", std::to_string(d.read_gbs));
+                benchmark::AddCustomContext("attnbench_peak_" + dev + "_copy_gbs", std::to_string(d.copy_gbs));
+                benchmark::AddCustomContext("attnbench_peak_" + dev + "_how", d.what);
+                break;
+            }
         std::string schema = "label: the case (attn.cases) as JSON; the counters, from attn.figures' one table "
                              "(name [unit]: meaning):";
         for (const auto& sp : attn::counter_table)

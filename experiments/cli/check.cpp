@@ -28,7 +28,7 @@ struct check_args {
     std::vector<std::string> precisions{"f32", "f64"}; ///< "all": f32, f64, bf16, f16
     int threads = 2;
     std::uint64_t seed = 1;
-    std::string device = "cpu"; ///< whose variants run (default: all of that device's)
+    std::string device; ///< whose variants run (all of that device's; none given: the named variants' own, else cpu)
     bool json = false;
     std::string out; ///< a directory: check.json (with metadata), check.csv, check_identities.csv
 };
@@ -87,22 +87,23 @@ std::vector<check::grid_case> grid_from(const check_args& a) {
 }
 
 void check_all(const check_args& a) {
-    const device dev = parse_enum<device>(a.device);
+    const bool dev_given = !a.device.empty();
+    const device dev = dev_given ? parse_enum<device>(a.device) : device::cpu;
     std::vector<const variant*> vars;
     if (a.variants.empty())
         for (const auto& v : registry(dev)) vars.push_back(&v);
     else
         for (const auto& n : a.variants) vars.push_back(&find_variant(n));
-    for (const variant* v : vars) // a variant of another device is a usage error naming both
-        require(v->serves.device == dev, "variant '" + v->name + "' computes on the " +
-                                             std::string(enum_name(v->serves.device)) + " device, not " + a.device +
-                                             " (--device)");
+    for (const variant* v : vars) // with --device, a variant of another device is a usage error naming both
+        require(!dev_given || v->serves.device == dev, "variant '" + v->name + "' computes on the " +
+                                                           std::string(enum_name(v->serves.device)) + " device, not " +
+                                                           a.device + " (--device)");
     // a device variant (attn::device_kernels) runs what it does not refuse; its refusals are
     // counted and the first is said, and a check where it refused everything is an error
     std::size_t refused = 0;
     std::string first_refusal;
     auto device_serves = [&](const variant& v, const problem& p, mode m, dtype t) {
-        const std::string why = refusal(v, p, m, t, dev);
+        const std::string why = refusal(v, p, m, t, v.serves.device);
         if (why.empty()) return true;
         ++refused;
         if (first_refusal.empty()) first_refusal = why;
@@ -179,8 +180,7 @@ void check_all(const check_args& a) {
                 const auto eh = check::expect(gc.p, m, r, precision_of<T>);
                 for (const variant* v : vars) {
                     if (v->device && !device_serves(*v, gc.p, m, precision_of<T>)) continue;
-                    const auto out = check::run<T>(*v, gc.p, m, r, opt);
-                    auto met = check::compare(out, eh.ref, eh.bound, check::unit_roundoff<T>(), eh.store);
+                    auto [met, out] = check::check_rounded<T>(*v, gc.p, m, r, eh, opt);
                     check::add_unrounded(met, out, ref_unrounded);
                     rows.push_back({v->name, name, std::string(enum_name(m)), label, met, 0});
                 }
@@ -207,12 +207,24 @@ void check_all(const check_args& a) {
                                           decode_fill_name(fill) +
                                           (c.magnitude != 1.0 ? " |input|<=" + std::to_string(int(c.magnitude)) : "");
                 for (const variant* v : vars) {
-                    if (v->device) { // whole decode steps run on the CPU; cuda-decode's own checker:
-                                     // attn_cuda_gpu_tests
-                        ++refused;
-                        if (first_refusal.empty())
-                            first_refusal =
-                                "variant '" + v->name + "': attnbench check runs no decode steps on a device yet";
+                    if (v->device) { // a device decodes over its cache: the step's core (the projections
+                                     // around it are the host's), once a case, in every cache type it reads
+                        if (fill != decode_fill::prefill) continue;
+                        const problem step = decode_problem(c.layer, c.context);
+                        const std::string core_label = label + " (the step's core)";
+                        for (const kv_dtype t : {kv_dtype::f32, kv_dtype::bf16, kv_dtype::f16, kv_dtype::int8}) {
+                            const bool asked = t == kv_dtype::f32
+                                                   ? wants(precision::f32)
+                                                   : std::find(caches.begin(), caches.end(), t) != caches.end();
+                            if (!asked || !device_serves(*v, step, mode::decode, t)) continue;
+                            with_kv_storage(t, [&]<class S>(S) {
+                                const kv_check r = check_decode_core<S>(*v, step, opt, a.seed, c.magnitude);
+                                check::metrics m = r.same;
+                                m.unrounded_max_abs = r.unrounded.max_abs;
+                                m.unrounded_max_rel = r.unrounded.max_rel;
+                                rows.push_back({v->name, std::string(enum_name(t)), "decode", core_label, m, 0});
+                            });
+                        }
                         continue;
                     }
                     if (wants(precision::f32) && v->supports<float>())
@@ -244,7 +256,9 @@ void check_all(const check_args& a) {
         }
     }
     if (refused) {
-        require(!rows.empty(), "check --device " + a.device + ": every case refused, e.g. " + first_refusal);
+        require(!rows.empty(), "check --device " +
+                                   std::string(enum_name(dev_given ? dev : vars.front()->serves.device)) +
+                                   ": every case refused, e.g. " + first_refusal);
         std::fprintf(stderr, "check: %zu variant cases refused, e.g. %s\n", refused, first_refusal.c_str());
     }
     for (std::size_t i = 0; i < rows.size(); ++i) rows[i].order = i; // failures first, otherwise grid order
@@ -353,9 +367,10 @@ void add_check(CLI::App& app) {
         ->check(threads_in())
         ->capture_default_str();
     cmd->add_option("--seed", a->seed, "random seed")->capture_default_str();
-    cmd->add_option("--device", a->device, "the device whose variants run: cpu or cuda (the CUDA kernels)")
-        ->check(CLI::IsMember(enum_names<attn::device>()))
-        ->capture_default_str();
+    cmd->add_option("--device", a->device,
+                    "the device whose variants run: cpu or cuda (the CUDA kernels); default: the named variants' "
+                    "own, or cpu")
+        ->check(CLI::IsMember(enum_names<attn::device>()));
     cmd->add_flag("--json", a->json, "print JSON instead of a table");
     cmd->add_option("--out", a->out, "also write check.json (with metadata), check.csv and check_identities.csv here")
         ->option_text("DIR")

@@ -19,7 +19,7 @@ namespace attn::cli {
 namespace {
 
 struct run_args {
-    std::string variant = "naive", weights_dir, input, kv_input, out, precision = "f32";
+    std::string variant, device = "cpu", weights_dir, input, kv_input, out, precision = "f32";
     std::size_t heads = 0, kv_heads = 0;
     bool causal = false;
     std::size_t window = 0;
@@ -40,7 +40,29 @@ std::vector<T> narrow(const std::vector<double>& v) {
 template <class T>
 void run_as(const variant& var, const problem& p, const weights<double>& w, const npy::array& x, const npy::array& xkv,
             const run_args& a) {
-    require_precision(var, precision_of<T>);
+    require_serves(var, p, mode::layer, precision_of<T>, var.serves.device);
+    if (var.device) { // on its device: inputs and weights copied there in T once, run, read back (fp32)
+        std::vector<std::vector<float>> w32;
+        for (const auto& t : w.t) {
+            const auto r = narrow<T>(t);
+            w32.emplace_back(r.begin(), r.end());
+        }
+        const auto xq = narrow<T>(x.values), xk = narrow<T>(xkv.values);
+        const std::vector<float> xq32(xq.begin(), xq.end()), xk32(xk.begin(), xk.end());
+        device_inputs d;
+        d.mode = mode::layer;
+        d.type = precision_of<T>;
+        d.p = p;
+        d.x_q = xq32;
+        d.x_kv = xk32;
+        for (const auto& t : w32) d.weights.emplace_back(t);
+        run_options opt;
+        const auto r = var.device.prepare(d, opt);
+        r->run();
+        const std::vector<float> y = r->output();
+        npy::save(a.out, x.shape, y.data());
+        return;
+    }
     weights<T> wt;
     for (const auto& t : w.t) wt.t.push_back(narrow<T>(t));
     const auto xq = narrow<T>(x.values), xk = narrow<T>(xkv.values);
@@ -56,7 +78,12 @@ void run_as(const variant& var, const problem& p, const weights<double>& w, cons
 }
 
 void run(const run_args& a) {
-    const variant& var = find_variant(a.variant);
+    const device dev = parse_enum<device>(a.device);
+    // the device's plainest variant unless one is named; a named one must compute on --device
+    const variant& var = find_variant(!a.variant.empty() ? a.variant : dev == device::cpu ? "naive" : "cuda-tiled");
+    require(var.serves.device == dev, "variant '" + var.name + "' computes on the " +
+                                          std::string(enum_name(var.serves.device)) + " device, not " + a.device +
+                                          " (--device)");
     const npy::array x = npy::load(a.input);
     require(x.shape.size() == 2 || x.shape.size() == 3,
             a.input + ": shape " + npy::shape_string(x.shape) + ", expected [B, N, d_model] or [N, d_model]");
@@ -117,7 +144,11 @@ void run(const run_args& a) {
 void add_run(CLI::App& app) {
     auto a = std::make_shared<run_args>();
     auto* cmd = app.add_subcommand("run", "run one attention layer on .npy inputs with PyTorch-named weights");
-    cmd->add_option("--variant", a->variant, "implementation (see `attnbench list`)")->capture_default_str();
+    cmd->add_option("--variant", a->variant,
+                    "implementation (see `attnbench list`; default: naive, or cuda-tiled with --device cuda)");
+    cmd->add_option("--device", a->device, "where it computes: cpu, or cuda (the CUDA kernels: inputs copied there)")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
     cmd->add_option("--weights", a->weights_dir,
                     "directory of state_dict .npy files: nn.MultiheadAttention's, or DeepSeek's MLA names "
                     "(wq or wq_a/q_norm/wq_b, wkv_a, kv_norm, wkv_b, wo .weight) with --family mla")

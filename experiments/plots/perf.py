@@ -67,8 +67,16 @@ def threads_of(r):
 
 
 def variant_label(v, pts):
+    if device_of([r for _, r in pts]):
+        return v  # a device's variant: the host's threads say nothing of it
     t = threads_of(pts[0][1])
     return f"{v} ({t} thread{'s' if t != 1 else ''})"
+
+
+def device_of(rows):
+    """The device these rows computed on where it is not the CPU (their cases' `device`), else None."""
+    devs = {r.get("device", "cpu") for r in rows} - {"cpu"}
+    return devs.pop() if len(devs) == 1 else None
 
 
 def ok_rows(rows):
@@ -110,6 +118,9 @@ def undrawn(perf, figure, x_key, series):
 def peak_for(rows, threads):
     """The measured FMA ceiling (GFLOP/s) the C++ held these rows to at this thread count (each row's
     peak_gflops), and its label."""
+    if device_of(rows):  # each harness process measured the device's 16-bit matrix rate: their median
+        peaks = sorted(r["peak_gflops"] for r in rows if r.get("peak_gflops"))
+        return (peaks[len(peaks) // 2], f"{device_of(rows)} bf16 GEMM") if peaks else (None, None)
     peaks = {r["peak_gflops"] for r in rows if threads_of(r) == threads and r.get("peak_gflops")}
     return (peaks.pop(), f"{threads}-thread") if len(peaks) == 1 else (None, None)
 
@@ -132,6 +143,7 @@ def plot_vs_n(d, figdir, perf, peak):
         fig, axes = plt.subplots(1, len(configs), figsize=(6.2 * len(configs), 4.6), squeeze=False)
         for ax, cfg in zip(axes[0], configs):
             ns = sorted({x for pts in series[cfg].values() for x, _ in pts})
+            dev = device_of([r for pts in series[cfg].values() for _, r in pts])
             for v in sorted(series[cfg]):
                 pts = [(x, r[metric]) for x, r in series[cfg][v] if r.get(metric) is not None]
                 if pts:
@@ -149,11 +161,14 @@ def plot_vs_n(d, figdir, perf, peak):
                 for t, ls in zip(threads, ("--", ":")):
                     gf, which = peak_for([r for pts in series[cfg].values() for _, r in pts], t)
                     if gf:
-                        ax.axhline(gf, color="black", ls=ls, lw=1.2, label=f"measured {which} FMA peak ({gf:.0f})")
+                        what = "rate" if dev else "FMA peak"
+                        ax.axhline(gf, color="black", ls=ls, lw=1.2, label=f"measured {which} {what} ({gf:.0f})")
                         top = max(top, gf)
                 ax.set_ylim(0, top * 1.08)
             if metric == "pct_peak":
-                ax.axhline(100, color="black", ls="--", lw=1.2, label="measured FMA peak\n(at each variant's threads)")
+                ax.axhline(100, color="black", ls="--", lw=1.2,
+                           label=f"the {dev}'s measured\nbf16 GEMM rate" if dev else
+                           "measured FMA peak\n(at each variant's threads)")
                 # never clip: a share above 100 % says the peak was measured low, and must show
                 top = max([110] + [r[metric] * 1.05 for pts in series[cfg].values() for _, r in pts
                                    if r.get(metric) is not None])
@@ -163,7 +178,7 @@ def plot_vs_n(d, figdir, perf, peak):
                             fontsize=8, color="firebrick")
             if metric == "time_ms":
                 plain_log_y(ax)  # after plotting: the data set the limits
-            ax.set_ylabel(ylabel)
+            ax.set_ylabel(ylabel.replace("measured FMA peak", f"{dev}'s measured bf16 GEMM rate") if dev else ylabel)
             ax.set_title(config_text(cfg), fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
             ax.legend(fontsize=8, title="variant", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))

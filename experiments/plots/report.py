@@ -205,6 +205,13 @@ def main():
                   f"{p['triad_gbs_all_threads']['median']:.1f} GB/s. Every % of peak below refers to the FMA figure at "
                   "the case's thread count; every % of a memory ceiling in the decoding section to the "
                   + ("read-only stream's" if read else "triad's") + ".\n")
+        devices = sorted({c.get("device", "cpu") for c in (perf or {}).get("cases", [])} - {"cpu"})
+        if devices:
+            md.append(f"Cases on {', '.join(devices)} are held to that device's own ceilings, measured in each harness "
+                      "process (the metadata's `attnbench_peak_<device>_*`): % of peak against its 16-bit matrix "
+                      "rate (cuBLAS's bf16 GEMM; f32 cases on a device carry none), % of read and the roofline against "
+                      "its read-only bandwidth; they are timed by the device's clock with its cache flushed before "
+                      "each call.\n")
         if "bf16_dot_gflops_1_thread" in p:
             one, every = p["bf16_dot_gflops_1_thread"]["median"], p["bf16_dot_gflops_all_threads"]["median"]
             md.append(f"This CPU has AVX512_BF16: bf16 dot products (vdpbf16ps) ran at {one:.1f} GFLOP/s on 1 thread "

@@ -126,4 +126,47 @@ inline void charge_stored_weights(expectation& e, const problem& p, const inputs
     for (std::size_t i = 0; i < pv.size(); ++i) e.store[i] += us * (1 + us) * pv[i];
 }
 
+/// A decode core whose fp32 queries are rounded to a 16-bit format (unit roundoff us) before
+/// Q K^T, as tensor cores take them: each score is off by at most us (1 + 2^-24) scale sum_t
+/// |q_t| |k_t| (the scale multiplied in before the rounding), so every weight by a factor within
+/// exp(+-2 Delta_i), Delta_i the largest such over the row's keys, and the output element (i, t)
+/// by (exp(2 Delta_i) - 1) (P|V|)_it. Adds that to e.store (core mode, `in` the cache's values).
+inline void charge_rounded_queries(expectation& e, const problem& p, const inputs& in, double us) {
+    const std::size_t dk = p.qk_dim(), dv = p.v_dim(), gs = p.heads / p.kv_heads;
+    const double scale = p.softmax_scale() * (1 + 0x1.0p-24);
+    const auto q = detail::widen(in.q), k = detail::widen(in.k), va = detail::absolute(detail::widen(in.v));
+    std::vector<double> pv(e.ref.size());
+    reference::core<double>(p, {interleaved_heads<const double>(q.data(), p.batch, p.n_q, p.heads, dk),
+                                interleaved_heads<const double>(k.data(), p.batch, p.n_kv, p.kv_heads, dk),
+                                interleaved_heads<const double>(va.data(), p.batch, p.n_kv, p.kv_heads, dv),
+                                interleaved_heads<double>(pv.data(), p.batch, p.n_q, p.heads, dv)});
+    e.store.resize(e.ref.size(), 0.0);
+    for (std::size_t b = 0; b < p.batch; ++b)
+        for (std::size_t i = 0; i < p.n_q; ++i)
+            for (std::size_t h = 0; h < p.heads; ++h) {
+                const double* qr = q.data() + ((b * p.n_q + i) * p.heads + h) * dk;
+                double delta = 0;
+                for (std::size_t j = 0; j < p.n_kv; ++j) {
+                    const double* kr = k.data() + ((b * p.n_kv + j) * p.kv_heads + h / gs) * dk;
+                    double s = 0;
+                    for (std::size_t t = 0; t < dk; ++t) s += std::abs(qr[t] * kr[t]);
+                    delta = std::max(delta, us * scale * s);
+                }
+                const std::size_t at = ((b * p.n_q + i) * p.heads + h) * dv;
+                for (std::size_t t = 0; t < dv; ++t) e.store[at + t] += std::expm1(2 * delta) * pv[at + t];
+            }
+}
+
+/// What variant `var` rounds to a 16-bit format on core problem p (mode m, storage t: decode's
+/// the cache's), charged on e: the stored weights (charge_stored_weights) and, in decode, the
+/// rounded queries (charge_rounded_queries). `in` as expect() takes it (decode: the cache's values).
+inline void charge_roundings(expectation& e, const variant& var, const problem& p, mode m, dtype t, const inputs& in) {
+    // not in a layer: its bound charges the stored Q, K, V and context at the format's u, under
+    // which the GPU's layers ran at 0.016-0.086 of it (an H100, 2026-11-26)
+    if (m == mode::layer) return;
+    const half_roundings r = var.roundings(p, m, t);
+    if (r.weights) charge_stored_weights(e, p, in, to_precision(r.format));
+    if (r.queries) charge_rounded_queries(e, p, in, unit_roundoff(to_precision(r.format)));
+}
+
 } // namespace attn::check

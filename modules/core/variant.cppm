@@ -184,12 +184,25 @@ struct device_inputs {
     bool values_in_keys = false; ///< decode: the values are the first d_v columns of the key rows (MLA's latent)
 };
 
+/// A device's measured ceilings, what its cases' % of peak and roofline are taken against (the
+/// CPU's come from attn.peak): the 16-bit matrix rate (bf16 and f16 cases; the device's f32 and
+/// f64 rates are not measured, so those cases carry no % of peak), the read-only bandwidth, the
+/// copy bandwidth (read + written, the triad's counterpart) and the last-level cache's bytes.
+struct device_peak {
+    double matmul_16bit_gflops = 0;
+    double read_gbs = 0, copy_gbs = 0;
+    std::size_t cache_bytes = 0;
+    std::string what; ///< one line: how each figure was measured
+};
+
 /// A variant that computes on a device: it prepares a case (throwing attn::error in one line when
-/// it cannot), and says in one line what it does not serve (a problem in a mode and storage type:
-/// "" when it serves it; the device's absence is said here too).
+/// it cannot), says in one line what it does not serve (a problem in a mode and storage type:
+/// "" when it serves it; the device's absence is said here too), and measures the device's
+/// ceilings (once a process; throws attn::error without the device).
 struct device_kernels {
     std::function<std::unique_ptr<device_run>(const device_inputs&, const run_options&)> prepare;
     std::function<std::string(const problem&, attn::mode, dtype)> refuses;
+    std::function<device_peak()> peak;
     explicit operator bool() const { return bool(prepare); }
 };
 
@@ -201,6 +214,15 @@ struct serves {
     attn::device device = attn::device::cpu;
     bool windows = false;
     std::function<std::string(const problem&)> limits;
+};
+
+/// Roundings to a 16-bit format that a variant adds beyond fp32 arithmetic on its stored inputs
+/// (tensor-core kernels feed the matrix units 16-bit operands); the checker charges each at the
+/// format's unit roundoff (attn.check:expect), so the bound stays a bound of what it computes.
+struct half_roundings {
+    bool weights = false;       ///< the softmax weights P stored in the format before P V
+    bool queries = false;       ///< decode: the fp32 queries (times the scale) rounded to it before Q K^T
+    dtype format = dtype::bf16; ///< the format of both (an int8 cache's tensor cores: bf16)
 };
 
 /// One registered implementation. Empty kernels mean "not supported at this precision".
@@ -222,6 +244,11 @@ struct variant {
     /// Set for a variant that computes on a device (the CUDA kernels, the CPU-backed test device):
     /// its cases are prepared, run, read back and timed through it, not through the kernel sets.
     device_kernels device;
+    /// What the variant rounds to a 16-bit format for a problem in a mode and storage type (decode:
+    /// the cache's); none by default (the CPU variants compute bf16 and f16 in fp32).
+    std::function<half_roundings(const problem&, attn::mode, dtype)> roundings = [](const problem&, attn::mode, dtype) {
+        return half_roundings{};
+    };
     /// Extra memory the core allocates beyond its inputs and outputs, in bytes.
     std::function<std::size_t(const problem&, const run_options&)> scratch_bytes =
         [](const problem&, const run_options&) { return std::size_t(0); };

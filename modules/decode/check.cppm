@@ -6,6 +6,8 @@ module;
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <type_traits>
@@ -141,6 +143,38 @@ kv_check check_decode_kv(const variant& var, const problem& layer, std::size_t c
     return {check::compare(out, same.ref, same.bound, u), check::compare(out, plain.ref, plain.bound, u)};
 }
 
+/// One decode core of `step` (n_q = 1, n_kv = the cache's rows) prepared on var's device: the
+/// queries q [B, H d_qk] and the cache's own rows, copied there as they are stored.
+template <class S>
+std::unique_ptr<device_run> prepare_decode_on_device(const variant& var, const problem& step, std::span<const float> q,
+                                                     const kv_cache<S>& cache, const run_options& opt) {
+    device_inputs d;
+    d.mode = mode::decode;
+    d.type = kv_dtype_of<S>;
+    d.p = step;
+    d.q = q;
+    d.k_cache = cache.keys().row(0, 0, 0);
+    d.v_cache = cache.values().row(0, 0, 0);
+    if constexpr (std::is_same_v<S, std::int8_t>) {
+        d.k_scales = cache.key_rows().scale.row(0, 0, 0);
+        d.v_scales = cache.value_rows().scale.row(0, 0, 0);
+    }
+    d.capacity = cache.capacity();
+    d.values_in_keys = cache.values_in_keys();
+    return var.device.prepare(d, opt);
+}
+
+/// A cache stored as S of the `step` problem's n_kv rows of `in`'s keys and values (core inputs).
+template <class S>
+kv_cache<S> filled_cache(const problem& step, const check::inputs& in) {
+    const std::size_t B = step.batch, n = step.n_kv;
+    kv_cache<S> cache(B, {step.kv_heads, step.qk_dim(), step.v_dim(), false}, n);
+    const auto k = interleaved_heads<const float>(in.k.data(), B, n, step.kv_heads, step.qk_dim()),
+               v = interleaved_heads<const float>(in.v.data(), B, n, step.kv_heads, step.v_dim());
+    for (std::size_t i = 0; i < n; ++i) cache.append(k, v, i);
+    return cache;
+}
+
 /// The attention core of one decode step, `step` (n_q = 1), over a cache stored as S holding
 /// random keys and values (attn.check's core inputs): `same` and `unrounded` as above, in core
 /// mode. S = float checks the variant's fp32 core (both metrics then agree).
@@ -148,28 +182,12 @@ template <class S>
 kv_check check_decode_core(const variant& var, const problem& step, const run_options& opt, std::uint64_t seed,
                            double magnitude = 1.0) {
     require(step.n_q == 1, "a decode core check has one query row (got n_q " + std::to_string(step.n_q) + ")");
-    const std::size_t B = step.batch, n = step.n_kv;
+    const std::size_t B = step.batch;
     const check::inputs in = check::make_inputs(step, mode::core, seed, magnitude);
-    kv_cache<S> cache(B, {step.kv_heads, step.qk_dim(), step.v_dim(), false}, n);
-    const auto k = interleaved_heads<const float>(in.k.data(), B, n, step.kv_heads, step.qk_dim()),
-               v = interleaved_heads<const float>(in.v.data(), B, n, step.kv_heads, step.v_dim());
-    for (std::size_t i = 0; i < n; ++i) cache.append(k, v, i);
+    const kv_cache<S> cache = filled_cache<S>(step, in);
     std::vector<float> out(B * step.o_width(), -777.0f);
     if (var.device) { // the cache's own rows, copied to the device as they are stored
-        device_inputs d;
-        d.mode = mode::decode;
-        d.type = kv_dtype_of<S>;
-        d.p = step;
-        d.q = in.q;
-        d.k_cache = cache.keys().row(0, 0, 0);
-        d.v_cache = cache.values().row(0, 0, 0);
-        if constexpr (std::is_same_v<S, std::int8_t>) {
-            d.k_scales = cache.key_rows().scale.row(0, 0, 0);
-            d.v_scales = cache.value_rows().scale.row(0, 0, 0);
-        }
-        d.capacity = cache.capacity();
-        d.values_in_keys = cache.values_in_keys();
-        const auto r = var.device.prepare(d, opt);
+        const auto r = prepare_decode_on_device<S>(var, step, in.q, cache, opt);
         r->run();
         out = r->output();
     } else {
@@ -180,9 +198,11 @@ kv_check check_decode_core(const variant& var, const problem& step, const run_op
     check::inputs same_in = in;
     same_in.k = detail::cached(cache, false);
     same_in.v = detail::cached(cache, true);
-    const auto same = check::expect(step, mode::core, same_in), plain = check::expect(step, mode::core, in);
+    check::expectation same = check::expect(step, mode::core, same_in);
+    check::charge_roundings(same, var, step, mode::decode, kv_dtype_of<S>, same_in);
+    const auto plain = check::expect(step, mode::core, in);
     const double u = check::unit_roundoff<float>();
-    return {check::compare(out, same.ref, same.bound, u), check::compare(out, plain.ref, plain.bound, u)};
+    return {check::compare(out, same.ref, same.bound, u, same.store), check::compare(out, plain.ref, plain.bound, u)};
 }
 
 } // namespace attn

@@ -8,11 +8,13 @@ import attn.variants;
 
 namespace attn_test {
 attn::variant host_device_variant();
-}
+attn::variant stores_bf16_weights();
+} // namespace attn_test
 
 namespace {
 const bool registered = [] {
     attn::register_variant(attn_test::host_device_variant());
+    attn::register_variant(attn_test::stores_bf16_weights());
     return true;
 }();
 } // namespace

@@ -27,13 +27,56 @@ for b in runs:
 print("harness.device: 2 cases checked against fp64 and timed by the device's clock")
 PY
 
+# decode on the device: the step's core alone (ID/core), checked against fp64 over the same cache,
+# timed by the device's clock, its shares taken against the device's declared ceilings (the test
+# device's nominal 1000 GFLOP/s and 100 GB/s), recomputed here from the bytes, FLOPs and time
+"$bench" --variant test-device --mode core,decode --precision bf16 --d-model 64 --heads 4 --kv-heads 2 --seq 37 \
+    --context 300 --benchmark_min_time=0.01 --benchmark_out="$work/decode.json" --benchmark_out_format=json \
+    >"$work/decode.stdout" 2>"$work/decode.stderr" || fail "bench_device decode exited $?: $(cat "$work/decode.stderr")"
+"$py" - "$work/decode.json" <<'PY' || fail "the decode JSON"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+runs = [b for b in doc["benchmarks"] if b.get("run_type") == "iteration"]
+parts = sorted(json.loads(b["label"])["part"] for b in runs)
+assert parts == ["core", "run"], [b["name"] for b in runs]  # no decode step, no CPU probes
+assert doc["context"]["attnbench_peak_cpu_matmul_16bit_gflops"] == "1000.000000", doc["context"]
+for b in runs:
+    assert "error_occurred" not in b, b.get("error_message")
+    assert b["name"].endswith("/manual_time") and b["time_unit"] == "ms", b["name"]
+    s = b["real_time"] * 1e-3
+    if json.loads(b["label"])["part"] == "core":
+        gbs = b["kv_read_bytes"] * 1e-9 / s
+        assert abs(b["kv_gbs"] - gbs) <= 1e-6 * gbs, (b["kv_gbs"], gbs)
+        assert abs(b["pct_read"] - gbs) <= 1e-6 * gbs, (b["pct_read"], gbs)  # 100 GB/s: % = GB/s
+        assert b["check_ratio"] <= 1, b["check_ratio"]
+    else:
+        g = b["flop_matmul"] * 1e-9 / s
+        assert abs(b["pct_peak"] - g / 10) <= 1e-6 * g, (b["pct_peak"], g)  # 1000 GFLOP/s
+print("harness.device: a decode core and a bf16 core timed on the device, shares of its ceilings")
+PY
+
 # attnbench check through the device path: the test device's rows, every one within its bound
 "$ab_dev" check --variant test-device --mode both --precision f32,bf16 --d-model 64 --heads 4 --seq 37 \
     >"$work/check.out" 2>"$work/check.err" || fail "check --variant test-device exited $?: $(cat "$work/check.err")"
 rows=$(grep -c '^test-device .* pass ' "$work/check.out" || true)
-[ "$rows" -eq 4 ] || fail "check --variant test-device: $rows passing core rows, not 4 (f32, bf16; causal or not): $(cat "$work/check.out")"
-grep -q "refused, e.g. variant 'test-device': test-device runs core cases only, not layer" "$work/check.err" ||
-    fail "the layer rows' refusal is not said: $(cat "$work/check.err")"
+[ "$rows" -eq 8 ] || fail "check --variant test-device: $rows passing rows, not 8 (core, layer; f32, bf16; causal or not): $(cat "$work/check.out")"
+# a variant that stores the weights in bf16 and declares it: charged by check's half path, it passes
+"$ab_dev" check --variant test-bf16-weights --mode core --precision bf16 --d-model 64 --heads 4 --kv-heads 2 \
+    --seq 129 >"$work/check_weights.out" 2>"$work/check_weights.err" ||
+    fail "check --variant test-bf16-weights exited $?: $(cat "$work/check_weights.out" "$work/check_weights.err")"
+grep -q '^test-bf16-weights bf16 core .* pass ' "$work/check_weights.out" ||
+    fail "check --variant test-bf16-weights: $(cat "$work/check_weights.out")"
+# decode: the step's core over f32, bf16 and f16 caches of the decode grid (int8 refused)
+"$ab_dev" check --variant test-device --mode decode --precision f32,bf16,f16,int8 \
+    >"$work/check_decode.out" 2>"$work/check_decode.err" ||
+    fail "check --mode decode --variant test-device exited $?: $(cat "$work/check_decode.err")"
+for t in f32 bf16 f16; do
+    n=$(grep -c "^test-device  *$t  *decode .* pass " "$work/check_decode.out" || true)
+    [ "$n" -ge 10 ] || fail "check --mode decode: $n passing $t rows: $(cat "$work/check_decode.out")"
+done
+grep -c "^test-device .* FAIL" "$work/check_decode.out" >/dev/null && fail "a failing decode row: $(cat "$work/check_decode.out")"
+grep -q "test-device stores f32, bf16 or f16, not int8" "$work/check_decode.err" ||
+    fail "the int8 refusal is not said: $(cat "$work/check_decode.err")"
 
 # the CUDA device where there is none (CI): one line naming why, exit 2
 set +e
