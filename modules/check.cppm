@@ -11,6 +11,7 @@ module;
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <string>
 #include <utility>
@@ -187,6 +188,36 @@ metrics check_case(const variant& var, const problem& layer, mode m, const run_o
         add_unrounded(res, out, reference_output(p, m, in));
         return res;
     }
+}
+
+/// How many of `out`'s values are not finite (NaN or Inf).
+template <class T>
+std::size_t non_finite_count(const std::vector<T>& out) {
+    return std::size_t(std::count_if(out.begin(), out.end(), [](T x) { return !std::isfinite(double(x)); }));
+}
+
+/// The one line for non-finite results from finite inputs (every variant's, every peer's): how
+/// many, the inputs' largest magnitude, the likely cause -- the scores, products of two inputs
+/// summed over d_qk, overflow the arithmetic's range (fp32's 3.4e38 for f32, bf16 and f16; f16
+/// storage's 65504 for what is stored) -- and the way out.
+inline std::string non_finite_message(std::size_t count, std::size_t total, double largest_input, dtype t) {
+    char b[400];
+    std::snprintf(b, sizeof b,
+                  "%zu of %zu output values are not finite (NaN or Inf) from finite inputs (largest |input| %.3g): "
+                  "the scores likely overflow %s's range; run with --precision f64, or scale the inputs down",
+                  count, total, largest_input, t == dtype::f16 ? "f16 storage or fp32 arithmetic" : "fp32 arithmetic");
+    return b;
+}
+
+/// The largest magnitude among a check's inputs (queries, keys, values, or a layer's inputs and weights).
+inline double largest_magnitude(const inputs& in) {
+    double m = 0;
+    auto scan = [&](const std::vector<float>& v) {
+        for (const float e : v) m = std::max(m, double(std::abs(e)));
+    };
+    for (const auto* v : {&in.q, &in.k, &in.v, &in.x_q, &in.x_kv}) scan(*v);
+    for (const auto& t : in.w.t) scan(t);
+    return m;
 }
 
 /// The last `rows` rows of every sequence of an output [B, n_q, width].

@@ -85,6 +85,11 @@ bool judge(const sweep_case& k, const problem& p, mode m, const check::inputs& i
                                               std::to_string(p.batch * p.n_q * width) + " ([B, N_q, " +
                                               std::to_string(width) + "])");
     const std::vector<float> out(y.values.begin(), y.values.end());
+    if (const std::size_t bad = check::non_finite_count(out); bad > 0) { // never a silent NaN
+        std::printf("%s: %s: %s\n", k.id().c_str(), k.variant.c_str(),
+                    check::non_finite_message(bad, out.size(), check::largest_magnitude(in), k.precision).c_str());
+        return false;
+    }
     const std::size_t rows = 16;
     const auto prec = to_precision(k.precision);
     const auto tail = check::tail_inputs(p, m, in, rows);

@@ -3,6 +3,9 @@
 // run's storage type, to nearest even (attn::round_to: double -> T directly, never through float).
 // So a float16 file runs in f16 as it is, and in bf16 each value is rounded from its exact f16
 // value (bf16 keeps 8 significant bits to f16's 11, and f16's range lies inside bf16's).
+// Finite inputs whose output is not finite (scores past fp32's range) are an error, exit 1.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <type_traits>
@@ -11,6 +14,7 @@
 #include "commands.hpp"
 #include "numbers.hpp"
 #include "family_flags.hpp"
+import attn.check;
 import attn.families;
 import attn.variants;
 import attn.npy;
@@ -33,6 +37,28 @@ std::vector<T> narrow(const std::vector<double>& v) {
     std::vector<T> out(v.size());
     for (std::size_t i = 0; i < v.size(); ++i) out[i] = round_to<T>(v[i]);
     return out;
+}
+
+/// The largest magnitude among the layer's inputs and weights.
+double largest_input(const weights<double>& w, const npy::array& x, const npy::array& xkv) {
+    double m = 0;
+    auto scan = [&](const std::vector<double>& v) {
+        for (const double e : v) m = std::max(m, std::abs(e));
+    };
+    scan(x.values);
+    scan(xkv.values);
+    for (const auto& t : w.t) scan(t);
+    return m;
+}
+
+/// An output holding NaN or Inf from finite inputs (run() refused non-finite ones) is an error,
+/// one line, exit 1, nothing written: never a silent NaN.
+template <class T>
+void refuse_non_finite(const std::vector<T>& y, double largest, dtype t) {
+    if (const std::size_t n = check::non_finite_count(y); n > 0) {
+        std::fprintf(stderr, "attnbench: error: %s\n", check::non_finite_message(n, y.size(), largest, t).c_str());
+        throw exit_status{1};
+    }
 }
 
 /// Runs the layer in storage type T. The output file is float64 for f64, float32 otherwise: a
@@ -60,6 +86,7 @@ void run_as(const variant& var, const problem& p, const weights<double>& w, cons
         const auto r = var.device.prepare(d, opt);
         r->run();
         const std::vector<float> y = r->output();
+        refuse_non_finite(y, largest_input(w, x, xkv), precision_of<T>);
         npy::save(a.out, x.shape, y.data());
         return;
     }
@@ -71,6 +98,7 @@ void run_as(const variant& var, const problem& p, const weights<double>& w, cons
     run_options opt;
     opt.threads = a.threads;
     run_layer<T>(var, p, wt, xq.data(), xk.data(), y.data(), opt, ws);
+    refuse_non_finite(y, largest_input(w, x, xkv), precision_of<T>);
     if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>)
         npy::save(a.out, x.shape, y.data());
     else

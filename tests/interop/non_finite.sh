@@ -18,6 +18,21 @@ PY
     [ ! -e y.npy ] || fail "an output was written from NaN weights"
     rm -rf bad
 done
+# finite inputs whose scores overflow fp32 (|x| up to 1e30): never a silent NaN -- one line saying
+# how many values, the largest input and the cause, exit 1, nothing written; f64 computes them
+"$py" - data/x.npy big.npy <<'PY'
+import sys, numpy as np
+np.save(sys.argv[2], np.load(sys.argv[1]).astype(np.float64) * 1e30)
+PY
+for v in simd naive; do
+    refused 1 "^attnbench: error: [0-9]+ of 24 output values are not finite \(NaN or Inf\) from finite inputs \(largest \|input\| [0-9.]+e\+(29|30)\): the scores likely overflow fp32 arithmetic's range; run with --precision f64" \
+        "$ab" run --variant "$v" --weights data/weights --input big.npy --heads 2 --out y.npy
+    [ ! -e y.npy ] || fail "run --variant $v wrote an output holding non-finite values"
+done
+"$ab" run --variant naive --precision f64 --weights data/weights --input big.npy --heads 2 --out y64.npy >/dev/null 2>&1 ||
+    fail "run --precision f64 on inputs of 1e30 failed"
+"$py" -c "import sys, numpy as np; y = np.load(sys.argv[1]); assert np.isfinite(y).all(), y" y64.npy ||
+    fail "the f64 run's output is not finite"
 refused 2 "--r-max: 'inf' must be a finite number" "$ab" hull --r-max inf
 refused 2 "--eps: 'nan' must be a finite number" "$ab" hull --eps nan
 refused 2 "--r-min: '-1' must be a finite number in \[1e-09, 1e\+06\]" "$ab" hull --r-min -1
