@@ -13,6 +13,7 @@
 import attn.sweep;
 import attn.results;
 import attn.peak;
+import attn.figures; // part (label_info)
 
 namespace attn::cli::reporting {
 
@@ -94,7 +95,16 @@ inline peak_file read_peak(const fs::path& dir) {
     return p;
 }
 
-/// A case record's summary over its rounds (report_perf.cpp): the medians of its times (Google
+/// A benchmark's label, parsed once: its part, its case's id (none for a probe or an unreadable
+/// label), and a probe's thread count.
+struct label_info {
+    attn::part which = attn::part::run;
+    std::string case_id;
+    int threads = 0;
+};
+label_info read_label(const json& b);
+
+/// A case record's summary over its rounds (report_summary.cpp): the medians of its times (Google
 /// Benchmark's median aggregates), every counter of attn.figures' table, the rounds' spread.
 void summarise(json& rec, const sweep_case& k, const std::vector<std::vector<json>>& rounds, const peak_file& peak);
 

@@ -1,0 +1,269 @@
+// Decoding over key/value caches narrower than fp32 (bf16, f16, int8): against fp64 on the same
+// rounded or dequantized cache, the mutants over bf16 and int8 caches, rounding and quantization
+// by hand, bytes per token in closed form (the fp32 cache's tests: test_decode.cpp).
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+#include <catch2/catch.hpp>
+import attn.families;
+import attn.grids;
+import attn.variants;
+import attn.decode;
+import attn.check;
+import attn.kernels;
+
+using attn::problem;
+
+namespace attn_test { // test_decode.cpp's
+std::string label(const attn::variant& v, const problem& p, std::size_t L, attn::decode_fill f, const char* prec);
+problem family(const std::string& name);
+} // namespace attn_test
+
+using attn_test::family;
+using attn_test::label;
+
+// ---- key/value caches narrower than fp32 (bf16, f16, int8) ----------------------------------
+
+TEMPLATE_TEST_CASE("a narrow cache: decode steps equal fp64 on the same cache", "[decode][kv]", attn::bf16, attn::f16,
+                   std::int8_t) {
+    const std::string fam = GENERATE("single-head", "MHA", "MQA", "MQA16", "GQA", "wide");
+    const std::size_t L = GENERATE(0, 17, 130);
+    problem p = family(fam);
+    p.batch = L == 17 ? 3 : 1;
+    p.bias = L % 2 == 1;
+    attn::run_options opt;
+    opt.threads = 2;
+    for (const auto& v : attn::registry()) {
+        if (!v.kv.get<TestType>()) continue;
+        INFO(label(v, p, L, attn::decode_fill::steps,
+                   std::string(attn::enum_name(attn::kv_dtype_of<TestType>)).c_str()));
+        const auto r = attn::check_decode_kv<TestType>(v, p, L, attn::decode_fill::steps, opt, 7);
+        INFO("same cache: max_abs " << r.same.max_abs << ", err/bound " << r.same.ratio << "; unrounded: max_abs "
+                                    << r.unrounded.max_abs);
+        CHECK(r.same.pass);
+        CHECK(r.unrounded.max_abs > 0); // the rounding is visible against the unrounded cache
+    }
+}
+
+TEMPLATE_TEST_CASE("a narrow cache: the decode core across the key split", "[decode][kv]", attn::bf16, attn::f16,
+                   std::int8_t) {
+    const std::size_t L = GENERATE(256, 1023, 4098);
+    for (problem p : {attn::gqa(64, 4, 2, 1), attn::mha(256, 4, 1), attn::mqa(256, 16, 1)}) {
+        p.batch = 2;
+        const problem step = attn::decode_problem(p, L);
+        attn::run_options opt;
+        opt.threads = 2;
+        for (const char* name : {"simd", "parallel"}) {
+            const auto& v = attn::find_variant(name);
+            INFO(name << " L=" << L << " on " << p.describe());
+            const auto r = attn::check_decode_core<TestType>(v, step, opt, 11);
+            INFO("err/bound " << r.same.ratio << "; unrounded err/fp32 bound " << r.unrounded.ratio);
+            CHECK(r.same.pass);
+        }
+    }
+}
+
+namespace {
+
+/// `simd` with its kv core for S replaced by `core` (the real one, given a changed problem or views).
+template <class S>
+attn::variant
+kv_mutant(std::function<void(const attn::kv_kernels::core_fn<S>&, const problem&, const attn::kv_core_io<S>&)> core) {
+    attn::variant v = attn::find_variant("simd");
+    const auto real = v.kv.get<S>();
+    auto wrapped = [real, core](const problem& p, const attn::kv_core_io<S>& io, const attn::run_options&) {
+        core(real, p, io);
+    };
+    if constexpr (std::is_same_v<S, attn::bf16>)
+        v.kv.bf16 = wrapped;
+    else
+        v.kv.int8 = wrapped;
+    return v;
+}
+
+template <class View>
+View head_of(View view, std::size_t head) {
+    view.data = view.data + head * view.head_stride;
+    view.heads = 1;
+    return view;
+}
+
+} // namespace
+
+TEMPLATE_TEST_CASE("the checker rejects wrong decode cores over a bf16 and an int8 cache", "[decode][kv][mutants]",
+                   attn::bf16, std::int8_t) {
+    using S = TestType;
+    using core_fn = attn::kv_kernels::core_fn<S>;
+    const std::vector<std::pair<std::string, attn::variant>> mutants{
+        {"scale 1% off", kv_mutant<S>([](const core_fn& real, const problem& p, const attn::kv_core_io<S>& io) {
+             problem q = p;
+             q.scale = 0.99 * p.softmax_scale();
+             real(q, io, {});
+         })},
+        {"kv head h % G instead of h*G/H",
+         kv_mutant<S>([](const core_fn& real, const problem& p, const attn::kv_core_io<S>& io) {
+             for (std::size_t h = 0; h < p.heads; ++h) {
+                 problem one = p;
+                 one.heads = one.kv_heads = 1;
+                 one.d_head = p.qk_dim();
+                 const std::size_t g = h % p.kv_heads;
+                 real(one,
+                      {head_of(io.q, h),
+                       {head_of(io.k.data, g), io.k.scale.data ? head_of(io.k.scale, g) : io.k.scale},
+                       {head_of(io.v.data, g), io.v.scale.data ? head_of(io.v.scale, g) : io.v.scale},
+                       head_of(io.out, h)},
+                      {});
+             }
+         })},
+        {"mask one key short", kv_mutant<S>([](const core_fn& real, const problem& p, const attn::kv_core_io<S>& io) {
+             problem q = p;
+             q.n_kv = p.n_kv > 1 ? p.n_kv - 1 : 1; // the row loses its last key: the new token's own
+             real(q, io, {});
+         })},
+    };
+    problem p = attn::gqa(64, 4, 2, 1);
+    p.batch = 2;
+    for (const auto& [name, v] : mutants) {
+        INFO(name << " over a " << attn::enum_name(attn::kv_dtype_of<S>) << " cache");
+        // every row of 41 steps, inputs up to 3: scores of order 1, where a 1% scale error moves the
+        // weights visibly
+        const auto step = attn::check_decode_kv<S>(v, p, 40, attn::decode_fill::steps, {}, 5, 3.0);
+        INFO("step: err/bound " << step.same.ratio);
+        CHECK_FALSE(step.same.pass);
+        const auto core = attn::check_decode_core<S>(v, attn::decode_problem(p, 40), {}, 5);
+        INFO("core: err/bound " << core.same.ratio);
+        CHECK_FALSE(core.same.pass);
+    }
+    CHECK(attn::check_decode_kv<S>(attn::find_variant("simd"), p, 40, attn::decode_fill::steps, {}, 5, 3.0).same.pass);
+    CHECK(attn::check_decode_core<S>(attn::find_variant("simd"), attn::decode_problem(p, 40), {}, 5).same.pass);
+}
+
+TEST_CASE("int8 cache rows: symmetric quantization by hand", "[decode][kv][cache]") {
+    // one row of 4: max |x| = 1, scale 1/127; 0.5 * 127 = 63.5 rounds to the even 64,
+    // 0.25 * 127 = 31.75 to 32, -1 to -127
+    attn::kv_cache<std::int8_t> c(1, {1, 4, 4}, 2);
+    const std::vector<float> k{0.5f, -1.0f, 0.25f, 0.0f}, v{0.0f, 0.0f, 0.0f, 0.0f};
+    c.append(k.data(), v.data());
+    const float s = float(1.0 / 127.0);
+    CHECK(*c.key_rows().scale.row(0, 0, 0) == s);
+    const std::int8_t want[] = {64, -127, 32, 0};
+    for (std::size_t t = 0; t < 4; ++t) {
+        CHECK(c.keys().row(0, 0, 0)[t] == want[t]);
+        CHECK(c.key_at(0, 0, 0, t) == float(want[t]) * s);
+        CHECK(c.value_at(0, 0, 0, t) == 0.0f); // a row of zeros: scale 0, values 0
+    }
+    CHECK(*c.value_rows().scale.row(0, 0, 0) == 0.0f);
+    // any row: every element within half a step (scale / 2) of its value, the largest exact
+    attn::rng r(5);
+    std::vector<float> x(64), zero(64, 0.0f);
+    for (int row = 0; row < 200; ++row) {
+        const double mag = std::pow(10.0, r.uniform(-6, 6));
+        for (auto& e : x) e = float(r.uniform(-mag, mag));
+        attn::kv_cache<std::int8_t> one(1, {1, 64, 64}, 1);
+        one.append(x.data(), zero.data());
+        double amax = 0;
+        for (float e : x) amax = std::max(amax, std::abs(double(e)));
+        const double scale = amax / 127.0;
+        for (std::size_t t = 0; t < 64; ++t) {
+            INFO("row " << row << " x " << x[t] << " stored " << one.key_at(0, 0, 0, t));
+            CHECK(std::abs(double(one.key_at(0, 0, 0, t)) - double(x[t])) <= 0.5 * scale * (1 + 1e-6));
+        }
+    }
+}
+
+TEST_CASE("bf16 and f16 cache rows: round to nearest even", "[decode][kv][cache]") {
+    // bf16 keeps 8 significant bits: near 1 its step is 2^-7. 1 + 2^-8 is a tie -> 1 (even);
+    // 1 + 3 * 2^-8 is a tie -> 1 + 2^-6 (even); 1 + 2^-8 + 2^-20 is above the tie -> 1 + 2^-7.
+    const std::vector<float> in{
+        1.0f + 0x1p-8f, 1.0f + 3 * 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-20f, -3.0f, 0x1p-133f, 65504.0f, 1e30f, 0.0f};
+    const std::vector<float> want_bf16{1.0f, 1.0f + 0x1p-6f, 1.0f + 0x1p-7f, -3.0f, 0x1p-133f, 65536.0f, 0.0f, 0.0f};
+    attn::kv_cache<attn::bf16> b(1, {1, in.size(), in.size()}, 1);
+    b.append(in.data(), in.data());
+    for (std::size_t t = 0; t < in.size(); ++t) {
+        INFO("x " << in[t]);
+        if (t == 6) // 1e30 = 0x7149f2ca: its bf16 neighbours are 0x7149 and 0x714a, 0xf2ca above the tie
+            CHECK(b.key_at(0, 0, 0, t) == std::bit_cast<float>(std::uint32_t(0x714a0000)));
+        else
+            CHECK(b.key_at(0, 0, 0, t) == want_bf16[t]);
+    }
+    // f16: 11 significant bits, step 2^-10 near 1; 65504 is its largest finite value
+    const std::vector<float> h_in{1.0f + 0x1p-11f, 1.0f + 3 * 0x1p-11f, 65504.0f, -0.5f};
+    const std::vector<float> want_f16{1.0f, 1.0f + 0x1p-9f, 65504.0f, -0.5f};
+    attn::kv_cache<attn::f16> h(1, {1, h_in.size(), h_in.size()}, 1);
+    h.append(h_in.data(), h_in.data());
+    for (std::size_t t = 0; t < h_in.size(); ++t) CHECK(h.key_at(0, 0, 0, t) == want_f16[t]);
+}
+
+TEST_CASE("narrow cache: bytes per token, per step, intensity (closed forms)", "[decode][kv][count]") {
+    using attn::kv_dtype;
+    problem mha = attn::mha(1024, 16, 1), mqa = attn::mqa(1024, 16, 1); // d_head 64
+    // 2 G d_head e (+ 2 G x 4 bytes of int8 scales)
+    CHECK(attn::kv_cache_bytes_per_token(mha, kv_dtype::f32) == 2 * 16 * 64 * 4);
+    CHECK(attn::kv_cache_bytes_per_token(mha, kv_dtype::bf16) == 2 * 16 * 64 * 2);
+    CHECK(attn::kv_cache_bytes_per_token(mha, kv_dtype::f16) == 2 * 16 * 64 * 2);
+    CHECK(attn::kv_cache_bytes_per_token(mha, kv_dtype::int8) == 2 * 16 * (64 + 4));
+    CHECK(attn::kv_cache_bytes_per_token(mqa, kv_dtype::f32) == 512);
+    CHECK(attn::kv_cache_bytes_per_token(mqa, kv_dtype::int8) == 136);
+    mha.batch = 8;
+    const auto c = attn::decode_cost(mha, 16383, kv_dtype::int8);
+    CHECK(c.kv_read_bytes == 8ull * 16384 * 2176);
+    CHECK(c.kv_write_bytes == 8ull * 2176);
+    CHECK(c.weight_bytes == 4ull * 1024 * 1024 * 4); // weights stay fp32
+    CHECK(attn::decode_cost(mha, 16383, kv_dtype::f32).kv_read_bytes == attn::decode_cost(mha, 16383, 4).kv_read_bytes);
+    // attention FLOPs per cache byte: 4 H d_head / bytes per token
+    CHECK(attn::decode_intensity(mha, kv_dtype::f32) == Approx(0.5));
+    CHECK(attn::decode_intensity(mha, kv_dtype::bf16) == Approx(1.0));
+    CHECK(attn::decode_intensity(mha, kv_dtype::int8) == Approx(4096.0 / 2176.0));
+    CHECK(attn::decode_intensity(mqa, kv_dtype::int8) == Approx(4096.0 / 136.0));
+    // a cache object holds what the formula says: int8 rows and one fp32 scale per row
+    attn::kv_cache<std::int8_t> q(2, {3, 4, 4}, 5);
+    CHECK(q.bytes() == 2 * (2 * 3 * 5 * 4 * 1 + 2 * 3 * 5 * 4));
+    attn::kv_cache<attn::bf16> b(2, {3, 4, 4}, 5);
+    CHECK(b.bytes() == 2 * 2 * 3 * 5 * 4 * 2);
+}
+
+TEMPLATE_TEST_CASE("a narrow cache: identical bytes on 1 and 2 threads", "[decode][kv][parallel]", attn::bf16,
+                   attn::f16, std::int8_t) {
+    problem p = attn::gqa(256, 8, 2, 1);
+    p.batch = 2;
+    const problem step = attn::decode_problem(p, 700);
+    const auto in = attn::check::make_inputs(step, attn::mode::core, 4);
+    attn::kv_cache<TestType> cache(step, step.n_kv);
+    const std::size_t kw = p.k_width();
+    std::vector<float> kt(2 * kw), vt(2 * kw);
+    for (std::size_t i = 0; i < step.n_kv; ++i) {
+        for (std::size_t b = 0; b < 2; ++b) {
+            std::copy_n(in.k.data() + (b * step.n_kv + i) * kw, kw, kt.data() + b * kw);
+            std::copy_n(in.v.data() + (b * step.n_kv + i) * kw, kw, vt.data() + b * kw);
+        }
+        cache.append(kt.data(), vt.data());
+    }
+    std::vector<std::vector<float>> outs;
+    for (int threads : {1, 2}) {
+        attn::run_options opt;
+        opt.threads = threads;
+        std::vector<float> out(2 * p.q_width());
+        attn::attend(attn::find_variant("parallel"), step,
+                     attn::interleaved_heads<const float>(in.q.data(), step.batch, 1, step.heads, step.qk_dim()), cache,
+                     out.data(), opt);
+        outs.push_back(out);
+    }
+    CHECK(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size() * sizeof(float)) == 0);
+}
+
+TEST_CASE("a cache type a variant cannot read is one clear error", "[decode][kv][errors]") {
+    problem p = attn::gqa(64, 4, 2, 1);
+    CHECK_THROWS_WITH(
+        (attn::check_decode_kv<std::int8_t>(attn::find_variant("naive"), p, 3, attn::decode_fill::prefill, {}, 1)),
+        "variant 'naive' cannot read a key/value cache of type int8 (it has no kv core)");
+    CHECK_THROWS_WITH(attn::to_kv_dtype(attn::dtype::f64),
+                      "'f64' is not a key/value cache type (f32, bf16, f16, int8)");
+}
