@@ -13,6 +13,7 @@ export import attn.core;
 export import attn.bounds;
 export import :ops;
 export import :qkv;
+export import :latent_ops;
 export import :mla;
 import attn.reference;
 
