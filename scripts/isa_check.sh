@@ -9,8 +9,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 bash scripts/setup.sh >&2
 objs=()
-for f in modules/kernels.cppm modules/kernels/*.cppm; do objs+=("CMakeFiles/attn_kernels.dir/$f.o"); done
-for f in modules/peak/*.cpp; do objs+=("CMakeFiles/attn_results.dir/$f.o"); done
+for f in modules/kernels/*.cppm; do objs+=("CMakeFiles/attn_kernels.dir/$f.o"); done
+for f in modules/results/peak/*.cpp; do objs+=("CMakeFiles/attn_results.dir/$f.o"); done
 for march in x86-64-v4 x86-64-v3 x86-64; do
     dir=build/isa-$march
     flock /tmp/attnbench-build.lock .venv/bin/cmake --preset release -B "$dir" \

@@ -273,7 +273,7 @@ void check_all(const check_args& a) {
     {
         nlohmann::ordered_json j;
         j["tolerance_policy"] =
-            "per element |out-ref| <= u * bound(first-order forward error analysis; see modules/check.cppm)";
+            "per element |out-ref| <= u * bound(first-order forward error analysis; see modules/check/check.cppm)";
         j["threads"] = a.threads;
         j["seed"] = a.seed;
         for (const auto& r : rows)

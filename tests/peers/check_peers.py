@@ -16,7 +16,7 @@
                                                    right ones pass, a 1%-off scale and a GQA
                                                    mix-up fail (needs only NumPy)
 Exit 77 (skipped, with the reason) when a provider's library is not installed, or it runs on CUDA
-alone and there is no CUDA device. The tables below are attn::peer_providers' (modules/peers.cppm);
+alone and there is no CUDA device. The tables below are attn::peer_providers' (experiments/modules/peers.cppm);
 tests/peers/check_providers.py holds them to it."""
 import json
 import os

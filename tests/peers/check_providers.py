@@ -1,5 +1,5 @@
 """Tests of the peers' tables and CUDA helpers (experiments/peers): usage
-  check_providers.py table               attn::peer_providers (modules/peers.cppm, read as text)
+  check_providers.py table               attn::peer_providers (experiments/modules/peers.cppm, read as text)
                                          against the harness's PROVIDERS and check_peers.py's tables:
                                          the same providers, modes, devices, precisions and windows,
                                          and every runner's factory defined in its module (no torch)
@@ -36,9 +36,9 @@ sys.path.insert(0, HERE)
 
 
 def cpp_providers():
-    """attn::peer_providers' rows as modules/peers.cppm writes them (designated initializers):
+    """attn::peer_providers' rows as experiments/modules/peers.cppm writes them (designated initializers):
     name -> {modes, devices, precisions, windows, skips_tiles}."""
-    with open(os.path.join(ROOT, "modules", "peers.cppm")) as f:
+    with open(os.path.join(ROOT, "experiments", "modules", "peers.cppm")) as f:
         text = f.read()
     body = text[text.index("peer_providers() {"):text.index("return p;")]
     rows = {}
@@ -63,7 +63,7 @@ def test_table():
     import harness
 
     cpp = cpp_providers()
-    assert len(cpp) >= 9, f"read {len(cpp)} providers from modules/peers.cppm: {sorted(cpp)}"
+    assert len(cpp) >= 9, f"read {len(cpp)} providers from experiments/modules/peers.cppm: {sorted(cpp)}"
     assert set(cpp) == set(harness.PROVIDERS), (sorted(cpp), sorted(harness.PROVIDERS))
     for name, row in cpp.items():
         p = harness.PROVIDERS[name]

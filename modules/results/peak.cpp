@@ -1,5 +1,5 @@
 // attn.peak -- all the ceilings together (measure), and the options every probe checks. The
-// probes: modules/peak/fma.cpp, triad.cpp, stream.cpp; their shared pieces: peak/probe.cppm.
+// probes: modules/results/peak/fma.cpp, triad.cpp, stream.cpp; their shared pieces: peak/probe.cppm.
 module;
 #include <algorithm>
 #include <cmath>

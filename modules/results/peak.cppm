@@ -6,7 +6,7 @@
 // all threads, a streaming probe that does a fixed number of FMAs per byte read from DRAM, which
 // shows where between the two ceilings this machine's roofline min(triad, FMA / intensity) is
 // reached.
-// Units: modules/peak.cpp (measure, options), peak/fma.cpp, peak/triad.cpp, peak/stream.cpp (the
+// Units: modules/results/peak.cpp (measure, options), peak/fma.cpp, peak/triad.cpp, peak/stream.cpp (the
 // probes), peak/sampler.cpp (other processes' CPU load), peak/json.cpp; peak/probe.cppm is the
 // internal partition attn.peak:probe they share.
 module;

@@ -13,7 +13,7 @@ module;
 #include <string_view>
 #include <utility>
 #include <vector>
-#include "detail/xtensor.hpp"
+#include "../detail/xtensor.hpp"
 module attn.npy;
 import attn.results;
 

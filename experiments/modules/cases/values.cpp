@@ -5,19 +5,13 @@ module;
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <deque>
 #include <limits>
-#include <map>
 #include <string>
-#include <string_view>
-#include <utility>
 #include <vector>
 #include <nlohmann/json.hpp>
 module attn.cases;
-import attn.variants;
 
 namespace attn {
 

@@ -5,7 +5,7 @@
 //  - seed 003's convex-hull argument: a dense search over single-head queries, the closed-form
 //    bound on the weight one head can give the interior key, and a two-head readout;
 //  - seed 003's scaling claim Var(q.k) = d_k Var(q_l k_l), by seeded Monte Carlo.
-// The computations are in modules/sources.cpp.
+// The computations are in experiments/modules/sources.cpp.
 module;
 #include <cmath>
 #include <cstddef>

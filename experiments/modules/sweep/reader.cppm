@@ -2,7 +2,7 @@
 // partition): an integer in range, a number of seconds, a string, a list of sizes, names,
 // positive numbers or booleans, a table; each refusal one attn::error naming the file, the line
 // and the key ("sweep.toml:12: key 'heads' must be an integer, not a string"). It knows no
-// sweep key; the schema is modules/sweep.cpp's.
+// sweep key; the schema is experiments/modules/sweep.cpp's.
 module;
 #include <algorithm>
 #include <cstddef>

@@ -5,7 +5,7 @@ module;
 #include <cstdint>
 #include <string>
 #include <vector>
-#include "detail/xtensor.hpp"
+#include "../../modules/detail/xtensor.hpp"
 module attn.identities;
 import attn.reference;
 import attn.check;
