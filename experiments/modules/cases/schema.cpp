@@ -3,14 +3,8 @@
 // lookup and registration (a value's checks and what the rows compose: values.cpp).
 module;
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <cstddef>
-#include <cstdint>
-#include <cstdlib>
-#include <deque>
-#include <limits>
-#include <map>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
