@@ -132,7 +132,7 @@ export void run_decode_step(benchmark::State& state, timed_case& c) {
 /// A device variant's decode core: the case's cache (context + 1 rows of random keys and values,
 /// stored as the case's type) built on the host and copied to the device once, then timed by the
 /// device's clock, the device's cache clean before each call (so the cache is read from memory).
-void run_decode_core_on_device(benchmark::State& state, timed_case& c) {
+void time_decode_core_on_device(benchmark::State& state, timed_case& c) {
     if (!c.device) {
         const attn::problem step = attn::decode_problem(c.p, c.k.context);
         const auto in = attn::check::make_inputs(step, attn::mode::core, c.seed);
@@ -141,28 +141,27 @@ void run_decode_core_on_device(benchmark::State& state, timed_case& c) {
         });
     }
     bench::time_on_device(state, c, attn::part::core);
-    put(state, "check_ratio"_counter, c.check_ratio);
-    put(state, "unrounded_max_abs"_counter, c.unrounded.max_abs);
-    put(state, "unrounded_ratio"_counter, c.unrounded.ratio);
-    put(state, "unrounded_nmse"_counter, c.unrounded.nmse);
 }
 
 export void run_decode_core(benchmark::State& state, timed_case& c) {
     if (!ready(state, c)) return;
-    if (c.var->device) return run_decode_core_on_device(state, c);
-    auto& f = fixture_of(c);
-    f.core(); // untimed, as for the step
-    for (auto _ : state) {
-        f.core();
-        benchmark::DoNotOptimize(f.context_output());
-        benchmark::ClobberMemory();
+    if (c.var->device) {
+        time_decode_core_on_device(state, c);
+    } else {
+        auto& f = fixture_of(c);
+        f.core(); // untimed, as for the step
+        for (auto _ : state) {
+            f.core();
+            benchmark::DoNotOptimize(f.context_output());
+            benchmark::ClobberMemory();
+        }
+        put(state, c.q);
+        state.SetLabel(label_of(c.k, attn::part::core));
     }
-    put(state, c.q);
     put(state, "check_ratio"_counter, c.check_ratio);
     put(state, "unrounded_max_abs"_counter, c.unrounded.max_abs);
     put(state, "unrounded_ratio"_counter, c.unrounded.ratio);
     put(state, "unrounded_nmse"_counter, c.unrounded.nmse);
-    state.SetLabel(label_of(c.k, attn::part::core));
 }
 
 /// The bandwidth probes beside the decode cases, one benchmark each per thread count.

@@ -86,6 +86,14 @@ std::vector<check::grid_case> grid_from(const check_args& a) {
     return out;
 }
 
+/// A narrow cache's row: the check against fp64 over the same cache, the unrounded cache's error beside it.
+check::metrics row_metrics(const kv_check& r) {
+    check::metrics m = r.same;
+    m.unrounded_max_abs = r.unrounded.max_abs;
+    m.unrounded_max_rel = r.unrounded.max_rel;
+    return m;
+}
+
 void check_all(const check_args& a) {
     const bool dev_given = !a.device.empty();
     const device dev = dev_given ? parse_enum<device>(a.device) : device::cpu;
@@ -218,11 +226,9 @@ void check_all(const check_args& a) {
                                                    : std::find(caches.begin(), caches.end(), t) != caches.end();
                             if (!asked || !device_serves(*v, step, mode::decode, t)) continue;
                             with_kv_storage(t, [&]<class S>(S) {
-                                const kv_check r = check_decode_core<S>(*v, step, opt, a.seed, c.magnitude);
-                                check::metrics m = r.same;
-                                m.unrounded_max_abs = r.unrounded.max_abs;
-                                m.unrounded_max_rel = r.unrounded.max_rel;
-                                rows.push_back({v->name, std::string(enum_name(t)), "decode", core_label, m, 0});
+                                rows.push_back({v->name, std::string(enum_name(t)), "decode", core_label,
+                                                row_metrics(check_decode_core<S>(*v, step, opt, a.seed, c.magnitude)),
+                                                0});
                             });
                         }
                         continue;
@@ -242,12 +248,10 @@ void check_all(const check_args& a) {
                     for (const kv_dtype t : caches) {
                         if (!reads(*v, t) || (rolled && fill == decode_fill::steps)) continue;
                         with_kv_storage(t, [&]<class S>(S) {
-                            const kv_check r =
-                                check_decode_kv<S>(*v, c.layer, c.context, fill, opt, a.seed, c.magnitude);
-                            check::metrics m = r.same;
-                            m.unrounded_max_abs = r.unrounded.max_abs;
-                            m.unrounded_max_rel = r.unrounded.max_rel;
-                            rows.push_back({v->name, std::string(enum_name(t)), "decode", label, m, 0});
+                            rows.push_back({v->name, std::string(enum_name(t)), "decode", label,
+                                            row_metrics(check_decode_kv<S>(*v, c.layer, c.context, fill, opt, a.seed,
+                                                                           c.magnitude)),
+                                            0});
                         });
                     }
                 }

@@ -67,14 +67,14 @@ template <class T>
 void run_as(const variant& var, const problem& p, const weights<double>& w, const npy::array& x, const npy::array& xkv,
             const run_args& a) {
     require_serves(var, p, mode::layer, precision_of<T>, var.serves.device);
-    if (var.device) { // on its device: inputs and weights copied there in T once, run, read back (fp32)
+    weights<T> wt;
+    for (const auto& t : w.t) wt.t.push_back(narrow<T>(t));
+    const auto xq = narrow<T>(x.values), xk = narrow<T>(xkv.values);
+    if (var.device) { // on its device: the T values, as fp32, copied there once, run, read back (fp32)
+        const auto wide = [](const std::vector<T>& v) { return std::vector<float>(v.begin(), v.end()); };
         std::vector<std::vector<float>> w32;
-        for (const auto& t : w.t) {
-            const auto r = narrow<T>(t);
-            w32.emplace_back(r.begin(), r.end());
-        }
-        const auto xq = narrow<T>(x.values), xk = narrow<T>(xkv.values);
-        const std::vector<float> xq32(xq.begin(), xq.end()), xk32(xk.begin(), xk.end());
+        for (const auto& t : wt.t) w32.push_back(wide(t));
+        const std::vector<float> xq32 = wide(xq), xk32 = wide(xk);
         device_inputs d;
         d.mode = mode::layer;
         d.type = precision_of<T>;
@@ -90,9 +90,6 @@ void run_as(const variant& var, const problem& p, const weights<double>& w, cons
         npy::save(a.out, x.shape, y.data());
         return;
     }
-    weights<T> wt;
-    for (const auto& t : w.t) wt.t.push_back(narrow<T>(t));
-    const auto xq = narrow<T>(x.values), xk = narrow<T>(xkv.values);
     std::vector<T> y(p.batch * p.n_q * p.d_model);
     layer_buffers<T> ws;
     run_options opt;

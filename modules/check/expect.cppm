@@ -114,32 +114,41 @@ inline expectation expect_over_cache(const problem& p, const weights<float>& wf,
 /// row sum is taken from the unrounded ones, so each weight is off by at most u_s relative and
 /// the core's output element (r, h, t) by u_s (P|V|)_t, charged worst case. Adds that to
 /// e.store; `in` rounded to the format as for expect().
-inline void charge_stored_weights(expectation& e, const problem& p, const inputs& in, precision prec) {
-    const double us = unit_roundoff(prec);
-    const auto q = detail::widen(in.q), k = detail::widen(in.k), v = detail::absolute(detail::widen(in.v));
-    std::vector<double> pv(e.ref.size());
+namespace detail {
+/// (P|V|) of every output element: the reference core with the values' magnitudes, the weight each
+/// rounding of P (or of the scores) is multiplied by.
+inline std::vector<double> weighted_abs_values(const problem& p, const inputs& in) {
+    const auto q = widen(in.q), k = widen(in.k), v = absolute(widen(in.v));
+    std::vector<double> pv(p.batch * p.n_q * p.heads * p.v_dim());
     reference::core<double>(p, {interleaved_heads<const double>(q.data(), p.batch, p.n_q, p.heads, p.qk_dim()),
                                 interleaved_heads<const double>(k.data(), p.batch, p.n_kv, p.kv_heads, p.qk_dim()),
                                 interleaved_heads<const double>(v.data(), p.batch, p.n_kv, p.kv_heads, p.v_dim()),
                                 interleaved_heads<double>(pv.data(), p.batch, p.n_q, p.heads, p.v_dim())});
+    return pv;
+}
+
+/// charge_stored_weights with (P|V|) given.
+inline void charge_stored_weights(expectation& e, const std::vector<double>& pv, double us) {
     e.store.resize(e.ref.size(), 0.0);
     for (std::size_t i = 0; i < pv.size(); ++i) e.store[i] += us * (1 + us) * pv[i];
+}
+} // namespace detail
+
+inline void charge_stored_weights(expectation& e, const problem& p, const inputs& in, precision prec) {
+    detail::charge_stored_weights(e, detail::weighted_abs_values(p, in), unit_roundoff(prec));
 }
 
 /// A decode core whose fp32 queries are rounded to a 16-bit format (unit roundoff us) before
 /// Q K^T, as tensor cores take them: each score is off by at most us (1 + 2^-24) scale sum_t
 /// |q_t| |k_t| (the scale multiplied in before the rounding), so every weight by a factor within
 /// exp(+-2 Delta_i), Delta_i the largest such over the row's keys, and the output element (i, t)
-/// by (exp(2 Delta_i) - 1) (P|V|)_it. Adds that to e.store (core mode, `in` the cache's values).
-inline void charge_rounded_queries(expectation& e, const problem& p, const inputs& in, double us) {
+/// by (exp(2 Delta_i) - 1) (P|V|)_it (`pv`, detail::weighted_abs_values). Adds that to e.store
+/// (core mode, `in` the cache's values).
+inline void charge_rounded_queries(expectation& e, const problem& p, const inputs& in, const std::vector<double>& pv,
+                                   double us) {
     const std::size_t dk = p.qk_dim(), dv = p.v_dim(), gs = p.heads / p.kv_heads;
     const double scale = p.softmax_scale() * (1 + 0x1.0p-24);
-    const auto q = detail::widen(in.q), k = detail::widen(in.k), va = detail::absolute(detail::widen(in.v));
-    std::vector<double> pv(e.ref.size());
-    reference::core<double>(p, {interleaved_heads<const double>(q.data(), p.batch, p.n_q, p.heads, dk),
-                                interleaved_heads<const double>(k.data(), p.batch, p.n_kv, p.kv_heads, dk),
-                                interleaved_heads<const double>(va.data(), p.batch, p.n_kv, p.kv_heads, dv),
-                                interleaved_heads<double>(pv.data(), p.batch, p.n_q, p.heads, dv)});
+    const auto q = detail::widen(in.q), k = detail::widen(in.k);
     e.store.resize(e.ref.size(), 0.0);
     for (std::size_t b = 0; b < p.batch; ++b)
         for (std::size_t i = 0; i < p.n_q; ++i)
@@ -165,8 +174,11 @@ inline void charge_roundings(expectation& e, const variant& var, const problem& 
     // which the GPU's layers ran at 0.016-0.086 of it (an H100, 2026-11-26)
     if (m == mode::layer) return;
     const half_roundings r = var.roundings(p, m, t);
-    if (r.weights) charge_stored_weights(e, p, in, to_precision(r.format));
-    if (r.queries) charge_rounded_queries(e, p, in, unit_roundoff(to_precision(r.format)));
+    if (!r.weights && !r.queries) return;
+    const std::vector<double> pv = detail::weighted_abs_values(p, in); // both charges scale it: once
+    const double us = unit_roundoff(to_precision(r.format));
+    if (r.weights) detail::charge_stored_weights(e, pv, us);
+    if (r.queries) charge_rounded_queries(e, p, in, pv, us);
 }
 
 } // namespace attn::check
