@@ -244,3 +244,53 @@ TEST_CASE("the softmax's vector exp: within 2 ulp of std::exp, exactly 0 for -in
         CHECK(worst_ulp <= 2);
     }
 }
+
+TEST_CASE("the tiled core's base-2 exp: within 2 ulp of exp2, exactly 0 below -127 and for -inf, 1 at 0, NaN kept",
+          "[tiled][exp]") {
+    // exp2_row on x - m <= 0 (the tiled core's scores carry log2 e): normal results within 2 ulp of
+    // std::exp2 in double rounded once; below the normal range (x - m < -126) within FLT_MIN
+    // absolute; x - m <= -127 (and -inf: a masked column) exactly 0, so a masked key weighs
+    // nothing; a NaN score stays NaN, so an overflowed score reaches the non-finite check.
+    std::vector<float> x;
+    for (double t = -160.0; t <= 0.0; t += 0.0113) x.push_back(float(t));
+    for (float t : {0.0f, -0.0f, -1e-30f, -1e-7f, -0.5f, -0.49999997f, -0.50000006f, -1.5f, -125.5f, -126.0f, -126.49f,
+                    -126.51f, -127.0f, -149.0f, -1e30f})
+        x.push_back(t);
+    x.push_back(-std::numeric_limits<float>::infinity());
+    x.push_back(-std::numeric_limits<float>::max());
+    x.push_back(-3.0f); // an odd count: the last batch goes through the padded tail
+    const float tiny = std::numeric_limits<float>::min();
+    for (float m : {0.0f, 3.5f, -20.25f}) {
+        std::vector<float> y(x.size() + 16);
+        for (std::size_t i = 0; i < x.size(); ++i) y[i] = x[i] + m;
+        const std::vector<float> in = y;
+        const float sum = attn::kernels::detail::exp2_row(y.data(), x.size(), m);
+        double expected_sum = 0.0;
+        int worst_ulp = 0;
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            const float arg = in[i] - m;
+            const float ref = float(std::exp2(double(arg)));
+            expected_sum += double(ref);
+            INFO("x - m " << arg << " got " << y[i] << " want " << ref);
+            if (ref >= tiny) {
+                const float ulp = std::nextafter(ref, std::numeric_limits<float>::infinity()) - ref;
+                const int u = int(std::lround(std::fabs(double(y[i]) - double(ref)) / double(ulp)));
+                worst_ulp = std::max(worst_ulp, u);
+                CHECK(u <= 2);
+            } else {
+                CHECK(std::fabs(double(y[i]) - double(ref)) <= double(tiny));
+                CHECK(y[i] >= 0.0f);
+            }
+            if (arg <= -127.0f) CHECK(y[i] == 0.0f);
+            if (arg == 0.0f) CHECK(y[i] == 1.0f);
+        }
+        CHECK(double(sum) == Approx(expected_sum).epsilon(1e-6));
+        INFO("worst ulp " << worst_ulp);
+        CHECK(worst_ulp <= 2);
+    }
+    std::vector<float> nan_row(24, -1.0f);
+    nan_row[5] = std::numeric_limits<float>::quiet_NaN();
+    attn::kernels::detail::exp2_row(nan_row.data(), 9, 0.0f);
+    CHECK(std::isnan(nan_row[5]));
+    CHECK(nan_row[4] == 0.5f);
+}

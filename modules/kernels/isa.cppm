@@ -173,8 +173,32 @@ batch widen(const S* p) {
     }
 }
 
-/// exp(x) for x <= 0: xsimd::exp.
+#if XSIMD_WITH_AVX2
+/// exp(x) for x <= 0, -inf included: the AVX-512 section's reduction and polynomial, with 2^n
+/// built in the exponent field (no vscalefps here). x is clamped at -87.33 (n >= -126, so 2^n is
+/// normal) and a result whose argument lies below the clamp is 0: a weight below FLT_MIN where
+/// the exact one would be subnormal, an absolute error under 1.2e-38 against a row sum >= 1.
+/// NaN stays NaN (the compare is unordered-or-greater, the clamp passes x through), so an
+/// overflowed score still reaches the output's non-finite check. 17 vector operations; xsimd's
+/// general exp (its range checks and reconstruction) was 21 % of the core's time at d_head 64.
+inline batch exp_nonpos(batch x) {
+    const __m256 lo = _mm256_set1_ps(-87.33654f);
+    const __m256 keep = _mm256_cmp_ps(x, lo, _CMP_NLT_UQ); // x >= lo, or NaN
+    x = batch(_mm256_max_ps(lo, x));                       // max returns its second operand when either is NaN
+    const batch n(
+        _mm256_round_ps((x * batch(1.44269504088896341f)).data, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    batch f = fused(n, batch(-0.693359375f), x);
+    f = fused(n, batch(2.12194440e-4f), f);
+    batch p(1.0f / 5040.0f);
+    for (const float c : {1.0f / 720.0f, 1.0f / 120.0f, 1.0f / 24.0f, 1.0f / 6.0f, 0.5f, 1.0f, 1.0f})
+        p = fused(p, f, batch(c));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return batch(_mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep));
+}
+#else
+/// exp(x) for x <= 0: xsimd::exp (AVX without AVX2 has no 256-bit integer shift).
 inline batch exp_nonpos(batch x) { return xsimd::exp(x); }
+#endif
 
 /// The 8 x 8 block r[0..8) transposed in place (lane j of r[i] <-> lane i of r[j]): pairs
 /// interleaved (vunpck[lh]ps), then quads (vshufps), then the 128-bit halves (vperm2f128).
@@ -255,6 +279,29 @@ std::size_t transpose_panel(const S*, std::size_t, std::size_t, std::size_t, flo
     return 0;
 }
 #endif
+
+/// 2^x for x <= 0, -inf included, in every section: the tiled core's softmax works in base 2
+/// (its queries carry log2 e in their scale), which removes exp's range reduction by ln 2.
+/// x is clamped at -127; t = x + (1.5 * 2^23 + 127) rounds x to an integer n in t's low mantissa
+/// bits with the exponent bias already added (t lies in [2^23, 2^24), where floats are integers),
+/// so t's bits shifted left 23 are 2^n -- and 0 for n = -127 (-inf, and any x below -126.5,
+/// whose exact 2^x is below FLT_MIN: an absolute error under 1.2e-38 against a row sum >= 1).
+/// f = x - n is exact (|f| <= 1/2) and 2^f a degree-6 polynomial, minimax in relative error on
+/// [-1/2, 1/2] (Remez, 1.9e-9 in exact arithmetic; 9.5e-8 evaluated in fp32; constant term 1, so
+/// 2^0 is exactly 1). NaN stays NaN (the clamp passes it, and NaN times 2^n is NaN). 12 vector
+/// operations, where exp_nonpos takes 17 on AVX2.
+inline batch exp2_nonpos(batch x) {
+    using ibatch = xsimd::batch<std::int32_t>;
+    constexpr float shifter = 12582912.0f + 127.0f; // 1.5 * 2^23 + the exponent bias
+    x = xsimd::max(batch(-127.0f), x);              // vmaxps returns its second operand, x, for NaN
+    const batch t = x + batch(shifter);
+    const batch f = x - (t - batch(shifter));
+    batch p(1.53458124e-4f);
+    for (const float c : {1.33999309e-3f, 9.61848907e-3f, 5.55032864e-2f, 2.40226462e-1f, 6.93147182e-1f, 1.0f})
+        p = fused(p, f, batch(c));
+    const ibatch two_n = xsimd::bitwise_cast<ibatch>(t) << 23;
+    return p * xsimd::bitwise_cast<batch>(two_n);
+}
 
 /// Asks for the cache line at p into L2 (prefetcht1 on x86).
 [[gnu::always_inline]] inline void prefetch_l2(const void* p) {

@@ -1,6 +1,6 @@
 // attn.kernels:softmax -- the streaming-softmax primitives the tiled and the decode cores share:
-// a row's maximum, and exp(x - max) in place with its sum, through the vector exp for
-// non-positive arguments (isa::exp_nonpos).
+// a row's maximum, and exp(x - max) (or 2^(x - max)) in place with its sum, through the vector
+// exp for non-positive arguments (isa::exp_nonpos, isa::exp2_nonpos).
 module;
 #include <algorithm>
 #include <cstddef>
@@ -24,25 +24,44 @@ inline float row_max(const float* x, std::size_t n) {
     return r;
 }
 
-/// x[j] = exp(x[j] - m) for j < n (x has room for a whole batch past n); returns the sum.
-inline float exp_row(float* x, std::size_t n, float m) {
+/// x[j] = Exp(x[j] - m) for j < n (x has room for a whole batch past n); returns the sum.
+/// Exp: isa::exp_nonpos (exp_row) or isa::exp2_nonpos (exp2_row).
+template <batch (*Exp)(batch)>
+float exp_row_of(float* x, std::size_t n, float m) {
     const batch mb(m);
-    batch sum(0.0f);
+    batch sum(0.0f), sum1(0.0f);
     std::size_t j = 0;
+    // two batches an iteration, two sums: each exp is a chain of ~12 dependent operations, and two
+    // independent chains keep both FMA pipes busy where one left them waiting on its latency
+    for (; j + 2 * lanes <= n; j += 2 * lanes) {
+        const batch e0 = Exp(batch::load_unaligned(x + j) - mb);
+        const batch e1 = Exp(batch::load_unaligned(x + j + lanes) - mb);
+        e0.store_unaligned(x + j);
+        e1.store_unaligned(x + j + lanes);
+        sum += e0;
+        sum1 += e1;
+    }
+    sum += sum1;
     for (; j + lanes <= n; j += lanes) {
-        const batch e = isa::exp_nonpos(batch::load_unaligned(x + j) - mb);
+        const batch e = Exp(batch::load_unaligned(x + j) - mb);
         e.store_unaligned(x + j);
         sum += e;
     }
     if (j < n) { // the tail through the same vector exp, padded with -inf (exp = 0)
         alignas(64) float t[lanes];
         for (std::size_t k = 0; k < lanes; ++k) t[k] = j + k < n ? x[j + k] : -std::numeric_limits<float>::infinity();
-        const batch e = isa::exp_nonpos(batch::load_aligned(t) - mb);
+        const batch e = Exp(batch::load_aligned(t) - mb);
         e.store_unaligned(x + j);
         sum += e;
     }
     return xsimd::hadd(sum);
 }
+
+/// x[j] = exp(x[j] - m) for j < n (x has room for a whole batch past n); returns the sum.
+inline float exp_row(float* x, std::size_t n, float m) { return exp_row_of<isa::exp_nonpos>(x, n, m); }
+
+/// x[j] = 2^(x[j] - m) for j < n, the same way; returns the sum.
+inline float exp2_row(float* x, std::size_t n, float m) { return exp_row_of<isa::exp2_nonpos>(x, n, m); }
 
 /// The aligned batches s[0, n * lanes) become exp(s - m), lane by lane; returns their sum as a
 /// batch (the decode core keeps one running maximum per lane group).

@@ -1,7 +1,8 @@
 // attn.kernels:tiled -- the attention core in tiles with a streaming (online) softmax, on the
 // SIMD GEMM. One work item is (batch, head, query tile): the scaled query tile is packed once,
 // then each key/value tile is packed, scored with one GEMM, folded into a running row maximum
-// m and row sum l (rescaling the running output by exp(m_old - m_new) when the maximum grows),
+// m and row sum l (rescaling the running output by 2^(m_old - m_new) when the maximum grows:
+// the scores are in base 2, the queries scaled by log2 e as they are packed),
 // and accumulated with a second GEMM. The n_q x n_kv score matrix never exists: the extra
 // memory per thread is the tiles, independent of sequence length.
 // In bf16 and f16 (storage), Q, K and V are widened to fp32 as they are packed, so the GEMMs,
@@ -12,6 +13,8 @@ module;
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <numbers>
+#include <type_traits>
 #include <vector>
 #include <xsimd/xsimd.hpp>
 export module attn.kernels:tiled;
@@ -133,7 +136,10 @@ template <class T>
 void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_t h, std::size_t i0, std::size_t tq,
                tiles t, tiled_scratch& w) {
     const std::size_t d = p.qk_dim(), dv = p.v_dim(), g = p.kv_head_of(h);
-    const float scale = float(p.softmax_scale());
+    constexpr bool fp32 = std::is_same_v<T, float>;
+    // the softmax in base 2: the queries carry log2 e in their scale, so the weights are
+    // 2^(s' - m') = exp(s - m) for s' = s log2 e (the same function; isa::exp2_nonpos)
+    const float scale = float(p.softmax_scale() * std::numbers::log2e);
     for (std::size_t r = 0; r < tq; ++r) {
         float* qs = w.qs.data() + r * d;
         isa::widen(io.q.row(b, h, i0 + r), qs, d);
@@ -175,14 +181,14 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
             std::fill(sr + a0, sr + lo, detail::neg_inf);
             std::fill(sr + hi, sr + a1, detail::neg_inf);
             const float m_old = w.m[r], m_new = std::max(m_old, detail::row_max(sr + a0, a1 - a0));
-            const float sum = detail::exp_row(sr + a0, a1 - a0, m_new); // one vector exp per batch
-            std::fill(sr, sr + a0, 0.0f);                               // masked and padding columns weigh nothing
+            const float sum = detail::exp2_row(sr + a0, a1 - a0, m_new); // one vector exp per batch
+            std::fill(sr, sr + a0, 0.0f);                                // masked and padding columns weigh nothing
             std::fill(sr + a1, sr + tk_pad, 0.0f);
-            // exp(m_old - m_new) rescales what came before: 1 when the maximum holds (most tiles
+            // 2^(m_old - m_new) rescales what came before: 1 when the maximum holds (most tiles
             // after the first few), nothing to rescale on the row's first tile (its l and output
             // are 0): the scalar exp and the pass over the output row only when it grew
             if (m_new != m_old && m_old != detail::neg_inf) {
-                const float corr = std::exp(m_old - m_new);
+                const float corr = std::exp2(m_old - m_new);
                 w.l[r] *= corr;
                 detail::scale_row(w.acc.data() + r * w.acc_ld, w.acc_ld, corr);
             }
@@ -200,6 +206,14 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
         // no visible key: zeros, by definition (such a row's output was never accumulated: 0 x 0).
         // One vector pass over the row: its cost is per row, so it weighs most under a window
         const float inv = w.l[r] == 0.0f ? 0.0f : 1.0f / w.l[r];
+        if constexpr (fp32) {
+            if (dv % lanes == 0) { // scaled as it is stored: one pass
+                float* out = io.out.row(b, h, i0 + r);
+                for (std::size_t c = 0; c < dv; c += lanes)
+                    (batch::load_aligned(a + c) * batch(inv)).store_unaligned(out + c);
+                continue;
+            }
+        }
         detail::scale_row(a, w.acc_ld, inv);
         isa::narrow(a, io.out.row(b, h, i0 + r), dv);
     }
