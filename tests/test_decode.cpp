@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <string>
 #include <type_traits>
@@ -198,33 +199,27 @@ TEST_CASE("key split: a function of the key count alone, at most 16 chunks", "[d
     }
 }
 
-TEST_CASE("the softmax's vector exp: within 2 ulp of std::exp, exactly 0 for -inf and deep underflow, 1 at 0",
-          "[decode][exp]") {
-    // exp_row (decode and tiled cores) on x - m <= 0 over the whole fp32 range that matters: normal
-    // results, the subnormal ones (x in (-103.3, -87.3)), and arguments whose exp is below half the
-    // smallest subnormal. Expected values: std::exp in double, rounded once to float.
-    // The contract is the softmax's: normal results within 2 ulp; a result below the normal range
-    // within FLT_MIN absolute, which is below any rounding of a row sum >= 1 (the AVX-512 path
-    // keeps subnormals to 2 subnormal steps; xsimd::exp, used elsewhere, flushes them to 0).
-    std::vector<float> x;
-    for (double t = -110.0; t <= 0.0; t += 0.0137) x.push_back(float(t));
-    for (float t : {0.0f, -0.0f, -1e-30f, -1e-7f, -0.34657359f, -0.34657360f, -87.33654f, -87.33655f, -103.27893f,
-                    -103.97208f, -104.0f, -120.0f, -200.0f, -1e30f})
-        x.push_back(t);
-    x.push_back(-std::numeric_limits<float>::infinity());
-    x.push_back(-std::numeric_limits<float>::max());
-    x.push_back(-1.0f); // an odd count: the last batch goes through the padded tail
+namespace {
+
+/// A softmax row's exponential, row(x, n, m) (exp_row, exp2_row), against ref (std::exp or
+/// std::exp2 in double, rounded once to float) at each row maximum m over the arguments x - m in
+/// x. The softmax's contract: normal results within 2 ulp; a result below the normal range within
+/// FLT_MIN absolute, which is below any rounding of a row sum >= 1; exactly 0 at arguments <=
+/// zero_at (and -inf: a masked column weighs nothing); exactly 1 at 0 (the row's maximum).
+template <class Row, class Ref>
+void check_exp_row(Row row, Ref ref_fn, const std::vector<float>& x, std::initializer_list<float> maxima,
+                   float zero_at) {
     const float tiny = std::numeric_limits<float>::min();
-    for (float m : {0.0f, 3.5f}) {
+    for (float m : maxima) {
         std::vector<float> y(x.size() + 16);
         for (std::size_t i = 0; i < x.size(); ++i) y[i] = x[i] + m;
         const std::vector<float> in = y;
-        const float sum = attn::kernels::detail::exp_row(y.data(), x.size(), m);
+        const float sum = row(y.data(), x.size(), m);
         double expected_sum = 0.0;
         int worst_ulp = 0;
         for (std::size_t i = 0; i < x.size(); ++i) {
             const float arg = in[i] - m; // the argument the kernel exponentiates
-            const float ref = float(std::exp(double(arg)));
+            const float ref = float(ref_fn(double(arg)));
             expected_sum += double(ref);
             INFO("x - m " << arg << " got " << y[i] << " want " << ref);
             if (ref >= tiny) {
@@ -233,11 +228,11 @@ TEST_CASE("the softmax's vector exp: within 2 ulp of std::exp, exactly 0 for -in
                 worst_ulp = std::max(worst_ulp, u);
                 CHECK(u <= 2);
             } else {
-                CHECK(std::fabs(double(y[i]) - double(ref)) <= double(tiny)); // subnormal: absolute
+                CHECK(std::fabs(double(y[i]) - double(ref)) <= double(tiny)); // below normal: absolute
                 CHECK(y[i] >= 0.0f);
             }
-            if (arg <= -104.0f) CHECK(y[i] == 0.0f);
-            if (arg == 0.0f) CHECK(y[i] == 1.0f); // the row's maximum weighs exactly 1
+            if (arg <= zero_at) CHECK(y[i] == 0.0f);
+            if (arg == 0.0f) CHECK(y[i] == 1.0f);
         }
         CHECK(double(sum) == Approx(expected_sum).epsilon(1e-6));
         INFO("worst ulp " << worst_ulp);
@@ -245,49 +240,42 @@ TEST_CASE("the softmax's vector exp: within 2 ulp of std::exp, exactly 0 for -in
     }
 }
 
-TEST_CASE("the tiled core's base-2 exp: within 2 ulp of exp2, exactly 0 below -127 and for -inf, 1 at 0, NaN kept",
-          "[tiled][exp]") {
-    // exp2_row on x - m <= 0 (the tiled core's scores carry log2 e): normal results within 2 ulp of
-    // std::exp2 in double rounded once; below the normal range (x - m < -126) within FLT_MIN
-    // absolute; x - m <= -127 (and -inf: a masked column) exactly 0, so a masked key weighs
-    // nothing; a NaN score stays NaN, so an overflowed score reaches the non-finite check.
+/// a sweep of [lo, 0] in steps of `step`, the given points, -inf, -FLT_MAX and one more point,
+/// so that the count is odd and the last batch goes through the padded tail
+std::vector<float> exp_arguments(double lo, double step, std::initializer_list<float> points) {
     std::vector<float> x;
-    for (double t = -160.0; t <= 0.0; t += 0.0113) x.push_back(float(t));
-    for (float t : {0.0f, -0.0f, -1e-30f, -1e-7f, -0.5f, -0.49999997f, -0.50000006f, -1.5f, -125.5f, -126.0f, -126.49f,
-                    -126.51f, -127.0f, -149.0f, -1e30f})
-        x.push_back(t);
+    for (double t = lo; t <= 0.0; t += step) x.push_back(float(t));
+    x.insert(x.end(), points);
     x.push_back(-std::numeric_limits<float>::infinity());
     x.push_back(-std::numeric_limits<float>::max());
-    x.push_back(-3.0f); // an odd count: the last batch goes through the padded tail
-    const float tiny = std::numeric_limits<float>::min();
-    for (float m : {0.0f, 3.5f, -20.25f}) {
-        std::vector<float> y(x.size() + 16);
-        for (std::size_t i = 0; i < x.size(); ++i) y[i] = x[i] + m;
-        const std::vector<float> in = y;
-        const float sum = attn::kernels::detail::exp2_row(y.data(), x.size(), m);
-        double expected_sum = 0.0;
-        int worst_ulp = 0;
-        for (std::size_t i = 0; i < x.size(); ++i) {
-            const float arg = in[i] - m;
-            const float ref = float(std::exp2(double(arg)));
-            expected_sum += double(ref);
-            INFO("x - m " << arg << " got " << y[i] << " want " << ref);
-            if (ref >= tiny) {
-                const float ulp = std::nextafter(ref, std::numeric_limits<float>::infinity()) - ref;
-                const int u = int(std::lround(std::fabs(double(y[i]) - double(ref)) / double(ulp)));
-                worst_ulp = std::max(worst_ulp, u);
-                CHECK(u <= 2);
-            } else {
-                CHECK(std::fabs(double(y[i]) - double(ref)) <= double(tiny));
-                CHECK(y[i] >= 0.0f);
-            }
-            if (arg <= -127.0f) CHECK(y[i] == 0.0f);
-            if (arg == 0.0f) CHECK(y[i] == 1.0f);
-        }
-        CHECK(double(sum) == Approx(expected_sum).epsilon(1e-6));
-        INFO("worst ulp " << worst_ulp);
-        CHECK(worst_ulp <= 2);
-    }
+    if (x.size() % 2 == 0) x.push_back(-1.0f);
+    return x;
+}
+
+} // namespace
+
+TEST_CASE("the softmax's vector exp: within 2 ulp of std::exp, exactly 0 for -inf and deep underflow, 1 at 0",
+          "[decode][exp]") {
+    // exp_row (the decode core's) on x - m <= 0 over the whole fp32 range that matters: normal
+    // results, the subnormal ones (x in (-103.3, -87.3): the AVX-512 path keeps them to 2
+    // subnormal steps, the AVX2 path flushes them to 0), and arguments whose exp is below half the
+    // smallest subnormal.
+    const auto x = exp_arguments(-110.0, 0.0137,
+                                 {0.0f, -0.0f, -1e-30f, -1e-7f, -0.34657359f, -0.34657360f, -87.33654f, -87.33655f,
+                                  -103.27893f, -103.97208f, -104.0f, -120.0f, -200.0f, -1e30f});
+    check_exp_row(attn::kernels::detail::exp_row, [](double a) { return std::exp(a); }, x, {0.0f, 3.5f}, -104.0f);
+}
+
+TEST_CASE("the tiled core's base-2 exp: within 2 ulp of exp2, exactly 0 below -127 and for -inf, 1 at 0, NaN kept",
+          "[tiled][exp]") {
+    // exp2_row (the tiled core's: its scores carry log2 e) over [-160, 0], the reduction's edges
+    // (f = +-1/2) and the normal range's (-126, -127); a NaN score stays NaN, so an overflowed score
+    // reaches the non-finite check.
+    const auto x = exp_arguments(-160.0, 0.0113,
+                                 {0.0f, -0.0f, -1e-30f, -1e-7f, -0.5f, -0.49999997f, -0.50000006f, -1.5f, -125.5f,
+                                  -126.0f, -126.49f, -126.51f, -127.0f, -149.0f, -1e30f});
+    check_exp_row(
+        attn::kernels::detail::exp2_row, [](double a) { return std::exp2(a); }, x, {0.0f, 3.5f, -20.25f}, -127.0f);
     std::vector<float> nan_row(24, -1.0f);
     nan_row[5] = std::numeric_limits<float>::quiet_NaN();
     attn::kernels::detail::exp2_row(nan_row.data(), 9, 0.0f);
