@@ -179,8 +179,9 @@ batch widen(const S* p) {
 /// normal) and a result whose argument lies below the clamp is 0: a weight below FLT_MIN where
 /// the exact one would be subnormal, an absolute error under 1.2e-38 against a row sum >= 1.
 /// NaN stays NaN (the compare is unordered-or-greater, the clamp passes x through), so an
-/// overflowed score still reaches the output's non-finite check. 17 vector operations; xsimd's
-/// general exp (its range checks and reconstruction) was 21 % of the core's time at d_head 64.
+/// overflowed score still reaches the output's non-finite check. 17 vector operations, where
+/// xsimd's general exp adds range checks and blends (the tiled core's softmax around it was 21 %
+/// of perf's samples of the core at d_head 64, N 1024, before the core moved to exp2_nonpos).
 inline batch exp_nonpos(batch x) {
     const __m256 lo = _mm256_set1_ps(-87.33654f);
     const __m256 keep = _mm256_cmp_ps(x, lo, _CMP_NLT_UQ); // x >= lo, or NaN
