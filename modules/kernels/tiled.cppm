@@ -136,7 +136,6 @@ template <class T>
 void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_t h, std::size_t i0, std::size_t tq,
                tiles t, tiled_scratch& w) {
     const std::size_t d = p.qk_dim(), dv = p.v_dim(), g = p.kv_head_of(h);
-    constexpr bool fp32 = std::is_same_v<T, float>;
     // the softmax in base 2: the queries carry log2 e in their scale, so the weights are
     // 2^(s' - m') = exp(s - m) for s' = s log2 e (the same function; isa::exp2_nonpos)
     const float scale = float(p.softmax_scale() * std::numbers::log2e);
@@ -206,8 +205,8 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
         // no visible key: zeros, by definition (such a row's output was never accumulated: 0 x 0).
         // One vector pass over the row: its cost is per row, so it weighs most under a window
         const float inv = w.l[r] == 0.0f ? 0.0f : 1.0f / w.l[r];
-        if constexpr (fp32) {
-            if (dv % lanes == 0) { // scaled as it is stored: one pass
+        if constexpr (std::is_same_v<T, float>) {
+            if (dv % lanes == 0) { // fp32: scaled as it is stored, one pass
                 float* out = io.out.row(b, h, i0 + r);
                 for (std::size_t c = 0; c < dv; c += lanes)
                     (batch::load_aligned(a + c) * batch(inv)).store_unaligned(out + c);
