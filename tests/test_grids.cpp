@@ -69,9 +69,9 @@ TEST_CASE("check's embedded grid: 32 problems, members by hand", "[grids][check]
           "MLA B=2 Nq=33 Nkv=33 d_model=48 H=2 G=2 d_head=24 d_v=16 C=24 Cq=8 Dr=8 absorb causal");
 }
 
-TEST_CASE("the decode grid: 19 steps, members by hand", "[grids][decode]") {
+TEST_CASE("the decode grid: 21 steps, members by hand", "[grids][decode]") {
     const auto g = attn::decode_grid();
-    REQUIRE(g.size() == 19);
+    REQUIRE(g.size() == 21);
     CHECK(g[0].context == 0);
     CHECK(g[1].context == 7);
     CHECK(g[0].layer.describe() == "single-head B=1 Nq=1 Nkv=1 d_model=17 H=1 G=1 d_head=17");
@@ -86,6 +86,8 @@ TEST_CASE("the decode grid: 19 steps, members by hand", "[grids][decode]") {
     CHECK(g[14].context == 300);
     CHECK(g[16].layer.form == attn::form::absorb);
     CHECK(g[18].layer.describe() == "MLA B=2 Nq=1 Nkv=1 d_model=48 H=8 G=8 d_head=24 d_v=8 C=64 Cq=16 Dr=8 absorb");
+    CHECK(g[20].layer.describe() == "MQA B=1 Nq=1 Nkv=1 d_model=192 H=48 G=1 d_head=4");
+    CHECK(g[20].context == 65);
 }
 
 TEST_CASE("the FLOP-count grid: 224 problems, counted by hand", "[grids][count]") {

@@ -106,7 +106,8 @@ inline grid decode_shape(std::string name, std::size_t d_model, std::size_t head
 
 /// The embedded decode grid, as grids of the one case type: every family (single-head, MHA, MQA,
 /// GQA, wide), L = 0, odd L, L long enough for the key split (> 256 keys: 2 chunks; > 4096: 16),
-/// batch > 1, biases, d_head 3, 16, 17, 20, 64 and 80, and scores of a few thousand.
+/// batch > 1, biases, d_head 3, 4, 16, 17, 20, 64 and 80, scores of a few thousand, and the heads
+/// in the lanes (R >= lanes) in an odd number of register blocks, d_head 4 narrower than a pass.
 inline std::vector<grid> decode_grids() {
     std::vector<grid> g{decode_shape("d_head 17", 17, 1, 1, {0, 7}), // L 0: one key
                         decode_shape("MHA batch 2", 64, 4, 4, {129}, 2),
@@ -121,7 +122,9 @@ inline std::vector<grid> decode_grids() {
                         decode_shape("8 heads per kv head", 512, 8, 1, {300}),
                         decode_shape("32 heads per kv head", 640, 32, 1, {77}), // two groups of lanes
                         check::latent(decode_shape("MLA", 64, 4, 0, {0, 300}), 32, 0, 4, 20, 16),
-                        check::latent(decode_shape("MLA query latent batch 2", 48, 8, 0, {33}, 2), 64, 16, 8, 24, 8)};
+                        check::latent(decode_shape("MLA query latent batch 2", 48, 8, 0, {33}, 2), 64, 16, 8, 24, 8),
+                        decode_shape("24 heads per kv head", 96, 24, 1, {65}),   // blocks: 2 + 1 on AVX2
+                        decode_shape("48 heads per kv head", 192, 48, 1, {65})}; // 2 + 1 on AVX-512
     g[3].bias = {true};
     g[5].d_head = {32}; // the wide-head counterfactual
     g[8].magnitude = {12.0};
@@ -136,7 +139,7 @@ struct decode_case {
     double magnitude = 1.0;
 };
 
-/// decode_grids() expanded: 19 decode steps (MLA's in both forms); the layer is the case's shape
+/// decode_grids() expanded: 21 decode steps (MLA's in both forms); the layer is the case's shape
 /// with one query.
 inline std::vector<decode_case> decode_grid() {
     std::vector<decode_case> out;

@@ -7,8 +7,11 @@
 //    16 (MQA): no lane is idle and the step stays bandwidth-bound (decode_item).
 //  - P V: with R < lanes (C > 1) a pass holds a few heads' output batches in registers
 //    (decode_pv); with the heads in the lanes (C = 1: MQA, MLA's absorbed form) one accumulator is
-//    one output dim of every head, so any value width (MLA's d_c = 512) runs as a loop over blocks
-//    of 16 dims in registers (decode_pv_heads), one broadcast FMA per cached value element.
+//    one output dim of every head, so any value width (MLA's d_c = 512) runs as a loop over passes
+//    of a few dims in registers (decode_pv_heads), one broadcast FMA per cached value element and
+//    block of heads; blocks go in pairs, scores and P V alike, so each broadcast key or value
+//    element feeds two FMAs (heads_blocking sizes the passes to the register file). A narrow
+//    cache's value tile is widened once, into an fp32 tile, so that each broadcast is one load.
 //  - Overlap: the rows decode_prefetch keys ahead are prefetched into L2 (not L1: the current and
 //    next K and V tiles together exceed it), across chunk boundaries; items go to threads in
 //    contiguous runs (guided schedule), so a thread's next item continues the keys it streams.
@@ -35,6 +38,9 @@
 // Measured: MHA, d_head 64, L = 64k, 1 thread, core over an int8 cache 13.9 ms against fp32's
 // 42.5 ms (3.06x; bf16 20.4 ms, 2.08x); with the prefetch an out-of-line call (and the P V
 // accumulators spilled around it) int8 took 20.3 ms (2.37x).
+// Measured: MQA, d_model 1024, H 16, batch 1, L = 16k, 2 threads, % of the FMA roof: f32 / bf16 /
+// int8 32 / 34 / 29 % with 16 heads' P V accumulators on AVX2's 16 registers (8 spilled, stored and
+// reloaded every key) and one block of heads at a time; 58 / 53 / 53 % with the pairs of blocks.
 // Measured: d_model 1024, H 16, batch 8, L = 64k, 1 thread, core over bf16 / f16 / int8 caches:
 // MQA 53 / 49 / 53 ms and GQA G=4 91 / 83 / 88 ms, against 72 / 57 / 76 and 93 / 118 / 95 ms
 // with the widened tiles (medians of 3 on a noisy 2-core VM: +-10-30 % between runs).
@@ -97,11 +103,13 @@ struct decode_shape {
     inline std::size_t partial_floats() const { return round_up(rows * (dp + 2), lanes); }
 };
 
-/// Extra memory of decode_core on `threads` threads, in bytes (a narrow cache's widened key block
-/// included, at most 8 keys).
+/// Extra memory of decode_core on `threads` threads, in bytes: an upper bound over the cache types
+/// (a narrow cache's widened key block of at most 8 keys included, and with the heads in the lanes
+/// its widened value tile).
 inline std::size_t decode_scratch_bytes(const problem& p, int threads) {
     const decode_shape sh(p);
-    const std::size_t per_thread = sh.qs_floats() + sh.blocks * sh.s_floats() + sh.ml_floats() + 8 * sh.d + lanes;
+    const std::size_t per_thread = sh.qs_floats() + sh.blocks * sh.s_floats() + sh.ml_floats() + sh.blocks * lanes +
+                                   8 * sh.d + lanes + (sh.c == 1 ? decode_tile * sh.dv : 0);
     const std::size_t partials = p.batch * p.kv_heads * split_keys(p.n_kv).chunks * sh.partial_floats();
     return sizeof(float) * (per_thread * std::size_t(std::max(threads, 1)) + partials);
 }
@@ -110,7 +118,9 @@ namespace detail {
 
 /// Grow-only buffers, one set per thread, reused by every call.
 struct decode_buffers {
-    aligned_vector<float> qs, s, ml, partials, kw; // kw: MK keys of a narrow cache, widened
+    // cr: each block's rescale; kw: MK keys of a narrow cache, widened; vw: a narrow cache's value
+    // tile, widened (heads in the lanes)
+    aligned_vector<float> qs, s, ml, cr, partials, kw, vw;
     static inline void grow(aligned_vector<float>& v, std::size_t n) {
         if (v.size() < n) v.resize(n);
     }
@@ -143,6 +153,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     decode_buffers::grow(w.qs, sh.qs_floats());
     decode_buffers::grow(w.s, sh.blocks * sh.s_floats());
     decode_buffers::grow(w.ml, sh.ml_floats());
+    decode_buffers::grow(w.cr, sh.blocks * lanes);
     alignas(64) float kk[lanes];
     for (std::size_t i = 0; i < lanes; ++i) kk[i] = float(i % C);
     const batch key_in_group = batch::load_aligned(kk), neg_inf(-std::numeric_limits<float>::infinity());
@@ -167,6 +178,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     // L1-resident block kw (MK keys), rather than at every broadcast
     constexpr bool block = !std::is_same_v<S, float> && C < lanes;
     if constexpr (block) decode_buffers::grow(w.kw, MK * tail + lanes);
+    if constexpr (block && C == 1) decode_buffers::grow(w.vw, decode_tile * sh.dv);
     const std::size_t ks = io.k.data.row_stride, vs = io.v.data.row_stride;
     float* s = w.s.data();
     const std::size_t s_stride = sh.s_floats(); // one block's scores
@@ -211,52 +223,78 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                     }
                 }
             }
-            for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
-                const float* qa = w.qs.data() + blk * nch * lanes;
-                float* sb = s + blk * s_stride;
-                batch acc[MK];
-                for (std::size_t i = 0; i < MK; ++i) acc[i] = batch(0.0f);
-                if (C == lanes && nch == DC) { // one head: key by key, rows read in order, q in registers
-                    batch qb[DC > 0 ? DC : 1];
-                    for (std::size_t ch = 0; ch < DC; ++ch) qb[ch] = batch::load_aligned(qa + ch * lanes);
-                    const std::size_t mk = kb + MK <= n ? MK : n - kb; // full groups: MK, unrolled
-                    auto key = [&](std::size_t i) {
-                        for (std::size_t ch = 0; ch < DC; ++ch)
-                            acc[i] = isa::fused(isa::widen(kr[i] + ch * C), qb[ch], acc[i]);
-                    };
-                    if (mk == MK)
-                        for (std::size_t i = 0; i < MK; ++i) key(i);
+            if constexpr (C == 1) { // heads in the lanes: two blocks share each key broadcast
+                const float* kf[MK];
+                for (std::size_t i = 0; i < MK; ++i) {
+                    if constexpr (block)
+                        kf[i] = w.kw.data() + i * tail;
                     else
-                        for (std::size_t i = 0; i < mk; ++i) key(i);
-                } else if constexpr (block) {
-                    const float* kw = w.kw.data();
-                    for (std::size_t ch = 0; ch < nch; ++ch) {
-                        const batch qv = batch::load_aligned(qa + ch * lanes);
-                        for (std::size_t i = 0; i < MK; ++i)
-                            acc[i] = isa::fused(isa::broadcast_chunk<C>(kw + i * tail + ch * C), qv, acc[i]);
+                        kf[i] = kr[i];
+                }
+                auto scores = [&]<std::size_t NB>(std::size_t blk) {
+                    constexpr std::size_t K = heads_blocking<NB>::K;
+                    for (std::size_t i0 = 0; i0 < MK; i0 += K) {
+                        batch acc[NB][K];
+                        score_heads<NB, K>(w.qs.data() + blk * d * lanes, d * lanes, kf + i0, d, acc);
+                        for (std::size_t b = 0; b < NB; ++b)
+                            for (std::size_t i = 0; i < K; ++i) {
+                                const std::size_t key = kb + i0 + i;
+                                batch sc = acc[b][i];
+                                if constexpr (scaled) sc *= batch(ksc[std::min(key, n - 1)]);
+                                (key < n ? sc : neg_inf).store_aligned(s + (blk + b) * s_stride + key * lanes);
+                            }
                     }
-                } else {
-                    for (std::size_t ch = 0; ch < nch; ++ch) {
-                        const batch qv = batch::load_aligned(qa + ch * lanes);
-                        for (std::size_t i = 0; i < MK; ++i) {
-                            if constexpr (C == lanes)
-                                acc[i] = isa::fused(isa::widen(kr[i] + ch * C), qv, acc[i]);
-                            else
-                                acc[i] = isa::fused(isa::broadcast_chunk<C>(kr[i] + ch * C), qv, acc[i]);
+                };
+                std::size_t blk = 0;
+                for (; blk + 2 <= sh.blocks; blk += 2) scores.template operator()<2>(blk);
+                if (blk < sh.blocks) scores.template operator()<1>(blk);
+            } else
+                for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
+                    const float* qa = w.qs.data() + blk * nch * lanes;
+                    float* sb = s + blk * s_stride;
+                    batch acc[MK];
+                    for (std::size_t i = 0; i < MK; ++i) acc[i] = batch(0.0f);
+                    if (C == lanes && nch == DC) { // one head: key by key, rows read in order, q in registers
+                        batch qb[DC > 0 ? DC : 1];
+                        for (std::size_t ch = 0; ch < DC; ++ch) qb[ch] = batch::load_aligned(qa + ch * lanes);
+                        const std::size_t mk = kb + MK <= n ? MK : n - kb; // full groups: MK, unrolled
+                        auto key = [&](std::size_t i) {
+                            for (std::size_t ch = 0; ch < DC; ++ch)
+                                acc[i] = isa::fused(isa::widen(kr[i] + ch * C), qb[ch], acc[i]);
+                        };
+                        if (mk == MK)
+                            for (std::size_t i = 0; i < MK; ++i) key(i);
+                        else
+                            for (std::size_t i = 0; i < mk; ++i) key(i);
+                    } else if constexpr (block) {
+                        const float* kw = w.kw.data();
+                        for (std::size_t ch = 0; ch < nch; ++ch) {
+                            const batch qv = batch::load_aligned(qa + ch * lanes);
+                            for (std::size_t i = 0; i < MK; ++i)
+                                acc[i] = isa::fused(isa::broadcast_chunk<C>(kw + i * tail + ch * C), qv, acc[i]);
+                        }
+                    } else {
+                        for (std::size_t ch = 0; ch < nch; ++ch) {
+                            const batch qv = batch::load_aligned(qa + ch * lanes);
+                            for (std::size_t i = 0; i < MK; ++i) {
+                                if constexpr (C == lanes)
+                                    acc[i] = isa::fused(isa::widen(kr[i] + ch * C), qv, acc[i]);
+                                else
+                                    acc[i] = isa::fused(isa::broadcast_chunk<C>(kr[i] + ch * C), qv, acc[i]);
+                            }
                         }
                     }
+                    for (std::size_t gi = 0; gi < MK / C; ++gi) {
+                        transpose_sum<C / 2>(acc + gi * C);
+                        const std::size_t key0 = kb + gi * C;
+                        batch sc = acc[gi * C];
+                        if constexpr (scaled) // int8: lane r*C + c (key key0 + c) times that row's scale
+                            sc *= chunk_scales<C>(ksc, key0, n);
+                        if (key0 + C > n)
+                            sc = xsimd::select(key_in_group < batch(float(n > key0 ? n - key0 : 0)), sc, neg_inf);
+                        sc.store_aligned(sb + key0 / C * lanes);
+                    }
                 }
-                for (std::size_t gi = 0; gi < MK / C; ++gi) {
-                    transpose_sum<C / 2>(acc + gi * C);
-                    const std::size_t key0 = kb + gi * C;
-                    batch sc = acc[gi * C];
-                    if constexpr (scaled) // int8: lane r*C + c (key key0 + c) times that row's scale
-                        sc *= chunk_scales<C>(ksc, key0, n);
-                    if (key0 + C > n)
-                        sc = xsimd::select(key_in_group < batch(float(n > key0 ? n - key0 : 0)), sc, neg_inf);
-                    sc.store_aligned(sb + key0 / C * lanes);
-                }
-            }
         }
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
             float* const sb = s + blk * s_stride;
@@ -282,12 +320,24 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         .store_aligned(sb + gi * lanes);
             mx.store_aligned(mp);
             (l * corr + group_sum<C>(sum)).store_aligned(mp + lanes);
-            alignas(64) float cr[lanes];
+            float* cr = w.cr.data() + blk * lanes;
             corr.store_aligned(cr);
-            if constexpr (C == 1) // heads in the lanes: this block's outputs dim-major
-                decode_pv_heads(part + blk * RB * dp, sh.dv, cr, sb, v, vs, n, blk == 0 ? v_next : next_rows{});
-            else
+            if constexpr (C > 1)
                 decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, blk == 0 ? v_next : next_rows{});
+        }
+        if constexpr (C == 1) { // heads in the lanes, every block's outputs dim-major, blocks in pairs
+            if constexpr (std::is_same_v<S, float>) {
+                decode_pv_heads(part, lanes * dp, sh.blocks, sh.dv, w.cr.data(), s, s_stride, v, vs, n, v_next);
+            } else { // a narrow tile widened once, so that every value element is one broadcasting load
+                float* vw = w.vw.data();
+                for (std::size_t j = 0; j < n; ++j) {
+                    std::size_t t = 0;
+                    for (; t + lanes <= sh.dv; t += lanes)
+                        isa::widen(v + j * vs + t).store_unaligned(vw + j * sh.dv + t);
+                    for (; t < sh.dv; ++t) vw[j * sh.dv + t] = float(v[j * vs + t]);
+                }
+                decode_pv_heads(part, lanes * dp, sh.blocks, sh.dv, w.cr.data(), s, s_stride, vw, sh.dv, n, v_next);
+            }
         }
     }
     float* m_out = part + sh.rows * dp;

@@ -183,35 +183,109 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
     }
 }
 
-/// The P V update with the heads in the lanes (C = 1: R >= lanes query heads share the key/value
-/// head, MQA and MLA's absorbed form): out holds this block's lanes heads dim-major, [d][lanes],
-/// so one accumulator is one output dim of every head. Per key j the weights of all the heads are
-/// one vector (score group j), and each value element is broadcast once and multiplies it: one
-/// FMA per element of v_j for all the heads, whatever d is (a runtime loop over blocks of TB dims,
-/// each block's accumulators in registers for the whole tile). corr is the running max's rescale
-/// per head, one lane each.
-template <class E>
-void decode_pv_heads(float* out, std::size_t d, const float* corr, const float* s, const E* v, std::size_t vs,
-                     std::size_t n, const next_rows& v_next) {
-    constexpr std::size_t TB = 16;
-    const batch cr = batch::load_aligned(corr);
-    std::size_t t0 = 0;
-    for (; t0 + TB <= d; t0 += TB) {
-        batch a[TB];
-        for (std::size_t i = 0; i < TB; ++i) a[i] = batch::load_aligned(out + (t0 + i) * lanes) * cr;
-        for (std::size_t j = 0; j < n; ++j) {
-            if (t0 == 0) v_next.fetch(j);
-            const batch pj = batch::load_aligned(s + j * lanes);
-            const E* vj = v + j * vs + t0;
-            for (std::size_t i = 0; i < TB; ++i) a[i] = isa::fused(pj, batch(float(vj[i])), a[i]);
+/// The register blocks of the heads-in-the-lanes pieces (C = 1), sized to the register file so
+/// that no accumulator is spilled: NB blocks of `lanes` heads share each broadcast key or value
+/// element (NB = 2 halves the broadcasts per FMA), K keys (scores) or TB value dims (P V) per
+/// pass. AVX2's 16 registers: 2 x 4 score and 2 x 6 P V accumulators (a 2 x 16 P V block, 8 of
+/// them spilled to the stack and reloaded every key, ran MQA's P V at a fifth of the FMA peak).
+template <std::size_t NB>
+struct heads_blocking {
+    static constexpr bool wide = isa::vector_registers >= 32;
+    static constexpr std::size_t K = NB == 2 ? (wide ? 8 : 4) : 8;
+    static constexpr std::size_t TB = NB == 2 ? (wide ? 12 : 6) : (wide ? 16 : 12);
+};
+
+/// Scores with the heads in the lanes (C = 1): acc[b][i] = sum_t qa_b[t] k_i[t] over the d dims,
+/// for NB blocks of `lanes` heads (block b's queries dim-major at qa + b * q_stride: lane r of
+/// qa_b[t] is head r's dim t) and K keys (fp32 rows kf[i]: the cache's own rows, or a narrow
+/// cache's keys widened once into an L1 block). Each key element is broadcast once for the NB
+/// blocks.
+template <std::size_t NB, std::size_t K>
+[[gnu::always_inline]] inline void score_heads(const float* qa, std::size_t q_stride, const float* const* kf,
+                                               std::size_t d, batch (&acc)[NB][K]) {
+    for (std::size_t b = 0; b < NB; ++b)
+        for (std::size_t i = 0; i < K; ++i) acc[b][i] = batch(0.0f);
+    for (std::size_t t = 0; t < d; ++t) {
+        batch q[NB];
+        for (std::size_t b = 0; b < NB; ++b) q[b] = batch::load_aligned(qa + b * q_stride + t * lanes);
+        for (std::size_t i = 0; i < K; ++i) {
+            const batch x(kf[i][t]);
+            for (std::size_t b = 0; b < NB; ++b) acc[b][i] = isa::fused(x, q[b], acc[b][i]);
         }
-        for (std::size_t i = 0; i < TB; ++i) a[i].store_aligned(out + (t0 + i) * lanes);
     }
-    for (; t0 < d; ++t0) { // d % TB dims, a vector of heads each
-        batch a = batch::load_aligned(out + t0 * lanes) * cr;
-        for (std::size_t j = 0; j < n; ++j)
-            a = isa::fused(batch::load_aligned(s + j * lanes), batch(float(v[j * vs + t0])), a);
-        a.store_aligned(out + t0 * lanes);
+}
+
+/// One pass of the heads-in-the-lanes P V update over value dims [t0, t0 + TB) of NB blocks:
+/// block b's outputs are dim-major at out + b * out_stride ([d][lanes]: one accumulator is one
+/// output dim of the block's heads), its weights of key j one vector at s + b * s_stride + j *
+/// lanes, its running-max rescale cr[b]. Each value element is broadcast once for the NB blocks.
+template <std::size_t NB, std::size_t TB, class E>
+[[gnu::always_inline]] inline void pv_heads_pass(float* out, std::size_t out_stride, std::size_t t0, const batch* cr,
+                                                 const float* s, std::size_t s_stride, const E* v, std::size_t vs,
+                                                 std::size_t n, const next_rows& v_next) {
+    batch a[NB][TB];
+    for (std::size_t b = 0; b < NB; ++b)
+        for (std::size_t i = 0; i < TB; ++i)
+            a[b][i] = batch::load_aligned(out + b * out_stride + (t0 + i) * lanes) * cr[b];
+    for (std::size_t j = 0; j < n; ++j) {
+        v_next.fetch(j);
+        batch pj[NB];
+        for (std::size_t b = 0; b < NB; ++b) pj[b] = batch::load_aligned(s + b * s_stride + j * lanes);
+        const E* vj = v + j * vs + t0;
+        for (std::size_t i = 0; i < TB; ++i) {
+            const auto x = batch(float(vj[i])); // not batch{...}: that is the initializer_list load
+            for (std::size_t b = 0; b < NB; ++b) a[b][i] = isa::fused(pj[b], x, a[b][i]);
+        }
+    }
+    for (std::size_t b = 0; b < NB; ++b)
+        for (std::size_t i = 0; i < TB; ++i) a[b][i].store_aligned(out + b * out_stride + (t0 + i) * lanes);
+}
+
+/// The last d % TB dims: one pass of exactly `rest` (< TB) dims, so every pass keeps its
+/// accumulators in registers for the whole tile.
+template <std::size_t NB, std::size_t R, class E>
+void pv_heads_rest(std::size_t rest, float* out, std::size_t out_stride, std::size_t t0, const batch* cr,
+                   const float* s, std::size_t s_stride, const E* v, std::size_t vs, std::size_t n,
+                   const next_rows& v_next) {
+    if constexpr (R > 0) {
+        if (rest == R)
+            pv_heads_pass<NB, R>(out, out_stride, t0, cr, s, s_stride, v, vs, n, v_next);
+        else
+            pv_heads_rest<NB, R - 1>(rest, out, out_stride, t0, cr, s, s_stride, v, vs, n, v_next);
+    }
+}
+
+template <std::size_t NB, class E>
+void pv_heads_blocks(float* out, std::size_t out_stride, std::size_t d, const float* corr, const float* s,
+                     std::size_t s_stride, const E* v, std::size_t vs, std::size_t n, const next_rows& v_next) {
+    constexpr std::size_t TB = heads_blocking<NB>::TB;
+    batch cr[NB];
+    for (std::size_t b = 0; b < NB; ++b) cr[b] = batch::load_aligned(corr + b * lanes);
+    std::size_t t0 = 0;
+    for (; t0 + TB <= d; t0 += TB)
+        pv_heads_pass<NB, TB>(out, out_stride, t0, cr, s, s_stride, v, vs, n, t0 == 0 ? v_next : next_rows{});
+    if (t0 < d)
+        pv_heads_rest<NB, TB - 1>(d - t0, out, out_stride, t0, cr, s, s_stride, v, vs, n,
+                                  t0 == 0 ? v_next : next_rows{});
+}
+
+/// The P V update with the heads in the lanes (C = 1: R >= lanes query heads share the key/value
+/// head, MQA and MLA's absorbed form), for `blocks` blocks of `lanes` heads: block b's outputs
+/// dim-major at out + b * out_stride, its weights (score group j = key j, one lane per head) at
+/// s + b * s_stride, its rescale per head at corr + b * lanes. Per key, each value element is
+/// broadcast once and multiplies the weights of two blocks (heads_blocking): one FMA per element
+/// of v_j and head block, whatever d is (MLA's d_c = 512: a runtime loop of register passes).
+template <class E>
+void decode_pv_heads(float* out, std::size_t out_stride, std::size_t blocks, std::size_t d, const float* corr,
+                     const float* s, std::size_t s_stride, const E* v, std::size_t vs, std::size_t n,
+                     const next_rows& v_next) {
+    for (std::size_t blk = 0; blk < blocks; blk += 2) {
+        const next_rows nx = blk == 0 ? v_next : next_rows{};
+        float* o = out + blk * out_stride;
+        if (blk + 2 <= blocks)
+            pv_heads_blocks<2>(o, out_stride, d, corr + blk * lanes, s + blk * s_stride, s_stride, v, vs, n, nx);
+        else
+            pv_heads_blocks<1>(o, out_stride, d, corr + blk * lanes, s + blk * s_stride, s_stride, v, vs, n, nx);
     }
 }
 
