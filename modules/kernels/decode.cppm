@@ -205,6 +205,11 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         const next_rows k_next = ahead(io.k), v_next = ahead(io.v);
         // scores of every block of heads first, MK keys at a time, so that a narrow cache's keys
         // are widened once per tile whatever the number of blocks (MQA at H=16 on AVX2: 2)
+        // heads in the lanes: the next tile's value lines requested one per key of each P V pass
+        // (line_stream), not a row's lines at once (MQA f32 at L = 512k, 2 threads: 30-33 -> 27-28 ms a
+        // step; the key lines spread over the scores' steps as well measured no better than in
+        // bursts of MK rows, 31 ms)
+        line_stream v_lines(v_next);
         for (std::size_t kb = 0; kb < n; kb += MK) {
             for (std::size_t i = kb; i < kb + MK; ++i) k_next.fetch(i);
             const S* kr[MK];
@@ -327,7 +332,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         }
         if constexpr (C == 1) { // heads in the lanes, every block's outputs dim-major, blocks in pairs
             if constexpr (std::is_same_v<S, float>) {
-                decode_pv_heads(part, lanes * dp, sh.blocks, sh.dv, w.cr.data(), s, s_stride, v, vs, n, v_next);
+                decode_pv_heads(part, lanes * dp, sh.blocks, sh.dv, w.cr.data(), s, s_stride, v, vs, n, v_lines);
             } else { // a narrow tile widened once, so that every value element is one broadcasting load
                 float* vw = w.vw.data();
                 for (std::size_t j = 0; j < n; ++j) {
@@ -336,7 +341,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         isa::widen(v + j * vs + t).store_unaligned(vw + j * sh.dv + t);
                     for (; t < sh.dv; ++t) vw[j * sh.dv + t] = float(v[j * vs + t]);
                 }
-                decode_pv_heads(part, lanes * dp, sh.blocks, sh.dv, w.cr.data(), s, s_stride, vw, sh.dv, n, v_next);
+                decode_pv_heads(part, lanes * dp, sh.blocks, sh.dv, w.cr.data(), s, s_stride, vw, sh.dv, n, v_lines);
             }
         }
     }

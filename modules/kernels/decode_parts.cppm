@@ -75,6 +75,25 @@ struct next_rows {
     }
 };
 
+/// The lines of next_rows requested one at a time, in order (a cursor: no division per request),
+/// so that a loop calling next() once per step spreads the rows' requests over its work instead
+/// of asking for a row's lines at once.
+struct line_stream {
+    const char* at = nullptr;
+    std::size_t stride = 0, per_row = 0, n = 0, row = 0, line = 0;
+    inline explicit line_stream(const next_rows& r)
+        : at(r.at), stride(r.stride), per_row((r.bytes + 63) / 64), n(r.n) {}
+    [[gnu::always_inline]] inline void next() {
+        if (row < n) {
+            isa::prefetch_l2(at + row * stride + line * 64);
+            if (++line == per_row) {
+                line = 0;
+                ++row;
+            }
+        }
+    }
+};
+
 /// The row scales of C keys from j0 repeated across the batch (lane r*C + c: key j0 + c), the
 /// last of the n repeated for keys past it.
 template <std::size_t C>
@@ -222,13 +241,13 @@ template <std::size_t NB, std::size_t K>
 template <std::size_t NB, std::size_t TB, class E>
 [[gnu::always_inline]] inline void pv_heads_pass(float* out, std::size_t out_stride, std::size_t t0, const batch* cr,
                                                  const float* s, std::size_t s_stride, const E* v, std::size_t vs,
-                                                 std::size_t n, const next_rows& v_next) {
+                                                 std::size_t n, line_stream& v_next) {
     batch a[NB][TB];
     for (std::size_t b = 0; b < NB; ++b)
         for (std::size_t i = 0; i < TB; ++i)
             a[b][i] = batch::load_aligned(out + b * out_stride + (t0 + i) * lanes) * cr[b];
     for (std::size_t j = 0; j < n; ++j) {
-        v_next.fetch(j);
+        v_next.next();
         batch pj[NB];
         for (std::size_t b = 0; b < NB; ++b) pj[b] = batch::load_aligned(s + b * s_stride + j * lanes);
         const E* vj = v + j * vs + t0;
@@ -246,7 +265,7 @@ template <std::size_t NB, std::size_t TB, class E>
 template <std::size_t NB, std::size_t R, class E>
 void pv_heads_rest(std::size_t rest, float* out, std::size_t out_stride, std::size_t t0, const batch* cr,
                    const float* s, std::size_t s_stride, const E* v, std::size_t vs, std::size_t n,
-                   const next_rows& v_next) {
+                   line_stream& v_next) {
     if constexpr (R > 0) {
         if (rest == R)
             pv_heads_pass<NB, R>(out, out_stride, t0, cr, s, s_stride, v, vs, n, v_next);
@@ -257,16 +276,13 @@ void pv_heads_rest(std::size_t rest, float* out, std::size_t out_stride, std::si
 
 template <std::size_t NB, class E>
 void pv_heads_blocks(float* out, std::size_t out_stride, std::size_t d, const float* corr, const float* s,
-                     std::size_t s_stride, const E* v, std::size_t vs, std::size_t n, const next_rows& v_next) {
+                     std::size_t s_stride, const E* v, std::size_t vs, std::size_t n, line_stream& v_next) {
     constexpr std::size_t TB = heads_blocking<NB>::TB;
     batch cr[NB];
     for (std::size_t b = 0; b < NB; ++b) cr[b] = batch::load_aligned(corr + b * lanes);
     std::size_t t0 = 0;
-    for (; t0 + TB <= d; t0 += TB)
-        pv_heads_pass<NB, TB>(out, out_stride, t0, cr, s, s_stride, v, vs, n, t0 == 0 ? v_next : next_rows{});
-    if (t0 < d)
-        pv_heads_rest<NB, TB - 1>(d - t0, out, out_stride, t0, cr, s, s_stride, v, vs, n,
-                                  t0 == 0 ? v_next : next_rows{});
+    for (; t0 + TB <= d; t0 += TB) pv_heads_pass<NB, TB>(out, out_stride, t0, cr, s, s_stride, v, vs, n, v_next);
+    if (t0 < d) pv_heads_rest<NB, TB - 1>(d - t0, out, out_stride, t0, cr, s, s_stride, v, vs, n, v_next);
 }
 
 /// The P V update with the heads in the lanes (C = 1: R >= lanes query heads share the key/value
@@ -278,14 +294,13 @@ void pv_heads_blocks(float* out, std::size_t out_stride, std::size_t d, const fl
 template <class E>
 void decode_pv_heads(float* out, std::size_t out_stride, std::size_t blocks, std::size_t d, const float* corr,
                      const float* s, std::size_t s_stride, const E* v, std::size_t vs, std::size_t n,
-                     const next_rows& v_next) {
+                     line_stream& v_next) {
     for (std::size_t blk = 0; blk < blocks; blk += 2) {
-        const next_rows nx = blk == 0 ? v_next : next_rows{};
         float* o = out + blk * out_stride;
         if (blk + 2 <= blocks)
-            pv_heads_blocks<2>(o, out_stride, d, corr + blk * lanes, s + blk * s_stride, s_stride, v, vs, n, nx);
+            pv_heads_blocks<2>(o, out_stride, d, corr + blk * lanes, s + blk * s_stride, s_stride, v, vs, n, v_next);
         else
-            pv_heads_blocks<1>(o, out_stride, d, corr + blk * lanes, s + blk * s_stride, s_stride, v, vs, n, nx);
+            pv_heads_blocks<1>(o, out_stride, d, corr + blk * lanes, s + blk * s_stride, s_stride, v, vs, n, v_next);
     }
 }
 
