@@ -203,13 +203,13 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                              x.data.dim * sizeof(S), n_next};
         };
         const next_rows k_next = ahead(io.k), v_next = ahead(io.v);
+        // heads in the lanes: the next tile's value lines requested one per key of each P V pass
+        // (line_stream), not a row's lines at once (MQA f32 at L = 512k, 2 threads: 30-33 -> 27-28
+        // ms a step; the key lines spread over the scores' steps as well measured no better than
+        // in bursts of MK rows, 31 ms)
+        line_stream v_lines(v_next);
         // scores of every block of heads first, MK keys at a time, so that a narrow cache's keys
         // are widened once per tile whatever the number of blocks (MQA at H=16 on AVX2: 2)
-        // heads in the lanes: the next tile's value lines requested one per key of each P V pass
-        // (line_stream), not a row's lines at once (MQA f32 at L = 512k, 2 threads: 30-33 -> 27-28 ms a
-        // step; the key lines spread over the scores' steps as well measured no better than in
-        // bursts of MK rows, 31 ms)
-        line_stream v_lines(v_next);
         for (std::size_t kb = 0; kb < n; kb += MK) {
             for (std::size_t i = kb; i < kb + MK; ++i) k_next.fetch(i);
             const S* kr[MK];
