@@ -222,9 +222,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         for (std::size_t t = 0; t < DC * lanes; t += lanes)
                             isa::widen(kr[i] + t).store_unaligned(kw + i * tail + t);
                     } else {
-                        std::size_t t = 0;
-                        for (; t + lanes <= tail; t += lanes) isa::widen(kr[i] + t).store_unaligned(kw + i * tail + t);
-                        for (; t < tail; ++t) kw[i * tail + t] = float(kr[i][t]);
+                        isa::widen(kr[i], kw + i * tail, tail);
                     }
                 }
             }
@@ -335,12 +333,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                 decode_pv_heads(part, lanes * dp, sh.blocks, sh.dv, w.cr.data(), s, s_stride, v, vs, n, v_lines);
             } else { // a narrow tile widened once, so that every value element is one broadcasting load
                 float* vw = w.vw.data();
-                for (std::size_t j = 0; j < n; ++j) {
-                    std::size_t t = 0;
-                    for (; t + lanes <= sh.dv; t += lanes)
-                        isa::widen(v + j * vs + t).store_unaligned(vw + j * sh.dv + t);
-                    for (; t < sh.dv; ++t) vw[j * sh.dv + t] = float(v[j * vs + t]);
-                }
+                for (std::size_t j = 0; j < n; ++j) isa::widen(v + j * vs, vw + j * sh.dv, sh.dv);
                 decode_pv_heads(part, lanes * dp, sh.blocks, sh.dv, w.cr.data(), s, s_stride, vw, sh.dv, n, v_lines);
             }
         }

@@ -379,6 +379,14 @@ inline void widen(const f16* src, float* dst, std::size_t n) {
 
 inline void widen(const float* src, float* dst, std::size_t n) { std::memcpy(dst, src, n * sizeof(float)); }
 
+/// int8 cache rows (the row's scale not applied): a batch at a time by the section's widen, the
+/// tail element by element.
+inline void widen(const std::int8_t* src, float* dst, std::size_t n) {
+    std::size_t i = 0;
+    for (; i + lanes <= n; i += lanes) widen(src + i).store_unaligned(dst + i);
+    for (; i < n; ++i) dst[i] = float(src[i]);
+}
+
 inline void narrow(const float* src, bf16* dst, std::size_t n) {
     std::size_t i = 0;
 #if XSIMD_WITH_AVX2
