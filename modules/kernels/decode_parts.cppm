@@ -206,15 +206,12 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
 /// that no accumulator is spilled: NB blocks of `lanes` heads share each broadcast key or value
 /// element (NB = 2 halves the broadcasts per FMA), K keys (scores) or TB value dims (P V) per
 /// pass. AVX2's 16 registers: 2 x 4 score and 2 x 6 P V accumulators (a 2 x 16 P V block, 8 of
-/// them spilled to the stack and reloaded every key, ran MQA's P V at a fifth of the FMA peak);
-/// one block, 8 and 8 (clang hoisted a 12-dim pass's 12 broadcasts and spilled 9 accumulators).
-/// A lone block has one FMA per broadcast element, which Zen 3's one vbroadcastss per cycle
-/// caps near 45 % of the FMA peak, so its elements come four to a load (isa::broadcast4).
+/// them spilled to the stack and reloaded every key, ran MQA's P V at a fifth of the FMA peak).
 template <std::size_t NB>
 struct heads_blocking {
     static constexpr bool wide = isa::vector_registers >= 32;
     static constexpr std::size_t K = NB == 2 ? (wide ? 8 : 4) : 8;
-    static constexpr std::size_t TB = NB == 2 ? (wide ? 12 : 6) : (wide ? 16 : 8);
+    static constexpr std::size_t TB = NB == 2 ? (wide ? 12 : 6) : (wide ? 16 : 12);
 };
 
 /// Scores with the heads in the lanes (C = 1): acc[b][i] = sum_t qa_b[t] k_i[t] over the d dims,
@@ -227,18 +224,7 @@ template <std::size_t NB, std::size_t K>
                                                std::size_t d, batch (&acc)[NB][K]) {
     for (std::size_t b = 0; b < NB; ++b)
         for (std::size_t i = 0; i < K; ++i) acc[b][i] = batch(0.0f);
-    std::size_t t = 0;
-    if constexpr (NB == 1) // one FMA per key element: four dims at a time (isa::broadcast4)
-        for (; t + 4 <= d; t += 4) {
-            batch q[4];
-            for (std::size_t u = 0; u < 4; ++u) q[u] = batch::load_aligned(qa + (t + u) * lanes);
-            for (std::size_t i = 0; i < K; ++i) {
-                batch x[4];
-                isa::broadcast4(kf[i] + t, x);
-                for (std::size_t u = 0; u < 4; ++u) acc[0][i] = isa::fused(x[u], q[u], acc[0][i]);
-            }
-        }
-    for (; t < d; ++t) {
+    for (std::size_t t = 0; t < d; ++t) {
         batch q[NB];
         for (std::size_t b = 0; b < NB; ++b) q[b] = batch::load_aligned(qa + b * q_stride + t * lanes);
         for (std::size_t i = 0; i < K; ++i) {
@@ -265,14 +251,7 @@ template <std::size_t NB, std::size_t TB, class E>
         batch pj[NB];
         for (std::size_t b = 0; b < NB; ++b) pj[b] = batch::load_aligned(s + b * s_stride + j * lanes);
         const E* vj = v + j * vs + t0;
-        std::size_t i = 0;
-        if constexpr (NB == 1 && std::is_same_v<E, float>) // one FMA per element: see score_heads
-            for (; i + 4 <= TB; i += 4) {
-                batch x[4];
-                isa::broadcast4(vj + i, x);
-                for (std::size_t u = 0; u < 4; ++u) a[0][i + u] = isa::fused(pj[0], x[u], a[0][i + u]);
-            }
-        for (; i < TB; ++i) {
+        for (std::size_t i = 0; i < TB; ++i) {
             const auto x = batch(float(vj[i])); // not batch{...}: that is the initializer_list load
             for (std::size_t b = 0; b < NB; ++b) a[b][i] = isa::fused(pj[b], x, a[b][i]);
         }

@@ -79,11 +79,6 @@ batch broadcast_chunk(const float* p) {
     }
 }
 
-/// p[0..4) each broadcast across a batch (a broadcasting FMA operand costs AVX-512 no extra issue).
-[[gnu::always_inline]] inline void broadcast4(const float* p, batch (&x)[4]) {
-    for (std::size_t u = 0; u < 4; ++u) x[u] = batch(p[u]);
-}
-
 template <class S>
 batch widen(const S* p) {
     if constexpr (std::is_same_v<S, float>) {
@@ -153,20 +148,6 @@ batch broadcast_chunk(const float* p) {
     } else {
         return broadcast_chunk_generic<C>(p);
     }
-}
-
-/// p[0..4) each broadcast across a batch: one 16-byte broadcasting load and four in-lane
-/// shuffles. Zen 3 issues vbroadcastss ymm, m32 at about one per cycle: a loop of one such
-/// broadcast per FMA ran at 42 % of the FMA peak, the same loop on these at 60-66 %.
-[[gnu::always_inline]] inline void broadcast4(const float* p, batch (&x)[4]) {
-    __m256 v = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(p));
-    // hides where v came from: LLVM otherwise folds each shuffle of a loaded value back into a
-    // vbroadcastss from memory (and hoists the four, spilling an accumulator)
-    asm("" : "+x"(v));
-    x[0] = batch(_mm256_permute_ps(v, 0x00));
-    x[1] = batch(_mm256_permute_ps(v, 0x55));
-    x[2] = batch(_mm256_permute_ps(v, 0xAA));
-    x[3] = batch(_mm256_permute_ps(v, 0xFF));
 }
 
 template <class S>
@@ -279,10 +260,6 @@ inline batch fused(batch a, batch b, batch c) { return xsimd::fma(a, b, c); }
 template <std::size_t C>
 batch broadcast_chunk(const float* p) {
     return broadcast_chunk_generic<C>(p);
-}
-
-inline void broadcast4(const float* p, batch (&x)[4]) {
-    for (std::size_t u = 0; u < 4; ++u) x[u] = batch(p[u]);
 }
 
 template <class S>
