@@ -10,8 +10,9 @@
 //    one output dim of every head, so any value width (MLA's d_c = 512) runs as a loop over passes
 //    of a few dims in registers (decode_pv_heads), one broadcast FMA per cached value element and
 //    block of heads; blocks go in pairs, scores and P V alike, so each broadcast key or value
-//    element feeds two FMAs (heads_blocking sizes the passes to the register file). A narrow
-//    cache's value tile is widened once, into an fp32 tile, so that each broadcast is one load.
+//    element feeds two FMAs (heads_blocking sizes the passes to the register file). The value
+//    tile is copied (a narrow one widened) once, in order, into an fp32 tile, so that each
+//    broadcast is one load from L1 and the cache is streamed, not walked once per pass.
 //  - Overlap: the rows decode_prefetch keys ahead are prefetched into L2 (not L1: the current and
 //    next K and V tiles together exceed it), across chunk boundaries; items go to threads in
 //    contiguous runs (guided schedule), so a thread's next item continues the keys it streams.
@@ -105,7 +106,7 @@ struct decode_shape {
 
 /// Extra memory of decode_core on `threads` threads, in bytes: an upper bound over the cache types
 /// (a narrow cache's widened key block of at most 8 keys included, and with the heads in the lanes
-/// its widened value tile).
+/// the fp32 value tile).
 inline std::size_t decode_scratch_bytes(const problem& p, int threads) {
     const decode_shape sh(p);
     const std::size_t per_thread = sh.qs_floats() + sh.blocks * sh.s_floats() + sh.ml_floats() + sh.blocks * lanes +
@@ -118,8 +119,8 @@ namespace detail {
 
 /// Grow-only buffers, one set per thread, reused by every call.
 struct decode_buffers {
-    // cr: each block's rescale; kw: MK keys of a narrow cache, widened; vw: a narrow cache's value
-    // tile, widened (heads in the lanes)
+    // cr: each block's rescale; kw: MK keys of a narrow cache, widened; vw: the value tile in
+    // fp32 (heads in the lanes)
     aligned_vector<float> qs, s, ml, cr, partials, kw, vw;
     static inline void grow(aligned_vector<float>& v, std::size_t n) {
         if (v.size() < n) v.resize(n);
@@ -178,7 +179,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     // L1-resident block kw (MK keys), rather than at every broadcast
     constexpr bool block = !std::is_same_v<S, float> && C < lanes;
     if constexpr (block) decode_buffers::grow(w.kw, MK * tail + lanes);
-    if constexpr (block && C == 1) decode_buffers::grow(w.vw, decode_tile * sh.dv);
+    if constexpr (C == 1) decode_buffers::grow(w.vw, decode_tile * sh.dv);
     const std::size_t ks = io.k.data.row_stride, vs = io.v.data.row_stride;
     float* s = w.s.data();
     const std::size_t s_stride = sh.s_floats(); // one block's scores
@@ -329,13 +330,13 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                 decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, blk == 0 ? v_next : next_rows{});
         }
         if constexpr (C == 1) { // heads in the lanes, every block's outputs dim-major, blocks in pairs
-            if constexpr (std::is_same_v<S, float>) {
-                decode_pv_heads(part, lanes * dp, sh.blocks, sh.dv, w.cr.data(), s, s_stride, v, vs, n, v_lines);
-            } else { // a narrow tile widened once, so that every value element is one broadcasting load
-                float* vw = w.vw.data();
-                for (std::size_t j = 0; j < n; ++j) isa::widen(v + j * vs, vw + j * sh.dv, sh.dv);
-                decode_pv_heads(part, lanes * dp, sh.blocks, sh.dv, w.cr.data(), s, s_stride, vw, sh.dv, n, v_lines);
-            }
+            // the value tile read once, in order, into an fp32 tile (widened if narrow), so that
+            // every value element is one load from L1 and the cache's rows are streamed once, not
+            // walked in strided passes (fp32 read in place: GQA 2 at 256 MiB slower in some runs
+            // once P V's passes stopped spilling)
+            float* vw = w.vw.data();
+            for (std::size_t j = 0; j < n; ++j) isa::widen(v + j * vs, vw + j * sh.dv, sh.dv);
+            decode_pv_heads(part, lanes * dp, sh.blocks, sh.dv, w.cr.data(), s, s_stride, vw, sh.dv, n, v_lines);
         }
     }
     float* m_out = part + sh.rows * dp;

@@ -206,12 +206,14 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
 /// that no accumulator is spilled: NB blocks of `lanes` heads share each broadcast key or value
 /// element (NB = 2 halves the broadcasts per FMA), K keys (scores) or TB value dims (P V) per
 /// pass. AVX2's 16 registers: 2 x 4 score and 2 x 6 P V accumulators (a 2 x 16 P V block, 8 of
-/// them spilled to the stack and reloaded every key, ran MQA's P V at a fifth of the FMA peak).
+/// them spilled to the stack and reloaded every key, ran MQA's P V at a fifth of the FMA peak);
+/// one block, 8 and 8 (for a 12-dim pass clang hoisted the 12 broadcasts and spilled 9
+/// accumulators).
 template <std::size_t NB>
 struct heads_blocking {
     static constexpr bool wide = isa::vector_registers >= 32;
     static constexpr std::size_t K = NB == 2 ? (wide ? 8 : 4) : 8;
-    static constexpr std::size_t TB = NB == 2 ? (wide ? 12 : 6) : (wide ? 16 : 12);
+    static constexpr std::size_t TB = NB == 2 ? (wide ? 12 : 6) : (wide ? 16 : 8);
 };
 
 /// Scores with the heads in the lanes (C = 1): acc[b][i] = sum_t qa_b[t] k_i[t] over the d dims,
