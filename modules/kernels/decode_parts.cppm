@@ -240,9 +240,9 @@ template <std::size_t NB, std::size_t K>
 /// block b's outputs are dim-major at out + b * out_stride ([d][lanes]: one accumulator is one
 /// output dim of the block's heads), its weights of key j one vector at s + b * s_stride + j *
 /// lanes, its running-max rescale cr[b]. Each value element is broadcast once for the NB blocks.
-template <std::size_t NB, std::size_t TB, class E>
+template <std::size_t NB, std::size_t TB>
 [[gnu::always_inline]] inline void pv_heads_pass(float* out, std::size_t out_stride, std::size_t t0, const batch* cr,
-                                                 const float* s, std::size_t s_stride, const E* v, std::size_t vs,
+                                                 const float* s, std::size_t s_stride, const float* v, std::size_t vs,
                                                  std::size_t n, line_stream& v_next) {
     batch a[NB][TB];
     for (std::size_t b = 0; b < NB; ++b)
@@ -252,9 +252,9 @@ template <std::size_t NB, std::size_t TB, class E>
         v_next.next();
         batch pj[NB];
         for (std::size_t b = 0; b < NB; ++b) pj[b] = batch::load_aligned(s + b * s_stride + j * lanes);
-        const E* vj = v + j * vs + t0;
+        const float* vj = v + j * vs + t0;
         for (std::size_t i = 0; i < TB; ++i) {
-            const auto x = batch(float(vj[i])); // not batch{...}: that is the initializer_list load
+            const auto x = batch(vj[i]); // not batch{...}: that is the initializer_list load
             for (std::size_t b = 0; b < NB; ++b) a[b][i] = isa::fused(pj[b], x, a[b][i]);
         }
     }
@@ -264,9 +264,9 @@ template <std::size_t NB, std::size_t TB, class E>
 
 /// The last d % TB dims: one pass of exactly `rest` (< TB) dims, so every pass keeps its
 /// accumulators in registers for the whole tile.
-template <std::size_t NB, std::size_t R, class E>
+template <std::size_t NB, std::size_t R>
 void pv_heads_rest(std::size_t rest, float* out, std::size_t out_stride, std::size_t t0, const batch* cr,
-                   const float* s, std::size_t s_stride, const E* v, std::size_t vs, std::size_t n,
+                   const float* s, std::size_t s_stride, const float* v, std::size_t vs, std::size_t n,
                    line_stream& v_next) {
     if constexpr (R > 0) {
         if (rest == R)
@@ -276,9 +276,9 @@ void pv_heads_rest(std::size_t rest, float* out, std::size_t out_stride, std::si
     }
 }
 
-template <std::size_t NB, class E>
+template <std::size_t NB>
 void pv_heads_blocks(float* out, std::size_t out_stride, std::size_t d, const float* corr, const float* s,
-                     std::size_t s_stride, const E* v, std::size_t vs, std::size_t n, line_stream& v_next) {
+                     std::size_t s_stride, const float* v, std::size_t vs, std::size_t n, line_stream& v_next) {
     constexpr std::size_t TB = heads_blocking<NB>::TB;
     batch cr[NB];
     for (std::size_t b = 0; b < NB; ++b) cr[b] = batch::load_aligned(corr + b * lanes);
@@ -293,10 +293,10 @@ void pv_heads_blocks(float* out, std::size_t out_stride, std::size_t d, const fl
 /// s + b * s_stride, its rescale per head at corr + b * lanes. Per key, each value element is
 /// broadcast once and multiplies the weights of two blocks (heads_blocking): one FMA per element
 /// of v_j and head block, whatever d is (MLA's d_c = 512: a runtime loop of register passes).
-template <class E>
-void decode_pv_heads(float* out, std::size_t out_stride, std::size_t blocks, std::size_t d, const float* corr,
-                     const float* s, std::size_t s_stride, const E* v, std::size_t vs, std::size_t n,
-                     line_stream& v_next) {
+/// v is the value tile in fp32 (decode_item copies, or widens, the cache's tile into it).
+inline void decode_pv_heads(float* out, std::size_t out_stride, std::size_t blocks, std::size_t d, const float* corr,
+                            const float* s, std::size_t s_stride, const float* v, std::size_t vs, std::size_t n,
+                            line_stream& v_next) {
     for (std::size_t blk = 0; blk < blocks; blk += 2) {
         float* o = out + blk * out_stride;
         if (blk + 2 <= blocks)
