@@ -14,8 +14,8 @@
 #   sanitize  the tests at small sizes (--small): compute-sanitizer memcheck, racecheck per kernel
 #   profile   Nsight Compute on cuda-hopper and cuda-flash at d 128, N 4k
 #   suite     the suite's own binaries (attnbench, attnbench-bench; packed by scripts/device.sh pack,
-#             .dev/ or .dev.tar.xz): attnbench check --device cuda, attnbench run --device cuda against
-#             NumPy, then attnbench report --preset gpu (the harness on the GPU, its report and figures)
+#             .dev/ or .dev.tar.xz): attnbench report --preset gpu (the harness on the GPU, its report
+#             and figures), attnbench check --device cuda, attnbench run --device cuda against NumPy
 # Logs and CSVs go to $OUT (the device tool's output folder) or build/gpu-out, a table of the
 # timings last. Every step runs under a timeout; ATTN_GPU_DEADLINE (epoch seconds) shortens the
 # steps to end before it and skips those with no time left, so one lease call holds them all.
@@ -212,15 +212,17 @@ if want suite; then
     source "$root/scripts/device.sh" env
     build=$kept_build
     ab="$root/.dev/bin/attnbench"
-    step "suite check" 100 "$out/suite_check.log" "$ab" check --device cuda --mode all --precision f32,bf16,f16,int8 --out "$out/suite_check"
-    grep -E "refused|passed|failed|FAIL" "$out/suite_check.log" | head -20 >&2
+    # the report first (its check stage checks the swept kernels in every format they serve), then
+    # every CUDA variant through check, then a layer through run against NumPy
+    step "suite report" 330 "$out/suite_report.log" "$ab" report --preset gpu --out "$out/report_gpu"
+    tail -5 "$out/suite_report.log" >&2
     w="$out/suite_run"
     rm -rf "$w" && "$ab" init --d-model 256 --heads 8 --kv-heads 2 --seq 33 --batch 2 --bias --out "$w" >/dev/null &&
       step "suite run" 60 "$out/suite_run.log" bash -c "'$ab' run --device cuda --variant cuda-tiled --weights '$w/weights' \
         --input '$w/x.npy' --heads 8 --kv-heads 2 --causal --out '$w/y.npy' &&
         python3 '$root/tests/interop/numpy_layer.py' '$w/weights' '$w/x.npy' '$w/y.npy' --heads 8 --kv-heads 2 --causal --tol 1e-4"
-    step "suite report" 300 "$out/suite_report.log" "$ab" report --preset gpu --out "$out/report_gpu"
-    tail -5 "$out/suite_report.log" >&2
+    step "suite check" 100 "$out/suite_check.log" "$ab" check --device cuda --mode all --precision f32,bf16,f16,int8 --out "$out/suite_check"
+    grep -E "refused|passed|failed|FAIL" "$out/suite_check.log" | head -20 >&2
   else
     note "suite: no .dev (bash scripts/device.sh pack BUILD here, carry .dev.tar.xz)"
     record suite 127

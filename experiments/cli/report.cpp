@@ -157,6 +157,7 @@ outcome stage_check(run_context& c) {
     grid("--kv-heads", c.spec.check.kv_heads);
     grid("--seq", c.spec.check.seq);
     grid("--batch", c.spec.check.batch);
+    for (const auto& p : c.spec.check.precisions) args.insert(args.end(), {"--precision", p});
     const auto r = c.self_run(args, "check");
     // 0: all pass; 1: something failed (recorded in check.json; those variants are not timed);
     // anything else, or no check.json: check itself did not finish

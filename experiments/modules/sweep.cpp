@@ -187,7 +187,7 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source,
     }
     if (const auto* n = root.get("check")) {
         const auto& t = r.table(*n, "check");
-        r.only(t, {"d_model", "heads", "kv_heads", "seq", "batch", "mode"}, "[check]");
+        r.only(t, {"d_model", "heads", "kv_heads", "seq", "batch", "mode", "precisions"}, "[check]");
         located_grid lg;
         for (auto&& [k, v] : t) {
             const std::string key(k.str());
@@ -202,6 +202,11 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source,
                 s.check.seq = r.sizes(v, key, 1);
             else if (key == "batch")
                 s.check.batch = r.sizes(v, key, 1);
+            else if (key == "precisions") { // check's --precision names: the storage types, or all
+                auto known = enum_names<dtype>();
+                known.push_back("all");
+                s.check.precisions = r.names(v, key, known, "precision");
+            }
             else if (key == "mode") {
                 const std::string m = r.string(v, key);
                 try {

@@ -18,6 +18,9 @@ export namespace attn {
 struct check_grid {
     std::vector<std::size_t> d_model, heads, kv_heads, seq, batch;
     check_modes mode = check_modes::both;
+    /// `attnbench check --precision` names (f32, f64, bf16, f16, int8, all); empty: check's own
+    /// (f32, f64). A sweep that times 16-bit kernels (the GPU's) checks them in their formats.
+    std::vector<std::string> precisions;
 };
 
 /// A whole sweep file, validated.

@@ -5,6 +5,7 @@
 // layer's bound from these (it owns its composition), the check compares against it.
 module;
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <functional>
@@ -51,37 +52,73 @@ inline std::vector<double> context_bounds_given(const problem& p, const std::vec
     std::vector<double> out(p.batch * p.n_q * p.heads, 0.0);
     v_max.assign(out.size(), 0.0);
     if (store_rows) store_rows->assign(out.size(), 0.0);
+    // A block of query rows against one key row at a time (each key and value row read once a
+    // block, not once a query row), the sums in four partial sums: a bound's own rounding is
+    // far below what it bounds, so their order is free.
+    constexpr std::size_t block = 16;
+    struct row_state {
+        double s_max = 0, cross_max = 0, vmax = 0, ev_max = 0, st_max = 0;
+    };
+    std::array<row_state, block> st{};
     for (std::size_t b = 0; b < p.batch; ++b)
         for (std::size_t h = 0; h < p.heads; ++h) {
             const std::size_t g = p.kv_head_of(h);
-            for (std::size_t i = 0; i < p.n_q; ++i) {
-                const std::size_t n = p.visible(i), qi = (b * p.n_q + i) * qw + h * dqk;
-                double s_max = 0, cross_max = 0, vmax = 0, ev_max = 0, st_max = 0;
-                for (std::size_t j = p.keys_begin(i); j < p.keys_end(i); ++j) {
+            for (std::size_t i0 = 0; i0 < p.n_q; i0 += block) {
+                const std::size_t i1 = std::min(p.n_q, i0 + block);
+                std::size_t j_lo = p.n_kv, j_hi = 0;
+                for (std::size_t i = i0; i < i1; ++i) {
+                    st[i - i0] = {};
+                    if (p.visible(i) == 0) continue;
+                    j_lo = std::min(j_lo, p.keys_begin(i));
+                    j_hi = std::max(j_hi, p.keys_end(i));
+                }
+                for (std::size_t j = j_lo; j < j_hi; ++j) {
                     const std::size_t kj = (b * p.n_kv + j) * kw + g * dqk, vj = (b * p.n_kv + j) * vw + g * dv;
-                    double s = 0, cross = 0, s2 = 0;
-                    for (std::size_t t = 0; t < dqk; ++t) {
-                        s += q[qi + t] * k[kj + t];
-                        s2 += q[qi + t] * k[kj + t] * q[qi + t] * k[kj + t];
-                        if (eq) cross += (*eq)[qi + t] * k[kj + t] + q[qi + t] * (*ek)[kj + t];
-                    }
+                    double vmax = 0, ev_max = 0; // the value row's largest magnitude (and error)
                     for (std::size_t t = 0; t < dv; ++t) {
                         vmax = std::max(vmax, v[vj + t]);
                         if (ev) ev_max = std::max(ev_max, (*ev)[vj + t]);
                     }
-                    s_max = std::max(s_max, scale * s);
-                    cross_max = std::max(cross_max, scale * cross);
-                    // the score's error per unit u_s when q and k are rounded to storage: each term
-                    // q_t k_t (1 + d_t + e_t), worst case 2 sum |q k|, or (independent roundings,
-                    // Hoeffding) lambda sqrt(2 sum (q k)^2); the smaller holds
-                    st_max = std::max(st_max, scale * std::min(2 * s, lambda * std::sqrt(2 * s2)));
+                    for (std::size_t i = i0; i < i1; ++i) {
+                        if (j < p.keys_begin(i) || j >= p.keys_end(i)) continue;
+                        const std::size_t qi = (b * p.n_q + i) * qw + h * dqk;
+                        double s4[4] = {}, sq4[4] = {}, cross = 0;
+                        std::size_t t = 0;
+                        for (; t + 4 <= dqk; t += 4)
+                            for (std::size_t l = 0; l < 4; ++l) {
+                                const double qk = q[qi + t + l] * k[kj + t + l];
+                                s4[l] += qk;
+                                sq4[l] += qk * qk;
+                            }
+                        for (; t < dqk; ++t) {
+                            const double qk = q[qi + t] * k[kj + t];
+                            s4[0] += qk;
+                            sq4[0] += qk * qk;
+                        }
+                        if (eq)
+                            for (t = 0; t < dqk; ++t) cross += (*eq)[qi + t] * k[kj + t] + q[qi + t] * (*ek)[kj + t];
+                        const double s_ = (s4[0] + s4[1]) + (s4[2] + s4[3]), s2 = (sq4[0] + sq4[1]) + (sq4[2] + sq4[3]);
+                        row_state& r = st[i - i0];
+                        r.vmax = std::max(r.vmax, vmax);
+                        r.ev_max = std::max(r.ev_max, ev_max);
+                        r.s_max = std::max(r.s_max, scale * s_);
+                        r.cross_max = std::max(r.cross_max, scale * cross);
+                        // the score's error per unit u_s when q and k are rounded to storage: each
+                        // term q_t k_t (1 + d_t + e_t), worst case 2 sum |q k|, or (independent
+                        // roundings, Hoeffding) lambda sqrt(2 sum (q k)^2); the smaller holds
+                        r.st_max = std::max(r.st_max, scale * std::min(2 * s_, lambda * std::sqrt(2 * s2)));
+                    }
                 }
-                const double weights = (4 * lambda * std::sqrt(double(dqk)) + 12) * s_max + 4 * cross_max +
-                                       3 * lambda * std::sqrt(double(n)) + double(n) / 8 + 8;
-                const std::size_t at = (b * p.n_q + i) * p.heads + h;
-                out[at] = n ? vmax * weights + ev_max : 0.0;
-                v_max[at] = vmax + ev_max * 0x1.0p-24;
-                if (store_rows) (*store_rows)[at] = n ? st_max : 0.0;
+                for (std::size_t i = i0; i < i1; ++i) {
+                    const std::size_t n = p.visible(i);
+                    const row_state& r = st[i - i0];
+                    const double weights = (4 * lambda * std::sqrt(double(dqk)) + 12) * r.s_max + 4 * r.cross_max +
+                                           3 * lambda * std::sqrt(double(n)) + double(n) / 8 + 8;
+                    const std::size_t at = (b * p.n_q + i) * p.heads + h;
+                    out[at] = n ? r.vmax * weights + r.ev_max : 0.0;
+                    v_max[at] = r.vmax + r.ev_max * 0x1.0p-24;
+                    if (store_rows) (*store_rows)[at] = n ? r.st_max : 0.0;
+                }
             }
         }
     return out;

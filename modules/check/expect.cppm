@@ -44,6 +44,7 @@ module;
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 export module attn.check:expect;
 import :inputs;
@@ -55,17 +56,22 @@ import attn.reference;
 export namespace attn::check {
 
 /// The fp64 reference's output on `in` (core mode: p is the core's problem).
+namespace detail {
+/// The fp64 reference core on q, k, v already in double (the core's interleaved layout).
+inline std::vector<double> reference_core(const problem& p, const std::vector<double>& q, const std::vector<double>& k,
+                                          const std::vector<double>& v) {
+    std::vector<double> ref(p.batch * p.n_q * p.o_width());
+    reference::core<double>(p, {interleaved_heads<const double>(q.data(), p.batch, p.n_q, p.heads, p.qk_dim()),
+                                interleaved_heads<const double>(k.data(), p.batch, p.n_kv, p.kv_heads, p.qk_dim()),
+                                interleaved_heads<const double>(v.data(), p.batch, p.n_kv, p.kv_heads, p.v_dim()),
+                                interleaved_heads<double>(ref.data(), p.batch, p.n_q, p.heads, p.v_dim())});
+    return ref;
+}
+} // namespace detail
+
 inline std::vector<double> reference_output(const problem& p, mode m, const inputs& in) {
     const std::size_t rq = p.batch * p.n_q;
-    if (m == mode::core) {
-        const auto q = detail::widen(in.q), k = detail::widen(in.k), v = detail::widen(in.v);
-        std::vector<double> ref(rq * p.o_width());
-        reference::core<double>(p, {interleaved_heads<const double>(q.data(), p.batch, p.n_q, p.heads, p.qk_dim()),
-                                    interleaved_heads<const double>(k.data(), p.batch, p.n_kv, p.kv_heads, p.qk_dim()),
-                                    interleaved_heads<const double>(v.data(), p.batch, p.n_kv, p.kv_heads, p.v_dim()),
-                                    interleaved_heads<double>(ref.data(), p.batch, p.n_q, p.heads, p.v_dim())});
-        return ref;
-    }
+    if (m == mode::core) return detail::reference_core(p, detail::widen(in.q), detail::widen(in.k), detail::widen(in.v));
     const auto w = in.w.cast<double>();
     const auto xq = detail::widen(in.x_q), xkv = detail::widen(in.x_kv);
     std::vector<double> ref(rq * p.d_model);
@@ -82,11 +88,11 @@ inline expectation expect(const problem& p, mode m, const inputs& in, precision 
     const bool half = prec == precision::bf16 || prec == precision::f16;
     const double us = half ? unit_roundoff(prec) : 0.0, u32 = 0x1.0p-24;
     expectation e;
-    e.ref = reference_output(p, m, in);
     std::vector<double> v_max;
-    const auto q = detail::widen(in.q), k = detail::widen(in.k), v = detail::widen(in.v);
-    const auto row = detail::context_bounds(p, detail::absolute(q), detail::absolute(k), detail::absolute(v), nullptr,
-                                            nullptr, nullptr, 0, v_max);
+    auto q = detail::widen(in.q), k = detail::widen(in.k), v = detail::widen(in.v); // once: large at long N
+    e.ref = detail::reference_core(p, q, k, v);
+    const auto row = detail::context_bounds(p, detail::absolute(std::move(q)), detail::absolute(std::move(k)),
+                                            detail::absolute(std::move(v)), nullptr, nullptr, nullptr, 0, v_max);
     e.bound.resize(e.ref.size());
     for (std::size_t r = 0; r < rq; ++r)
         for (std::size_t h = 0; h < p.heads; ++h)

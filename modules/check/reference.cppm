@@ -13,6 +13,8 @@
 // A family's layer (attn.families) composes these with its own stages; run on attn::counted
 // scalars, every operation is tallied under the stage last announced through stage_hook.
 module;
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <vector>
@@ -72,17 +74,38 @@ void core(const problem& p, const core_io<T>& io, trace<T>* tr = nullptr) {
     const std::size_t nq = p.n_q, nkv = p.n_kv, dqk = p.qk_dim(), dv = p.v_dim();
     const T scale = T(p.softmax_scale());
     std::vector<T> s(nq * nkv, T(0)), row_max(nq, T(0)), row_sum(nq, T(0));
+    constexpr std::size_t row_block = 8; // query rows scored together (independent sums)
+    std::array<T, row_block> dot{};
+    std::array<const T*, row_block> q{};
+    std::array<std::size_t, row_block> rows{};
     for (std::size_t b = 0; b < p.batch; ++b) {
         for (std::size_t h = 0; h < p.heads; ++h) {
             const std::size_t g = p.kv_head_of(h);
             hook::enter(stage::qk); // S = Q K^T over visible pairs
-            for (std::size_t i = 0; i < nq; ++i) {
-                const T* q = io.q.row(b, h, i);
-                for (std::size_t j = p.keys_begin(i); j < p.keys_end(i); ++j) {
+            // A block of query rows against one key row at a time: each dot product is still
+            // summed in order of the key dimension, but the block's sums are independent chains
+            // and the key row is read once a block (row by row, a dot was one chain of dependent
+            // adds and every key row came from memory once per query row).
+            for (std::size_t i0 = 0; i0 < nq; i0 += row_block) {
+                const std::size_t i1 = std::min(nq, i0 + row_block);
+                std::size_t j_lo = nkv, j_hi = 0;
+                for (std::size_t i = i0; i < i1; ++i)
+                    if (p.visible(i) > 0) {
+                        j_lo = std::min(j_lo, p.keys_begin(i));
+                        j_hi = std::max(j_hi, p.keys_end(i));
+                    }
+                for (std::size_t j = j_lo; j < j_hi; ++j) {
                     const T* k = io.k.row(b, g, j);
-                    T dot = q[0] * k[0];
-                    for (std::size_t t = 1; t < dqk; ++t) dot = dot + q[t] * k[t];
-                    s[i * nkv + j] = dot;
+                    std::size_t n = 0; // the block's rows that see key j
+                    for (std::size_t i = i0; i < i1; ++i)
+                        if (p.keys_begin(i) <= j && j < p.keys_end(i)) {
+                            rows[n] = i;
+                            q[n++] = io.q.row(b, h, i);
+                        }
+                    for (std::size_t r = 0; r < n; ++r) dot[r] = q[r][0] * k[0];
+                    for (std::size_t t = 1; t < dqk; ++t)
+                        for (std::size_t r = 0; r < n; ++r) dot[r] = dot[r] + q[r][t] * k[t];
+                    for (std::size_t r = 0; r < n; ++r) s[rows[r] * nkv + j] = dot[r];
                 }
             }
             if (tr) tr->scores.push_back(s);
@@ -116,17 +139,22 @@ void core(const problem& p, const core_io<T>& io, trace<T>* tr = nullptr) {
                     s[i * nkv + j] = s[i * nkv + j] / row_sum[i];
             if (tr) tr->probs.push_back(s);
             hook::enter(stage::pv); // O = P V
+            // Each output element is the sum over keys in key order (first product, then one
+            // multiply-add a key), accumulated in the output row key by key so that value rows are
+            // read whole: walking one column down the keys touched a cache line and a page per key.
             for (std::size_t i = 0; i < nq; ++i) {
                 T* o = io.out.row(b, h, i);
                 const std::size_t j0 = p.keys_begin(i), j1 = p.keys_end(i);
-                for (std::size_t t = 0; t < dv; ++t) {
-                    if (j0 == j1) {
-                        o[t] = T(0);
-                        continue;
-                    }
-                    T acc = s[i * nkv + j0] * io.v.row(b, g, j0)[t];
-                    for (std::size_t j = j0 + 1; j < j1; ++j) acc = acc + s[i * nkv + j] * io.v.row(b, g, j)[t];
-                    o[t] = acc;
+                if (j0 == j1) {
+                    for (std::size_t t = 0; t < dv; ++t) o[t] = T(0);
+                    continue;
+                }
+                const T* v0 = io.v.row(b, g, j0);
+                for (std::size_t t = 0; t < dv; ++t) o[t] = s[i * nkv + j0] * v0[t];
+                for (std::size_t j = j0 + 1; j < j1; ++j) {
+                    const T* vj = io.v.row(b, g, j);
+                    const T w = s[i * nkv + j];
+                    for (std::size_t t = 0; t < dv; ++t) o[t] = o[t] + w * vj[t];
                 }
             }
         }

@@ -29,6 +29,10 @@ assert bad["status"] == "failed" and "differs from the reference" in bad["error"
 crash = by["core-simd-d64-h4-g4-n65-b1-t1"]
 assert crash["status"] == "failed" and "simulated crash" in crash["error"], crash
 assert sum(c["status"] == "ok" for c in perf) == 17
+# [check] precisions reach attnbench check: f32 and bf16 rows of every variant, no f64 row
+checked = json.load(open(os.path.join(run, "check.json")))["cases"]
+assert {c["precision"] for c in checked} == {"f32", "bf16"}, {c["precision"] for c in checked}
+assert {c["variant"] for c in checked if c["precision"] == "bf16"} == {c["variant"] for c in checked if c["precision"] == "f32"}
 for s in json.load(open(os.path.join(run, "run.json")))["stages"]:
     assert json.load(open(os.path.join(run, "stages", s + ".json")))["ok"], s
 # a peak measured under load (fake_bench: n_q 32 at 0.8 busy CPUs) marks those rows, and only those
