@@ -34,6 +34,7 @@ cu::shape shape_of(const problem& p) {
     s.d_v = p.v_dim();
     s.causal = p.causal;
     s.window = p.window;
+    s.scale = p.scale.value_or(0.0); // MLA's absorbed core keeps its layer's 1/sqrt(nope + rope)
     return s;
 }
 
@@ -69,7 +70,9 @@ std::string refuses(cu::kernel k, const problem& p, mode m, dtype t) {
     if (m == mode::layer && !derived_family(p.family()))
         return who + ": the layer of family " + std::string(enum_label(p.family())) +
                " is not served on the GPU (the q/k/v family's projections only; its core is)";
-    const cu::shape s = shape_of(p);
+    // a decode case is asked about as its layer's step (decode_problem): the kernel runs that
+    // step's core (MLA absorbed: one latent head of d_c + d_R keys, its values the first d_c)
+    const cu::shape s = shape_of(m == mode::decode ? core_problem(p) : p);
     std::string why;
     if (k == cu::kernel::decode) {
         cu::decode_spec spec;

@@ -206,8 +206,7 @@ sweep_spec parse_sweep(const std::string& text, const std::string& source,
                 auto known = enum_names<dtype>();
                 known.push_back("all");
                 s.check.precisions = r.names(v, key, known, "precision");
-            }
-            else if (key == "mode") {
+            } else if (key == "mode") {
                 const std::string m = r.string(v, key);
                 try {
                     s.check.mode = parse_enum<check_modes>(m);

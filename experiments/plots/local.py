@@ -27,6 +27,7 @@ save = plotting.save  # report.py points this at its own writer
 
 COLORS = ["tab:blue", "tab:orange", "tab:green", "tab:red", "tab:purple", "tab:brown"]
 LINES = ["-", "--", ":", "-."]
+MARKERS = ["o", "s", "^", "D"]  # per window too: a series of one N is a point, with no line to tell it by
 
 
 def window_label(w):
@@ -62,9 +63,12 @@ def series(rows, x):
         for k, w in enumerate(windows):
             pts = sorted((r for r in rows if (r["variant"], r["threads"], r.get("window", 0)) == (variant, threads, w)),
                          key=lambda r: r[x])
-            if pts:
-                yield (f"{variant}, {threads} thr, {window_label(w)}",
-                       dict(color=COLORS[p % len(COLORS)], ls=LINES[k % len(LINES)], marker="o"), pts)
+            if pts:  # a device variant's thread count is the host's, not its own: left out
+                on = pts[0].get("device", "cpu")
+                who = f"{variant}, {threads} thr" if on == "cpu" else f"{variant} ({on})"
+                yield (f"{who}, {window_label(w)}",
+                       dict(color=COLORS[p % len(COLORS)], ls=LINES[k % len(LINES)], marker=MARKERS[k % len(MARKERS)],
+                            mfc="white" if k else None), pts)
 
 
 def plot_core(rows, figdir, words, suffix):

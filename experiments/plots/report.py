@@ -17,6 +17,7 @@ import plotting  # noqa: E402
 import claims  # noqa: E402  (the params / FLOPs / hull plots)
 import decode as decode_plots  # noqa: E402  (the decode figures)
 import decode_text  # noqa: E402  (the decode section's tables and prose)
+import device_decode as device_decode_section  # noqa: E402  (a device's decode cores: GB/s against its read ceiling)
 import peers as peers_section  # noqa: E402  (versus peers, the threads sweep)
 import perf as perf_section  # noqa: E402  (the performance figures and tables)
 import merged  # noqa: E402  (what a merge of shards says about itself)
@@ -235,7 +236,8 @@ def main():
         threads_png, threads_table = peers_section.threads_figure(figdir, perf, save)
         dec = decode_plots.Decode(perf, meta)
         md.append(figures_by_grid(perf, {"vs_n": bool(perf_figs), "vs_heads": bool(lunch_path),
-                                         "threads": bool(threads_png), "decode": bool(dec.rows),
+                                         "threads": bool(threads_png),
+                                         "decode": bool(dec.rows) or bool(device_decode_section.rows_of(perf)[0]),
                                          "latent": any(r["status"] == "ok" for r in plotting.rows_of(perf, "latent")),
                                          "local": any(r["status"] == "ok" for r in plotting.rows_of(perf, "local"))},
                                   dict(skipped_n), dict(skipped_h)))
@@ -276,6 +278,9 @@ def main():
         if dec.rows:
             decode_plots.plot_all(dec, figdir)
         md.append(decode_text.section(dec, peak, figures_md(decode_figs)))
+
+    device_decode_section.save = lambda fig, _d, stem: save(fig, figdir, stem)
+    md.append(device_decode_section.section(perf, figdir))
 
     latent_section.save = lambda fig, _d, stem: save(fig, figdir, stem)
     md.append(latent_section.section(d, perf, check, figdir))

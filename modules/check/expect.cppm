@@ -71,7 +71,8 @@ inline std::vector<double> reference_core(const problem& p, const std::vector<do
 
 inline std::vector<double> reference_output(const problem& p, mode m, const inputs& in) {
     const std::size_t rq = p.batch * p.n_q;
-    if (m == mode::core) return detail::reference_core(p, detail::widen(in.q), detail::widen(in.k), detail::widen(in.v));
+    if (m == mode::core)
+        return detail::reference_core(p, detail::widen(in.q), detail::widen(in.k), detail::widen(in.v));
     const auto w = in.w.cast<double>();
     const auto xq = detail::widen(in.x_q), xkv = detail::widen(in.x_kv);
     std::vector<double> ref(rq * p.d_model);

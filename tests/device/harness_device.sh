@@ -55,6 +55,24 @@ for b in runs:
 print("harness.device: a decode core and a bf16 core timed on the device, shares of its ceilings")
 PY
 
+# MLA's absorbed decode on the device: one latent head of d_c + d_R = 36 keys per token whose
+# values are their first d_c = 32 elements, stored once: the harness asks for the layer's step,
+# the device reads the latent rows (values from the key rows) and the check holds it to fp64
+mla='{"mode":"decode","variant":"test-device","d_model":64,"heads":4,"kv_heads":4,"d_head":20,"d_v":16,"kv_lora_rank":32,"q_lora_rank":0,"qk_rope_head_dim":4,"n_q":1,"context":300,"n_kv":301,"batch":2,"threads":1,"causal":false,"window":0,"bias":false,"magnitude":1.0,"precision":"bf16","family":"mla","form":"absorb","device":"cpu"}'
+"$bench" --case "$mla" --benchmark_min_time=0.01 --benchmark_out="$work/mla.json" --benchmark_out_format=json \
+    >"$work/mla.stdout" 2>"$work/mla.stderr" || fail "bench_device MLA decode exited $?: $(cat "$work/mla.stderr")"
+"$py" - "$work/mla.json" <<'PY' || fail "the MLA decode JSON"
+import json, sys
+runs = [b for b in json.load(open(sys.argv[1]))["benchmarks"] if b.get("run_type") == "iteration"]
+assert len(runs) == 1 and json.loads(runs[0]["label"])["part"] == "core", [b["name"] for b in runs]
+b = runs[0]
+assert "error_occurred" not in b, b.get("error_message")
+# batch 2 x 301 tokens x (32 + 4) bf16 elements, the values read from the key rows: by hand
+assert b["kv_read_bytes"] == 2 * 301 * 36 * 2, b["kv_read_bytes"]
+assert 0 < b["check_ratio"] <= 1, b["check_ratio"]
+print("harness.device: MLA's absorbed decode core over its latent cache, checked and timed on the device")
+PY
+
 # attnbench check through the device path: the test device's rows, every one within its bound
 "$ab_dev" check --variant test-device --mode both --precision f32,bf16 --d-model 64 --heads 4 --seq 37 \
     >"$work/check.out" 2>"$work/check.err" || fail "check --variant test-device exited $?: $(cat "$work/check.err")"
@@ -74,6 +92,8 @@ for t in f32 bf16 f16; do
     n=$(grep -c "^test-device  *$t  *decode .* pass " "$work/check_decode.out" || true)
     [ "$n" -ge 10 ] || fail "check --mode decode: $n passing $t rows: $(cat "$work/check_decode.out")"
 done
+n=$(grep -c "^test-device .* pass .*MLA .* absorb L=300 prefill (the step's core)" "$work/check_decode.out" || true)
+[ "$n" -ge 3 ] || fail "check --mode decode: $n passing MLA absorbed rows at L 300, not 3 (f32, bf16, f16)"
 grep -c "^test-device .* FAIL" "$work/check_decode.out" >/dev/null && fail "a failing decode row: $(cat "$work/check_decode.out")"
 grep -q "test-device stores f32, bf16 or f16, not int8" "$work/check_decode.err" ||
     fail "the int8 refusal is not said: $(cat "$work/check_decode.err")"

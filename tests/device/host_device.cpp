@@ -4,7 +4,8 @@
 // type; run; read back; time with the device's own clock) through the fp64 checker
 // (tests/test_device.cpp) and, registered, through attnbench-bench (tests/device/bench_device.cpp,
 // the ctest harness.device). Core cases, layers, and decode cores over an f32, bf16 or f16 cache
-// (the cache widened once at prepare time); f64, int8 and MLA's latent cache are refused in one line.
+// (the cache widened once at prepare time; MLA's latent cache too, its values read from the key
+// rows); f64 and int8 are refused in one line.
 // Its copies are made at prepare time, as a GPU's upload is; time_ms times run() alone with the
 // steady clock (nothing to flush: `cold` has no effect here).
 #include <algorithm>
@@ -57,24 +58,23 @@ struct host_run final : attn::device_run {
     }
 };
 
-std::string refuses(const attn::problem& p, attn::mode m, attn::dtype t) {
-    if (m == attn::mode::decode && p.form == attn::form::absorb)
-        return "test-device reads separate key and value rows, not MLA's latent";
+std::string refuses(const attn::problem&, attn::mode, attn::dtype t) {
     if (t == attn::dtype::f64 || t == attn::dtype::int8)
         return "test-device stores f32, bf16 or f16, not " + std::string(attn::enum_name(t));
     return "";
 }
 
-/// A decode cache [B, G, capacity, d] in type t (f32, or bf16/f16 bit patterns), its first n rows
-/// widened to fp32 in a projection's layout [B, n, G d]: what the naive core reads.
+/// A decode cache [B, G, capacity, ld] in type t (f32, or bf16/f16 bit patterns), the first d
+/// elements of its first n rows widened to fp32 in a projection's layout [B, n, G d]: what the
+/// naive core reads (d < ld: MLA's values, the leading d_c elements of its latent key rows).
 std::vector<float> widened_rows(const void* cache, attn::dtype t, std::size_t B, std::size_t G, std::size_t capacity,
-                                std::size_t n, std::size_t d) {
+                                std::size_t n, std::size_t d, std::size_t ld) {
     std::vector<float> out(B * n * G * d);
     for (std::size_t b = 0; b < B; ++b)
         for (std::size_t g = 0; g < G; ++g)
             for (std::size_t i = 0; i < n; ++i)
                 for (std::size_t c = 0; c < d; ++c) {
-                    const std::size_t at = ((b * G + g) * capacity + i) * d + c;
+                    const std::size_t at = ((b * G + g) * capacity + i) * ld + c;
                     out[((b * n + i) * G + g) * d + c] = t == attn::dtype::f32 ? static_cast<const float*>(cache)[at]
                                                          : t == attn::dtype::bf16
                                                              ? float(static_cast<const attn::bf16*>(cache)[at])
@@ -118,9 +118,11 @@ attn::variant host_device_variant() {
         }
         if (in.mode == attn::mode::decode) { // the cache's rows as stored, widened once here
             const attn::problem& p = in.p;
-            if (in.values_in_keys) throw attn::error("test-device reads separate key and value rows, not MLA's latent");
-            r->k = widened_rows(in.k_cache, in.type, p.batch, p.kv_heads, in.capacity, p.n_kv, p.qk_dim());
-            r->v = widened_rows(in.v_cache, in.type, p.batch, p.kv_heads, in.capacity, p.n_kv, p.v_dim());
+            const std::size_t dk = p.qk_dim(), dv = p.v_dim();
+            r->k = widened_rows(in.k_cache, in.type, p.batch, p.kv_heads, in.capacity, p.n_kv, dk, dk);
+            r->v = in.values_in_keys // MLA's latent: the values are the key rows' first d_v elements
+                       ? widened_rows(in.k_cache, in.type, p.batch, p.kv_heads, in.capacity, p.n_kv, dv, dk)
+                       : widened_rows(in.v_cache, in.type, p.batch, p.kv_heads, in.capacity, p.n_kv, dv, dv);
         } else {
             r->k.assign(in.k.begin(), in.k.end());
             r->v.assign(in.v.begin(), in.v.end());

@@ -143,6 +143,17 @@ kv_check check_decode_kv(const variant& var, const problem& layer, std::size_t c
     return {check::compare(out, same.ref, same.bound, u), check::compare(out, plain.ref, plain.bound, u)};
 }
 
+/// The values of a cache whose value rows are the leading d_v elements of its key rows (MLA's
+/// latent): from keys k [B, n_kv, G d_qk] to [B, n_kv, G d_v].
+inline std::vector<float> values_from_keys(const problem& step, const std::vector<float>& k) {
+    const std::size_t rows = step.batch * step.n_kv * step.kv_heads, dk = step.qk_dim(), dv = step.v_dim();
+    require(dv <= dk,
+            "values in the key rows need d_v <= d_qk (got " + std::to_string(dv) + " > " + std::to_string(dk) + ")");
+    std::vector<float> v(rows * dv);
+    for (std::size_t r = 0; r < rows; ++r) std::copy_n(k.data() + r * dk, dv, v.data() + r * dv);
+    return v;
+}
+
 /// One decode core of `step` (n_q = 1, n_kv = the cache's rows) prepared on var's device: the
 /// queries q [B, H d_qk] and the cache's own rows, copied there as they are stored.
 template <class S>
@@ -164,11 +175,13 @@ std::unique_ptr<device_run> prepare_decode_on_device(const variant& var, const p
     return var.device.prepare(d, opt);
 }
 
-/// A cache stored as S of the `step` problem's n_kv rows of `in`'s keys and values (core inputs).
+/// A cache stored as S of the `step` problem's n_kv rows of `in`'s keys and values (core inputs);
+/// `values_in_keys` (MLA's latent): the values are the leading d_v elements of the key rows, stored
+/// once (`in.v` must hold them: values_from_keys).
 template <class S>
-kv_cache<S> filled_cache(const problem& step, const check::inputs& in) {
+kv_cache<S> filled_cache(const problem& step, const check::inputs& in, bool values_in_keys = false) {
     const std::size_t B = step.batch, n = step.n_kv;
-    kv_cache<S> cache(B, {step.kv_heads, step.qk_dim(), step.v_dim(), false}, n);
+    kv_cache<S> cache(B, {step.kv_heads, step.qk_dim(), step.v_dim(), values_in_keys}, n);
     const auto k = interleaved_heads<const float>(in.k.data(), B, n, step.kv_heads, step.qk_dim()),
                v = interleaved_heads<const float>(in.v.data(), B, n, step.kv_heads, step.v_dim());
     for (std::size_t i = 0; i < n; ++i) cache.append(k, v, i);
@@ -180,11 +193,12 @@ kv_cache<S> filled_cache(const problem& step, const check::inputs& in) {
 /// mode. S = float checks the variant's fp32 core (both metrics then agree).
 template <class S>
 kv_check check_decode_core(const variant& var, const problem& step, const run_options& opt, std::uint64_t seed,
-                           double magnitude = 1.0) {
+                           double magnitude = 1.0, bool values_in_keys = false) {
     require(step.n_q == 1, "a decode core check has one query row (got n_q " + std::to_string(step.n_q) + ")");
     const std::size_t B = step.batch;
-    const check::inputs in = check::make_inputs(step, mode::core, seed, magnitude);
-    const kv_cache<S> cache = filled_cache<S>(step, in);
+    check::inputs in = check::make_inputs(step, mode::core, seed, magnitude);
+    if (values_in_keys) in.v = values_from_keys(step, in.k);
+    const kv_cache<S> cache = filled_cache<S>(step, in, values_in_keys);
     std::vector<float> out(B * step.o_width(), -777.0f);
     if (var.device) { // the cache's own rows, copied to the device as they are stored
         const auto r = prepare_decode_on_device<S>(var, step, in.q, cache, opt);
