@@ -98,10 +98,12 @@ def core_table(rows):
             r = same[w]
             speed = num(full["time_ms"] / r["time_ms"], 3) if full and w else "–"
             flops = num(full["flop_matmul"] / r["flop_matmul"], 4) if full and w else "–"
-            out.append([variant, threads, n, window_label(w), num(r["time_ms"], 4), speed, flops,
-                        num(r.get("gflops_matmul"), 4), num(r.get("pct_peak"), 3)])
-    return md_table(["variant", "threads", "N [tokens]", "window", "time [ms]", "speed-up over no window [x]",
-                     "FLOP ratio, no window / window [x]", "matmul GFLOP/s (counted FLOPs)", "% of FMA peak"], out)
+            out.append([variant, threads if r.get("device", "cpu") == "cpu" else r["device"], n, window_label(w),
+                        num(r["time_ms"], 4), speed, flops, num(r.get("gflops_matmul"), 4), num(r.get("pct_peak"), 3)])
+    # % of peak: each row's own ceiling (the FMA peak at its threads; on a device, its 16-bit matrix rate)
+    return md_table(["variant", "threads (or device)", "N [tokens]", "window", "time [ms]",
+                     "speed-up over no window [x]", "FLOP ratio, no window / window [x]",
+                     "matmul GFLOP/s (counted FLOPs)", "% of peak"], out)
 
 
 def plot_decode(rows, figdir, words, suffix):
