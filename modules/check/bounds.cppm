@@ -52,22 +52,24 @@ inline std::vector<double> context_bounds_given(const problem& p, const std::vec
     std::vector<double> out(p.batch * p.n_q * p.heads, 0.0);
     v_max.assign(out.size(), 0.0);
     if (store_rows) store_rows->assign(out.size(), 0.0);
-    // A block of query rows against one key row at a time (each key and value row read once a
-    // block, not once a query row), the sums in four partial sums: a bound's own rounding is
-    // far below what it bounds, so their order is free.
+    // A block of rows -- (query head, query row) pairs of the heads sharing one key/value head --
+    // against one key row at a time: each key and value row is read once a block, not once a query
+    // row of every head (a decode step's H/G heads read one cache); the sums in four partial sums:
+    // a bound's own rounding is far below what it bounds, so their order is free.
     constexpr std::size_t block = 16;
     struct row_state {
         double s_max = 0, cross_max = 0, vmax = 0, ev_max = 0, st_max = 0;
     };
     std::array<row_state, block> st{};
+    const std::size_t gs = p.heads / p.kv_heads, nr = gs * p.n_q; // row r: head g gs + r / n_q, query r % n_q
     for (std::size_t b = 0; b < p.batch; ++b)
-        for (std::size_t h = 0; h < p.heads; ++h) {
-            const std::size_t g = p.kv_head_of(h);
-            for (std::size_t i0 = 0; i0 < p.n_q; i0 += block) {
-                const std::size_t i1 = std::min(p.n_q, i0 + block);
+        for (std::size_t g = 0; g < p.kv_heads; ++g)
+            for (std::size_t r0 = 0; r0 < nr; r0 += block) {
+                const std::size_t r1 = std::min(nr, r0 + block);
                 std::size_t j_lo = p.n_kv, j_hi = 0;
-                for (std::size_t i = i0; i < i1; ++i) {
-                    st[i - i0] = {};
+                for (std::size_t r = r0; r < r1; ++r) {
+                    st[r - r0] = {};
+                    const std::size_t i = r % p.n_q;
                     if (p.visible(i) == 0) continue;
                     j_lo = std::min(j_lo, p.keys_begin(i));
                     j_hi = std::max(j_hi, p.keys_end(i));
@@ -79,7 +81,8 @@ inline std::vector<double> context_bounds_given(const problem& p, const std::vec
                         vmax = std::max(vmax, v[vj + t]);
                         if (ev) ev_max = std::max(ev_max, (*ev)[vj + t]);
                     }
-                    for (std::size_t i = i0; i < i1; ++i) {
+                    for (std::size_t r = r0; r < r1; ++r) {
+                        const std::size_t i = r % p.n_q, h = g * gs + r / p.n_q;
                         if (j < p.keys_begin(i) || j >= p.keys_end(i)) continue;
                         const std::size_t qi = (b * p.n_q + i) * qw + h * dqk;
                         double s4[4] = {}, sq4[4] = {}, cross = 0;
@@ -98,29 +101,28 @@ inline std::vector<double> context_bounds_given(const problem& p, const std::vec
                         if (eq)
                             for (t = 0; t < dqk; ++t) cross += (*eq)[qi + t] * k[kj + t] + q[qi + t] * (*ek)[kj + t];
                         const double s_ = (s4[0] + s4[1]) + (s4[2] + s4[3]), s2 = (sq4[0] + sq4[1]) + (sq4[2] + sq4[3]);
-                        row_state& r = st[i - i0];
-                        r.vmax = std::max(r.vmax, vmax);
-                        r.ev_max = std::max(r.ev_max, ev_max);
-                        r.s_max = std::max(r.s_max, scale * s_);
-                        r.cross_max = std::max(r.cross_max, scale * cross);
+                        row_state& rs = st[r - r0];
+                        rs.vmax = std::max(rs.vmax, vmax);
+                        rs.ev_max = std::max(rs.ev_max, ev_max);
+                        rs.s_max = std::max(rs.s_max, scale * s_);
+                        rs.cross_max = std::max(rs.cross_max, scale * cross);
                         // the score's error per unit u_s when q and k are rounded to storage: each
                         // term q_t k_t (1 + d_t + e_t), worst case 2 sum |q k|, or (independent
                         // roundings, Hoeffding) lambda sqrt(2 sum (q k)^2); the smaller holds
-                        r.st_max = std::max(r.st_max, scale * std::min(2 * s_, lambda * std::sqrt(2 * s2)));
+                        rs.st_max = std::max(rs.st_max, scale * std::min(2 * s_, lambda * std::sqrt(2 * s2)));
                     }
                 }
-                for (std::size_t i = i0; i < i1; ++i) {
-                    const std::size_t n = p.visible(i);
-                    const row_state& r = st[i - i0];
-                    const double weights = (4 * lambda * std::sqrt(double(dqk)) + 12) * r.s_max + 4 * r.cross_max +
+                for (std::size_t r = r0; r < r1; ++r) {
+                    const std::size_t i = r % p.n_q, h = g * gs + r / p.n_q, n = p.visible(i);
+                    const row_state& rs = st[r - r0];
+                    const double weights = (4 * lambda * std::sqrt(double(dqk)) + 12) * rs.s_max + 4 * rs.cross_max +
                                            3 * lambda * std::sqrt(double(n)) + double(n) / 8 + 8;
                     const std::size_t at = (b * p.n_q + i) * p.heads + h;
-                    out[at] = n ? r.vmax * weights + r.ev_max : 0.0;
-                    v_max[at] = r.vmax + r.ev_max * 0x1.0p-24;
-                    if (store_rows) (*store_rows)[at] = n ? r.st_max : 0.0;
+                    out[at] = n ? rs.vmax * weights + rs.ev_max : 0.0;
+                    v_max[at] = rs.vmax + rs.ev_max * 0x1.0p-24;
+                    if (store_rows) (*store_rows)[at] = n ? rs.st_max : 0.0;
                 }
             }
-        }
     return out;
 }
 

@@ -62,9 +62,19 @@ void linear(const linear_io<T>& io) {
     }
 }
 
-/// Extra memory core() allocates: one head's full score matrix plus a row maximum per query.
+/// Query heads core() takes together: a whole group of heads sharing a key/value head (so its key
+/// and value rows are read once for all of them: a decode step's H/G heads), while the group's
+/// score rows stay within 2^22 scalars or one head's; one head at a time with a trace.
+inline std::size_t heads_together(const problem& p) {
+    const std::size_t gs = p.heads / p.kv_heads, one = p.n_q * p.n_kv;
+    return gs * one <= std::max<std::size_t>(one, std::size_t(1) << 22) ? gs : 1;
+}
+
+/// Extra memory core() allocates: the score rows of the heads it takes together (heads_together),
+/// plus a row maximum and sum per query row.
 inline std::size_t core_scratch_bytes(const problem& p, std::size_t scalar_bytes) {
-    return (p.n_q * p.n_kv + 2 * p.n_q) * scalar_bytes;
+    const std::size_t hb = heads_together(p);
+    return hb * (p.n_q * p.n_kv + 2 * p.n_q) * scalar_bytes;
 }
 
 template <class T>
@@ -73,90 +83,95 @@ void core(const problem& p, const core_io<T>& io, trace<T>* tr = nullptr) {
     using hook = stage_hook<T>;
     const std::size_t nq = p.n_q, nkv = p.n_kv, dqk = p.qk_dim(), dv = p.v_dim();
     const T scale = T(p.softmax_scale());
-    std::vector<T> s(nq * nkv, T(0)), row_max(nq, T(0)), row_sum(nq, T(0));
-    constexpr std::size_t row_block = 8; // query rows scored together (independent sums)
+    // rows r = (head h0 + r / nq, query i = r % nq) of hb heads sharing one key/value head
+    const std::size_t hb = tr ? 1 : heads_together(p), nr = hb * nq;
+    std::vector<T> s(nr * nkv, T(0)), row_max(nr, T(0)), row_sum(nr, T(0));
+    auto begin = [&](std::size_t r) { return p.keys_begin(r % nq); };
+    auto end = [&](std::size_t r) { return p.keys_end(r % nq); };
+    constexpr std::size_t row_block = 8; // rows whose sums run together (independent chains)
     std::array<T, row_block> dot{};
     std::array<const T*, row_block> q{};
+    std::array<T*, row_block> o{};
     std::array<std::size_t, row_block> rows{};
-    for (std::size_t b = 0; b < p.batch; ++b) {
-        for (std::size_t h = 0; h < p.heads; ++h) {
-            const std::size_t g = p.kv_head_of(h);
-            hook::enter(stage::qk); // S = Q K^T over visible pairs
-            // A block of query rows against one key row at a time: each dot product is still
-            // summed in order of the key dimension, but the block's sums are independent chains
-            // and the key row is read once a block (row by row, a dot was one chain of dependent
-            // adds and every key row came from memory once per query row).
-            for (std::size_t i0 = 0; i0 < nq; i0 += row_block) {
-                const std::size_t i1 = std::min(nq, i0 + row_block);
-                std::size_t j_lo = nkv, j_hi = 0;
-                for (std::size_t i = i0; i < i1; ++i)
-                    if (p.visible(i) > 0) {
-                        j_lo = std::min(j_lo, p.keys_begin(i));
-                        j_hi = std::max(j_hi, p.keys_end(i));
-                    }
-                for (std::size_t j = j_lo; j < j_hi; ++j) {
-                    const T* k = io.k.row(b, g, j);
-                    std::size_t n = 0; // the block's rows that see key j
-                    for (std::size_t i = i0; i < i1; ++i)
-                        if (p.keys_begin(i) <= j && j < p.keys_end(i)) {
-                            rows[n] = i;
-                            q[n++] = io.q.row(b, h, i);
-                        }
-                    for (std::size_t r = 0; r < n; ++r) dot[r] = q[r][0] * k[0];
-                    for (std::size_t t = 1; t < dqk; ++t)
-                        for (std::size_t r = 0; r < n; ++r) dot[r] = dot[r] + q[r][t] * k[t];
-                    for (std::size_t r = 0; r < n; ++r) s[rows[r] * nkv + j] = dot[r];
+    // A block of rows against one key (or value) row at a time: each sum is still taken in order
+    // (a dot product over the key dimension; an output element over the keys), but the block's
+    // sums are independent chains, and a key or value row is read once a block, not once a row
+    // (row by row, a dot was one chain of dependent adds, and P V walked one value column down the
+    // keys, a cache line and a page per key).
+    auto each_block = [&](auto&& body) {
+        for (std::size_t r0 = 0; r0 < nr; r0 += row_block) {
+            const std::size_t r1 = std::min(nr, r0 + row_block);
+            std::size_t j_lo = nkv, j_hi = 0;
+            for (std::size_t r = r0; r < r1; ++r)
+                if (begin(r) < end(r)) {
+                    j_lo = std::min(j_lo, begin(r));
+                    j_hi = std::max(j_hi, end(r));
                 }
+            for (std::size_t j = j_lo; j < j_hi; ++j) {
+                std::size_t n = 0; // the block's rows that see key j
+                for (std::size_t r = r0; r < r1; ++r)
+                    if (begin(r) <= j && j < end(r)) rows[n++] = r;
+                body(j, n);
             }
+        }
+    };
+    for (std::size_t b = 0; b < p.batch; ++b) {
+        for (std::size_t h0 = 0; h0 < p.heads; h0 += hb) {
+            const std::size_t g = p.kv_head_of(h0);
+            hook::enter(stage::qk); // S = Q K^T over visible pairs
+            each_block([&](std::size_t j, std::size_t n) {
+                const T* k = io.k.row(b, g, j);
+                for (std::size_t r = 0; r < n; ++r) q[r] = io.q.row(b, h0 + rows[r] / nq, rows[r] % nq);
+                for (std::size_t r = 0; r < n; ++r) dot[r] = q[r][0] * k[0];
+                for (std::size_t t = 1; t < dqk; ++t)
+                    for (std::size_t r = 0; r < n; ++r) dot[r] = dot[r] + q[r][t] * k[t];
+                for (std::size_t r = 0; r < n; ++r) s[rows[r] * nkv + j] = dot[r];
+            });
             if (tr) tr->scores.push_back(s);
             hook::enter(stage::scale);
-            for (std::size_t i = 0; i < nq; ++i)
-                for (std::size_t j = p.keys_begin(i); j < p.keys_end(i); ++j) s[i * nkv + j] = s[i * nkv + j] * scale;
+            for (std::size_t r = 0; r < nr; ++r)
+                for (std::size_t j = begin(r); j < end(r); ++j) s[r * nkv + j] = s[r * nkv + j] * scale;
             if (tr) tr->scaled.push_back(s);
             hook::enter(stage::mask); // nothing to compute: masked pairs were never scored
             hook::enter(stage::softmax_max);
-            for (std::size_t i = 0; i < nq; ++i) {
-                if (p.visible(i) == 0) continue;
-                T m = s[i * nkv + p.keys_begin(i)];
-                for (std::size_t j = p.keys_begin(i) + 1; j < p.keys_end(i); ++j)
-                    if (m < s[i * nkv + j]) m = s[i * nkv + j];
-                row_max[i] = m;
+            for (std::size_t r = 0; r < nr; ++r) {
+                if (begin(r) == end(r)) continue;
+                T m = s[r * nkv + begin(r)];
+                for (std::size_t j = begin(r) + 1; j < end(r); ++j)
+                    if (m < s[r * nkv + j]) m = s[r * nkv + j];
+                row_max[r] = m;
             }
             hook::enter(stage::softmax_exp);
-            for (std::size_t i = 0; i < nq; ++i)
-                for (std::size_t j = p.keys_begin(i); j < p.keys_end(i); ++j)
-                    s[i * nkv + j] = exp(s[i * nkv + j] - row_max[i]);
+            for (std::size_t r = 0; r < nr; ++r)
+                for (std::size_t j = begin(r); j < end(r); ++j) s[r * nkv + j] = exp(s[r * nkv + j] - row_max[r]);
             hook::enter(stage::softmax_sum);
-            for (std::size_t i = 0; i < nq; ++i) {
-                if (p.visible(i) == 0) continue;
-                T sum = s[i * nkv + p.keys_begin(i)];
-                for (std::size_t j = p.keys_begin(i) + 1; j < p.keys_end(i); ++j) sum = sum + s[i * nkv + j];
-                row_sum[i] = sum;
+            for (std::size_t r = 0; r < nr; ++r) {
+                if (begin(r) == end(r)) continue;
+                T sum = s[r * nkv + begin(r)];
+                for (std::size_t j = begin(r) + 1; j < end(r); ++j) sum = sum + s[r * nkv + j];
+                row_sum[r] = sum;
             }
             hook::enter(stage::softmax_div);
-            for (std::size_t i = 0; i < nq; ++i)
-                for (std::size_t j = p.keys_begin(i); j < p.keys_end(i); ++j)
-                    s[i * nkv + j] = s[i * nkv + j] / row_sum[i];
+            for (std::size_t r = 0; r < nr; ++r)
+                for (std::size_t j = begin(r); j < end(r); ++j) s[r * nkv + j] = s[r * nkv + j] / row_sum[r];
             if (tr) tr->probs.push_back(s);
-            hook::enter(stage::pv); // O = P V
-            // Each output element is the sum over keys in key order (first product, then one
-            // multiply-add a key), accumulated in the output row key by key so that value rows are
-            // read whole: walking one column down the keys touched a cache line and a page per key.
-            for (std::size_t i = 0; i < nq; ++i) {
-                T* o = io.out.row(b, h, i);
-                const std::size_t j0 = p.keys_begin(i), j1 = p.keys_end(i);
-                if (j0 == j1) {
-                    for (std::size_t t = 0; t < dv; ++t) o[t] = T(0);
-                    continue;
+            hook::enter(stage::pv); // O = P V: a row's first visible key is a product, then multiply-adds
+            for (std::size_t r = 0; r < nr; ++r)
+                if (begin(r) == end(r)) { // a row that sees no key yields zeros
+                    T* out = io.out.row(b, h0 + r / nq, r % nq);
+                    for (std::size_t t = 0; t < dv; ++t) out[t] = T(0);
                 }
-                const T* v0 = io.v.row(b, g, j0);
-                for (std::size_t t = 0; t < dv; ++t) o[t] = s[i * nkv + j0] * v0[t];
-                for (std::size_t j = j0 + 1; j < j1; ++j) {
-                    const T* vj = io.v.row(b, g, j);
-                    const T w = s[i * nkv + j];
-                    for (std::size_t t = 0; t < dv; ++t) o[t] = o[t] + w * vj[t];
+            each_block([&](std::size_t j, std::size_t n) {
+                const T* v = io.v.row(b, g, j);
+                for (std::size_t r = 0; r < n; ++r) o[r] = io.out.row(b, h0 + rows[r] / nq, rows[r] % nq);
+                for (std::size_t r = 0; r < n; ++r) {
+                    const T w = s[rows[r] * nkv + j];
+                    if (j == begin(rows[r]))
+                        for (std::size_t t = 0; t < dv; ++t) o[r][t] = w * v[t];
+                    else
+                        for (std::size_t t = 0; t < dv; ++t) o[r][t] = o[r][t] + w * v[t];
                 }
-            }
+            });
         }
     }
 }
