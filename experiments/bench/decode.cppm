@@ -80,15 +80,6 @@ attn::decode_timer& fixture_of(timed_case& c) {
     return *c.fixture;
 }
 
-/// The attention core of the case's step over `context` cached tokens: the family's (MLA absorbed:
-/// one latent head, its values the first d_c elements of the key rows).
-attn::problem core_step(const timed_case& c, std::size_t context) {
-    return attn::attention_problem(attn::decode_problem(c.p, context));
-}
-
-/// Whether the case's family keeps its values in the key rows (MLA's latent cache).
-bool values_in_keys(const timed_case& c) { return attn::family_ops_of(c.p).cache(c.p).v_in_k; }
-
 /// The memory guard and the check, once per case; false (and the benchmark skipped with the
 /// reason) when the case cannot be timed.
 bool ready(benchmark::State& state, timed_case& c) {
@@ -111,8 +102,8 @@ bool ready(benchmark::State& state, timed_case& c) {
                 return attn::check_decode_kv<S>(*c.var, c.p, short_l, fill, c.opt, c.seed).same;
         });
         const auto core = attn::with_kv_storage(c.kv, [&]<class S>(S) {
-            return attn::check_decode_core<S>(*c.var, core_step(c, std::min<std::size_t>(L, 8192)), c.opt, c.seed, 1.0,
-                                              values_in_keys(c));
+            return attn::check_decode_core<S>(*c.var, attn::decode_core_of(c.p, std::min<std::size_t>(L, 8192)), c.opt,
+                                              c.seed);
         });
         c.check_ratio = std::max(step.ratio, core.same.ratio);
         c.unrounded = core.unrounded;
@@ -143,13 +134,10 @@ export void run_decode_step(benchmark::State& state, timed_case& c) {
 /// device's clock, the device's cache clean before each call (so the cache is read from memory).
 void time_decode_core_on_device(benchmark::State& state, timed_case& c) {
     if (!c.device) {
-        const attn::problem step = core_step(c, c.k.context);
-        auto in = attn::check::make_inputs(step, attn::mode::core, c.seed);
-        const bool v_in_k = values_in_keys(c);
-        if (v_in_k) in.v = attn::values_from_keys(step, in.k);
+        const attn::decode_core core = attn::decode_core_of(c.p, c.k.context); // MLA absorbed: the latent
+        const auto in = attn::decode_core_inputs(core, c.seed);
         c.device = attn::with_kv_storage(c.kv, [&]<class S>(S) {
-            return attn::prepare_decode_on_device<S>(*c.var, step, in.q, attn::filled_cache<S>(step, in, v_in_k),
-                                                     c.opt);
+            return attn::prepare_decode_on_device<S>(*c.var, core.p, in.q, attn::filled_cache<S>(core, in), c.opt);
         });
     }
     bench::time_on_device(state, c, attn::part::core);

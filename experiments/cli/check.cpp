@@ -220,8 +220,8 @@ void check_all(const check_args& a) {
                         if (fill != decode_fill::prefill) continue;
                         // asked about as the layer's step; checked on that step's core (MLA absorbed:
                         // one latent head whose values are the first d_c elements of its key rows)
-                        const problem step = decode_problem(c.layer, c.context), core = attention_problem(step);
-                        const bool v_in_k = family_ops_of(c.layer).cache(c.layer).v_in_k;
+                        const problem step = decode_problem(c.layer, c.context);
+                        const decode_core core = decode_core_of(c.layer, c.context);
                         const std::string core_label = label + " (the step's core)";
                         for (const kv_dtype t : {kv_dtype::f32, kv_dtype::bf16, kv_dtype::f16, kv_dtype::int8}) {
                             const bool asked = t == kv_dtype::f32
@@ -229,9 +229,9 @@ void check_all(const check_args& a) {
                                                    : std::find(caches.begin(), caches.end(), t) != caches.end();
                             if (!asked || !device_serves(*v, step, mode::decode, t)) continue;
                             with_kv_storage(t, [&]<class S>(S) {
-                                rows.push_back(
-                                    {v->name, std::string(enum_name(t)), "decode", core_label,
-                                     row_metrics(check_decode_core<S>(*v, core, opt, a.seed, c.magnitude, v_in_k)), 0});
+                                rows.push_back({v->name, std::string(enum_name(t)), "decode", core_label,
+                                                row_metrics(check_decode_core<S>(*v, core, opt, a.seed, c.magnitude)),
+                                                0});
                             });
                         }
                         continue;

@@ -143,15 +143,29 @@ kv_check check_decode_kv(const variant& var, const problem& layer, std::size_t c
     return {check::compare(out, same.ref, same.bound, u), check::compare(out, plain.ref, plain.bound, u)};
 }
 
-/// The values of a cache whose value rows are the leading d_v elements of its key rows (MLA's
-/// latent): from keys k [B, n_kv, G d_qk] to [B, n_kv, G d_v].
-inline std::vector<float> values_from_keys(const problem& step, const std::vector<float>& k) {
-    const std::size_t rows = step.batch * step.n_kv * step.kv_heads, dk = step.qk_dim(), dv = step.v_dim();
-    require(dv <= dk,
-            "values in the key rows need d_v <= d_qk (got " + std::to_string(dv) + " > " + std::to_string(dk) + ")");
-    std::vector<float> v(rows * dv);
-    for (std::size_t r = 0; r < rows; ++r) std::copy_n(k.data() + r * dk, dv, v.data() + r * dv);
-    return v;
+/// The attention core of one decode step of `layer` over `context` cached tokens: the family's core
+/// problem (MLA absorbed: one latent head of d_c + d_R keys, scale 1/sqrt(nope + rope)) and whether
+/// its cache keeps the values in the key rows (the latent's first d_c elements, stored once).
+struct decode_core {
+    problem p;
+    bool values_in_keys = false;
+};
+
+inline decode_core decode_core_of(const problem& layer, std::size_t context) {
+    return {attention_problem(decode_problem(layer, context)), family_ops_of(layer).cache(layer).v_in_k};
+}
+
+/// A decode core's random inputs (attn.check's core inputs), the values the key rows' leading d_v
+/// elements where the cache keeps them there.
+inline check::inputs decode_core_inputs(const decode_core& c, std::uint64_t seed, double magnitude = 1.0) {
+    check::inputs in = check::make_inputs(c.p, mode::core, seed, magnitude);
+    if (c.values_in_keys) {
+        const std::size_t rows = c.p.batch * c.p.n_kv * c.p.kv_heads, dk = c.p.qk_dim(), dv = c.p.v_dim();
+        require(dv <= dk, "values in the key rows need d_v <= d_qk (got " + std::to_string(dv) + " > " +
+                              std::to_string(dk) + ")");
+        for (std::size_t r = 0; r < rows; ++r) std::copy_n(in.k.data() + r * dk, dv, in.v.data() + r * dv);
+    }
+    return in;
 }
 
 /// One decode core of `step` (n_q = 1, n_kv = the cache's rows) prepared on var's device: the
@@ -175,13 +189,13 @@ std::unique_ptr<device_run> prepare_decode_on_device(const variant& var, const p
     return var.device.prepare(d, opt);
 }
 
-/// A cache stored as S of the `step` problem's n_kv rows of `in`'s keys and values (core inputs);
-/// `values_in_keys` (MLA's latent): the values are the leading d_v elements of the key rows, stored
-/// once (`in.v` must hold them: values_from_keys).
+/// A cache stored as S of the core's n_kv rows of `in`'s keys and values (decode_core_inputs; values
+/// in the key rows stored once).
 template <class S>
-kv_cache<S> filled_cache(const problem& step, const check::inputs& in, bool values_in_keys = false) {
+kv_cache<S> filled_cache(const decode_core& c, const check::inputs& in) {
+    const problem& step = c.p;
     const std::size_t B = step.batch, n = step.n_kv;
-    kv_cache<S> cache(B, {step.kv_heads, step.qk_dim(), step.v_dim(), values_in_keys}, n);
+    kv_cache<S> cache(B, {step.kv_heads, step.qk_dim(), step.v_dim(), c.values_in_keys}, n);
     const auto k = interleaved_heads<const float>(in.k.data(), B, n, step.kv_heads, step.qk_dim()),
                v = interleaved_heads<const float>(in.v.data(), B, n, step.kv_heads, step.v_dim());
     for (std::size_t i = 0; i < n; ++i) cache.append(k, v, i);
@@ -192,13 +206,13 @@ kv_cache<S> filled_cache(const problem& step, const check::inputs& in, bool valu
 /// random keys and values (attn.check's core inputs): `same` and `unrounded` as above, in core
 /// mode. S = float checks the variant's fp32 core (both metrics then agree).
 template <class S>
-kv_check check_decode_core(const variant& var, const problem& step, const run_options& opt, std::uint64_t seed,
-                           double magnitude = 1.0, bool values_in_keys = false) {
+kv_check check_decode_core(const variant& var, const decode_core& c, const run_options& opt, std::uint64_t seed,
+                           double magnitude = 1.0) {
+    const problem& step = c.p;
     require(step.n_q == 1, "a decode core check has one query row (got n_q " + std::to_string(step.n_q) + ")");
     const std::size_t B = step.batch;
-    check::inputs in = check::make_inputs(step, mode::core, seed, magnitude);
-    if (values_in_keys) in.v = values_from_keys(step, in.k);
-    const kv_cache<S> cache = filled_cache<S>(step, in, values_in_keys);
+    const check::inputs in = decode_core_inputs(c, seed, magnitude);
+    const kv_cache<S> cache = filled_cache<S>(c, in);
     std::vector<float> out(B * step.o_width(), -777.0f);
     if (var.device) { // the cache's own rows, copied to the device as they are stored
         const auto r = prepare_decode_on_device<S>(var, step, in.q, cache, opt);
@@ -217,6 +231,13 @@ kv_check check_decode_core(const variant& var, const problem& step, const run_op
     const auto plain = check::expect(step, mode::core, in);
     const double u = check::unit_roundoff<float>();
     return {check::compare(out, same.ref, same.bound, u, same.store), check::compare(out, plain.ref, plain.bound, u)};
+}
+
+/// check_decode_core over a plain core problem `step` (separate key and value rows).
+template <class S>
+kv_check check_decode_core(const variant& var, const problem& step, const run_options& opt, std::uint64_t seed,
+                           double magnitude = 1.0) {
+    return check_decode_core<S>(var, decode_core{step, false}, opt, seed, magnitude);
 }
 
 } // namespace attn
