@@ -19,17 +19,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import plotting  # noqa: E402
+from latent import member  # noqa: E402  (MHA, GQA G=g, MQA or MLA's form: what a row is)
 from plotting import md_table, num  # noqa: E402
 
 save = plotting.save  # report.py points this at its own writer
 
 TYPES = ["f32", "bf16", "f16", "int8"]  # the cache's types, in the order bars and rows list them
 TYPE_COLOR = {"f32": "tab:blue", "bf16": "tab:green", "f16": "tab:olive", "int8": "tab:red"}
-
-
-def family(r):
-    g, h = r["kv_heads"], r["heads"]
-    return "MHA" if g == h else "MQA" if g == 1 else f"GQA G={g}"
 
 
 def rows_of(perf):
@@ -68,10 +64,12 @@ def plot(rows, figdir):
             ax.axhline(read, color="black", ls="--", lw=1.2, label=f"read ceiling (measured) {read:,.0f} GB/s")
             ax.axhline(0.9 * read, color="gray", ls=":", lw=1, label="90% of it")
         ax.set_xticks(range(len(fams)))
-        ax.set_xticklabels([f"{family(next(r for r in mine if r['kv_heads'] == g))}\n"
-                            f"{next(r for r in mine if r['kv_heads'] == g)['cache_mib']:,.0f} MiB (bf16)"
-                            if any(r["kv_heads"] == g and r.get("precision") == "bf16" for r in mine)
-                            else family(next(r for r in mine if r["kv_heads"] == g)) for g in fams], fontsize=8)
+        labels = []
+        for g in fams:  # the family, and its bf16 cache's size where it ran one
+            of = [r for r in mine if r["kv_heads"] == g]
+            bf16 = next((r for r in of if r.get("precision") == "bf16"), None)
+            labels.append(member(of[0])[0] + (f"\n{bf16['cache_mib']:,.0f} MiB (bf16)" if bf16 else ""))
+        ax.set_xticklabels(labels, fontsize=8)
         ax.set_ylabel("cache read rate, GB/s (KV bytes / core time)")
         ax.set_title(f"{v}, batch {b}, L = {l}", fontsize=9)
         ax.grid(True, axis="y", alpha=0.3)
@@ -88,7 +86,7 @@ def plot(rows, figdir):
 def table(rows):
     out = []
     for r in sorted(rows, key=order):
-        out.append([r["variant"], family(r), r.get("precision", "f32"), r["batch"], r["context"],
+        out.append([r["variant"], member(r)[0], r.get("precision", "f32"), r["batch"], r["context"],
                     num(r["cache_mib"], 4), num(r["core_us"], 4), num(r["kv_gbs"], 4), num(r["pct_read"], 3),
                     num(r.get("pct_roof"), 3), num(r.get("intensity"), 3), num(r.get("check_ratio"), 2)])
     return md_table(["variant", "family", "cache", "batch", "L", "cache MiB", "core µs", "core GB/s", "% read ceiling",

@@ -66,24 +66,16 @@ inline std::vector<double> context_bounds_given(const problem& p, const std::vec
         for (std::size_t g = 0; g < p.kv_heads; ++g)
             for (std::size_t r0 = 0; r0 < nr; r0 += block) {
                 const std::size_t r1 = std::min(nr, r0 + block);
-                std::size_t j_lo = p.n_kv, j_hi = 0;
-                for (std::size_t r = r0; r < r1; ++r) {
-                    st[r - r0] = {};
-                    const std::size_t i = r % p.n_q;
-                    if (p.visible(i) == 0) continue;
-                    j_lo = std::min(j_lo, p.keys_begin(i));
-                    j_hi = std::max(j_hi, p.keys_end(i));
-                }
-                for (std::size_t j = j_lo; j < j_hi; ++j) {
+                st = {};
+                for_each_key_of_rows<block>(p, r0, r1, [&](std::size_t j, const auto& rows, std::size_t n) {
                     const std::size_t kj = (b * p.n_kv + j) * kw + g * dqk, vj = (b * p.n_kv + j) * vw + g * dv;
                     double vmax = 0, ev_max = 0; // the value row's largest magnitude (and error)
                     for (std::size_t t = 0; t < dv; ++t) {
                         vmax = std::max(vmax, v[vj + t]);
                         if (ev) ev_max = std::max(ev_max, (*ev)[vj + t]);
                     }
-                    for (std::size_t r = r0; r < r1; ++r) {
-                        const std::size_t i = r % p.n_q, h = g * gs + r / p.n_q;
-                        if (j < p.keys_begin(i) || j >= p.keys_end(i)) continue;
+                    for (std::size_t x = 0; x < n; ++x) {
+                        const std::size_t r = rows[x], i = r % p.n_q, h = g * gs + r / p.n_q;
                         const std::size_t qi = (b * p.n_q + i) * qw + h * dqk;
                         double s4[4] = {}, sq4[4] = {}, cross = 0;
                         std::size_t t = 0;
@@ -111,7 +103,7 @@ inline std::vector<double> context_bounds_given(const problem& p, const std::vec
                         // roundings, Hoeffding) lambda sqrt(2 sum (q k)^2); the smaller holds
                         rs.st_max = std::max(rs.st_max, scale * std::min(2 * s_, lambda * std::sqrt(2 * s2)));
                     }
-                }
+                });
                 for (std::size_t r = r0; r < r1; ++r) {
                     const std::size_t i = r % p.n_q, h = g * gs + r / p.n_q, n = p.visible(i);
                     const row_state& rs = st[r - r0];

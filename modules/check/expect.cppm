@@ -55,7 +55,6 @@ import attn.reference;
 
 export namespace attn::check {
 
-/// The fp64 reference's output on `in` (core mode: p is the core's problem).
 namespace detail {
 /// The fp64 reference core on q, k, v already in double (the core's interleaved layout).
 inline std::vector<double> reference_core(const problem& p, const std::vector<double>& q, const std::vector<double>& k,
@@ -69,6 +68,7 @@ inline std::vector<double> reference_core(const problem& p, const std::vector<do
 }
 } // namespace detail
 
+/// The fp64 reference's output on `in` (core mode: p is the core's problem).
 inline std::vector<double> reference_output(const problem& p, mode m, const inputs& in) {
     const std::size_t rq = p.batch * p.n_q;
     if (m == mode::core)

@@ -92,34 +92,20 @@ void core(const problem& p, const core_io<T>& io, trace<T>* tr = nullptr) {
     std::array<T, row_block> dot{};
     std::array<const T*, row_block> q{};
     std::array<T*, row_block> o{};
-    std::array<std::size_t, row_block> rows{};
-    // A block of rows against one key (or value) row at a time: each sum is still taken in order
-    // (a dot product over the key dimension; an output element over the keys), but the block's
-    // sums are independent chains, and a key or value row is read once a block, not once a row
-    // (row by row, a dot was one chain of dependent adds, and P V walked one value column down the
-    // keys, a cache line and a page per key).
+    // A block of rows against one key (or value) row at a time (for_each_key_of_rows): each sum is
+    // still taken in order (a dot product over the key dimension; an output element over the
+    // keys), but the block's sums are independent chains, and a key or value row is read once a
+    // block, not once a row (row by row, a dot was one chain of dependent adds, and P V walked one
+    // value column down the keys, a cache line and a page per key).
     auto each_block = [&](auto&& body) {
-        for (std::size_t r0 = 0; r0 < nr; r0 += row_block) {
-            const std::size_t r1 = std::min(nr, r0 + row_block);
-            std::size_t j_lo = nkv, j_hi = 0;
-            for (std::size_t r = r0; r < r1; ++r)
-                if (begin(r) < end(r)) {
-                    j_lo = std::min(j_lo, begin(r));
-                    j_hi = std::max(j_hi, end(r));
-                }
-            for (std::size_t j = j_lo; j < j_hi; ++j) {
-                std::size_t n = 0; // the block's rows that see key j
-                for (std::size_t r = r0; r < r1; ++r)
-                    if (begin(r) <= j && j < end(r)) rows[n++] = r;
-                body(j, n);
-            }
-        }
+        for (std::size_t r0 = 0; r0 < nr; r0 += row_block)
+            for_each_key_of_rows<row_block>(p, r0, std::min(nr, r0 + row_block), body);
     };
     for (std::size_t b = 0; b < p.batch; ++b) {
         for (std::size_t h0 = 0; h0 < p.heads; h0 += hb) {
             const std::size_t g = p.kv_head_of(h0);
             hook::enter(stage::qk); // S = Q K^T over visible pairs
-            each_block([&](std::size_t j, std::size_t n) {
+            each_block([&](std::size_t j, const auto& rows, std::size_t n) {
                 const T* k = io.k.row(b, g, j);
                 for (std::size_t r = 0; r < n; ++r) q[r] = io.q.row(b, h0 + rows[r] / nq, rows[r] % nq);
                 for (std::size_t r = 0; r < n; ++r) dot[r] = q[r][0] * k[0];
@@ -161,7 +147,7 @@ void core(const problem& p, const core_io<T>& io, trace<T>* tr = nullptr) {
                     T* out = io.out.row(b, h0 + r / nq, r % nq);
                     for (std::size_t t = 0; t < dv; ++t) out[t] = T(0);
                 }
-            each_block([&](std::size_t j, std::size_t n) {
+            each_block([&](std::size_t j, const auto& rows, std::size_t n) {
                 const T* v = io.v.row(b, g, j);
                 for (std::size_t r = 0; r < n; ++r) o[r] = io.out.row(b, h0 + rows[r] / nq, rows[r] % nq);
                 for (std::size_t r = 0; r < n; ++r) {

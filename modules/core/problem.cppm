@@ -4,6 +4,7 @@
 // width and the value width are separate (equal for those families; a family may differ).
 module;
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -259,6 +260,27 @@ struct problem {
         }
     }
 };
+
+/// A block [r0, r1) of at most Block rows, row r the query row r % n_q (of some query head), visited
+/// key by key: for every key j that a row of the block sees, in increasing j, f(j, rows, n) with
+/// rows[0, n) the block's rows that see j. How the fp64 reference and its bound read each key and
+/// value row once for a block of rows (the query heads of one key/value head among them).
+template <std::size_t Block, class F>
+void for_each_key_of_rows(const problem& p, std::size_t r0, std::size_t r1, F&& f) {
+    std::array<std::size_t, Block> rows{};
+    std::size_t j_lo = p.n_kv, j_hi = 0;
+    for (std::size_t r = r0; r < r1; ++r)
+        if (p.visible(r % p.n_q) > 0) {
+            j_lo = std::min(j_lo, p.keys_begin(r % p.n_q));
+            j_hi = std::max(j_hi, p.keys_end(r % p.n_q));
+        }
+    for (std::size_t j = j_lo; j < j_hi; ++j) {
+        std::size_t n = 0;
+        for (std::size_t r = r0; r < r1; ++r)
+            if (p.keys_begin(r % p.n_q) <= j && j < p.keys_end(r % p.n_q)) rows[n++] = r;
+        f(j, rows, n);
+    }
+}
 
 /// Named families. Each is the same computation with different (heads, kv_heads, d_head).
 inline problem gqa(std::size_t d_model, std::size_t heads, std::size_t kv_heads, std::size_t n) {
