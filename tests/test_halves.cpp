@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <string>
@@ -91,14 +93,14 @@ TEST_CASE("the checker rejects wrong kernels in bf16 and f16", "[halves][check][
 
 namespace {
 
-/// The core of `v` in precision T on q [n, H*d] and k, v [n, G*d] (bits of the output).
+/// The core of `v` in precision T on q [n, H*d] and k, v [n, G*d] (bits of the output), on `threads`.
 template <class T>
 std::vector<std::uint16_t> core_bits(const attn::variant& var, const problem& p, const std::vector<T>& q,
-                                     const std::vector<T>& k, const std::vector<T>& v) {
+                                     const std::vector<T>& k, const std::vector<T>& v, int threads = 2) {
     const std::size_t d = p.qk_dim();
     std::vector<T> out(p.n_q * p.q_width());
     attn::run_options opt;
-    opt.threads = 2;
+    opt.threads = threads;
     var.get<T>().core(p,
                       {attn::interleaved_heads<const T>(q.data(), 1, p.n_q, p.heads, d),
                        attn::interleaved_heads<const T>(k.data(), 1, p.n_kv, p.kv_heads, d),
@@ -155,11 +157,19 @@ TEST_CASE("a bf16 case by hand: one head, d_head 2, two keys", "[halves]") {
     // (2.33952, 3.33952). bf16 spacing is 2^-7 on [1, 2) and 2^-6 on [2, 4): 1.66048 = 212.54 x
     // 2^-7 -> 213 x 2^-7 = 1.6640625; 2.66048 = 170.27 x 2^-6 -> 2.65625; 2.33952 = 149.73 x
     // 2^-6 -> 2.34375; 3.33952 = 213.73 x 2^-6 -> 3.34375.
+    // A variant that stores P in bf16 before P V (variant::roundings; the bf16 core on vdpbf16ps):
+    // in base 2 the score is 0.70711 log2 e = 1.0201395 (fp32), the weights 1 and 2^-1.0201395 =
+    // 0.49306870 (252.45 x 2^-9 -> 0.4921875 stored), the row sum from the unrounded ones 1.4930687:
+    // row 0 = (1 + 3 x 0.4921875, 2 + 4 x 0.4921875) / 1.4930687 = (1.65871, 2.65812) -> 212.31 x
+    // 2^-7 -> 1.65625 and 170.12 x 2^-6 -> 2.65625; row 1 = (0.4921875 + 3, 0.984375 + 4) /
+    // 1.4930687 = (2.33893, 3.33834) -> 2.34375 and 3.34375.
     problem p = attn::single_head(2, 2);
     const std::vector<attn::bf16> q{attn::bf16(1.0f), attn::bf16(0.0f), attn::bf16(0.0f), attn::bf16(1.0f)};
     const std::vector<attn::bf16> v{attn::bf16(1.0f), attn::bf16(2.0f), attn::bf16(3.0f), attn::bf16(4.0f)};
     const std::vector<float> want{1.6640625f, 2.65625f, 2.34375f, 3.34375f};
+    const std::vector<float> want_p_rounded{1.65625f, 2.65625f, 2.34375f, 3.34375f};
     for (const auto& var : attn::registry()) {
+        const bool p_rounded = var.roundings(p, mode::core, attn::dtype::bf16).weights;
         std::vector<attn::bf16> out(4);
         var.bf16.core(p,
                       {attn::interleaved_heads<const attn::bf16>(q.data(), 1, 2, 1, 2),
@@ -168,8 +178,8 @@ TEST_CASE("a bf16 case by hand: one head, d_head 2, two keys", "[halves]") {
                        attn::interleaved_heads<attn::bf16>(out.data(), 1, 2, 1, 2)},
                       {});
         for (std::size_t i = 0; i < 4; ++i) {
-            INFO(var.name << " element " << i);
-            CHECK(float(out[i]) == want[i]);
+            INFO(var.name << " element " << i << (p_rounded ? " (P stored in bf16)" : ""));
+            CHECK(float(out[i]) == (p_rounded ? want_p_rounded : want)[i]);
         }
     }
 }
@@ -199,5 +209,129 @@ TEST_CASE("the kernels' vector conversions equal the scalar ones", "[halves][pre
         CHECK(std::bit_cast<std::uint16_t>(h[i]) == std::bit_cast<std::uint16_t>(attn::f16(xs[i])));
         CHECK(std::bit_cast<std::uint32_t>(bw[i]) == std::bit_cast<std::uint32_t>(float(b[i])));
         CHECK(std::bit_cast<std::uint32_t>(hw[i]) == std::bit_cast<std::uint32_t>(float(h[i])));
+    }
+}
+
+TEST_CASE("the vdpbf16ps core's key panels: key j's dimensions 2k and 2k + 1 in one word at (k, j)",
+          "[halves][bf16dot]") {
+    // 3 keys of d_head 5 (odd: the last word's high half is zero), key j's dimension t = 10 j + t
+    // (integers, exact in bf16); a panel is 32 keys wide, so columns 3..31 are zero
+    const std::size_t n = 3, d = 5, d2 = 3, nr = attn::kernels::bf16dot::nr;
+    std::vector<attn::bf16> k(n * d);
+    for (std::size_t j = 0; j < n; ++j)
+        for (std::size_t t = 0; t < d; ++t) k[j * d + t] = attn::bf16(float(10 * j + t));
+    std::vector<std::uint32_t> kp(d2 * nr, 0xdeadbeef);
+    attn::kernels::bf16dot::detail::pack_keys(attn::interleaved_heads<const attn::bf16>(k.data(), 1, n, 1, d), 0, 0, 0,
+                                              n, d, d2, kp.data());
+    const auto bits = [](float x) { return std::uint32_t(std::bit_cast<std::uint16_t>(attn::bf16(x))); };
+    for (std::size_t w = 0; w < d2; ++w)
+        for (std::size_t c = 0; c < nr; ++c) {
+            std::uint32_t want = 0;
+            if (c < n)
+                want = bits(float(10 * c + 2 * w)) | (2 * w + 1 < d ? bits(float(10 * c + 2 * w + 1)) << 16 : 0u);
+            INFO("pair " << w << ", key " << c);
+            CHECK(kp[w * nr + c] == want);
+        }
+}
+
+namespace {
+
+/// `parallel` with its bf16 core on one engine of attn.kernels:bf16dot, its P rounding declared.
+attn::variant on_engine(attn::kernels::isa::bf16_engine e) {
+    attn::variant v = attn::find_variant("parallel");
+    const bool amx = e == attn::kernels::isa::bf16_engine::amx;
+    v.name = amx ? "parallel on AMX" : "parallel on vdpbf16ps";
+    v.bf16.core = [amx](const problem& given, const attn::core_io<attn::bf16>& io, const attn::run_options& o) {
+        const problem p = given.effective();
+        const auto t = attn::kernels::resolve_tiles(p, o);
+        if (amx)
+            attn::kernels::bf16dot::core_amx(p, io, t, o.threads);
+        else
+            attn::kernels::bf16dot::core_dot(p, io, t, o.threads);
+    };
+    v.roundings = [](const problem&, mode m, attn::dtype t) {
+        return attn::half_roundings{.weights = m != mode::decode && t == attn::dtype::bf16};
+    };
+    return v;
+}
+
+/// The engines this CPU has.
+std::vector<attn::kernels::isa::bf16_engine> engines_here() {
+    std::vector<attn::kernels::isa::bf16_engine> e;
+    if (attn::kernels::isa::cpu_has_avx512_bf16()) e.push_back(attn::kernels::isa::bf16_engine::dot);
+    if (attn::kernels::isa::amx_granted()) e.push_back(attn::kernels::isa::bf16_engine::amx);
+    return e;
+}
+
+/// Whether /proc/cpuinfo's first flags line names `flag` (false where there is no such file).
+bool cpuinfo_has(const std::string& flag) {
+    std::ifstream in("/proc/cpuinfo");
+    for (std::string line; std::getline(in, line);)
+        if (line.rfind("flags", 0) == 0) return (line + " ").find(" " + flag + " ") != std::string::npos;
+    return false;
+}
+
+} // namespace
+
+TEST_CASE("the bf16 core on vdpbf16ps and on AMX matches the fp64 reference (tails, windows, GQA, threads)",
+          "[halves][bf16dot]") {
+    // the suite's choice, from the kernel's own flags (Linux's, in /proc/cpuinfo): AMX, else
+    // vdpbf16ps, else widening to fp32 (ATTNBENCH_BF16 aside); declared where P is rounded
+    namespace isa = attn::kernels::isa;
+    const bool amx = cpuinfo_has("amx_bf16") && cpuinfo_has("amx_tile"), dot = cpuinfo_has("avx512_bf16");
+    const auto want = amx ? isa::bf16_engine::amx : dot ? isa::bf16_engine::dot : isa::bf16_engine::convert;
+    if (!std::getenv("ATTNBENCH_BF16")) CHECK(isa::bf16_engine_here() == want);
+    const problem small = attn::gqa(64, 2, 2, 16);
+    CHECK(attn::find_variant("simd").roundings(small, mode::core, attn::dtype::bf16).weights ==
+          (isa::bf16_engine_here() != isa::bf16_engine::convert));
+    CHECK_FALSE(attn::find_variant("simd").roundings(small, mode::decode, attn::dtype::bf16).weights);
+    CHECK_FALSE(attn::find_variant("simd").roundings(small, mode::core, attn::dtype::f16).weights);
+    const auto engines = engines_here();
+    if (engines.empty()) {
+        WARN("this CPU has neither AVX512_BF16 nor AMX-BF16: the bf16 core widens to fp32, no engine to check");
+        return;
+    }
+    // d_head 33 (odd: a half-empty word, padded to 32 words), 64 and 128; sequences that fill no
+    // whole panel of 32 keys; key tiles of 48 (not a multiple of 32) and query tiles of 40 (not a
+    // multiple of 12 or 32 rows); a window narrower than a key tile; one query row
+    struct shape {
+        problem p;
+        attn::run_options opt;
+    };
+    std::vector<shape> shapes;
+    auto add = [&](problem p, std::size_t tq, std::size_t tkv, int threads) {
+        attn::run_options o;
+        o.tile_q = tq;
+        o.tile_kv = tkv;
+        o.threads = threads;
+        shapes.push_back({p, o});
+    };
+    add(attn::gqa(66, 2, 1, 45), 0, 0, 1);
+    add(attn::gqa(512, 8, 2, 300), 40, 48, 2);
+    problem c = attn::gqa(256, 2, 2, 257);
+    c.causal = true;
+    add(c, 0, 0, 2);
+    problem w = c;
+    w.window = 37;
+    add(w, 40, 48, 1);
+    add(w, 0, 0, 2);
+    add(attn::gqa(1024, 8, 8, 1), 0, 0, 1);
+    for (const auto e : engines) {
+        const attn::variant var = on_engine(e);
+        for (const auto& s : shapes) {
+            INFO(var.name << " on " << s.p.describe() << ", tiles " << s.opt.tile_q << " x " << s.opt.tile_kv << ", "
+                          << s.opt.threads << " threads");
+            const auto r = attn::check::check_case<attn::bf16>(var, s.p, mode::core, s.opt, 11);
+            INFO("max_abs " << r.max_abs << ", err/bound " << r.ratio);
+            CHECK(r.pass);
+        }
+        // the same bytes on 1 and 2 threads (a work item is computed the same way on any thread)
+        problem t = attn::gqa(256, 4, 2, 200);
+        t.causal = true;
+        attn::rng g(3);
+        std::vector<attn::bf16> q(t.n_q * t.q_width()), k(t.n_kv * t.k_width()), v(k.size());
+        for (auto* x : {&q, &k, &v})
+            for (auto& y : *x) y = attn::bf16(float(g.uniform(-1.0, 1.0)));
+        CHECK(core_bits<attn::bf16>(var, t, q, k, v) == core_bits<attn::bf16>(var, t, q, k, v, 1));
     }
 }

@@ -12,6 +12,7 @@
 import attn.results;
 import attn.peak;
 import attn.count;
+import attn.kernels; // isa::amx_granted
 
 namespace fs = std::filesystem;
 
@@ -185,10 +186,18 @@ TEST_CASE("peak measures positive finite ceilings on a tiny run", "[peak]") {
         require_positive_finite(c.bf16_dot_1t_gflops);
         require_positive_finite(c.bf16_dot_all_gflops);
     }
+    // the AMX tile ceiling exactly where the CPU has AMX-BF16 and Linux grants the tiles
+    const bool amx = attn::kernels::isa::amx_granted();
+    CHECK(c.amx_bf16_1t_gflops.samples.empty() == !amx);
+    if (amx) {
+        require_positive_finite(c.amx_bf16_1t_gflops);
+        require_positive_finite(c.amx_bf16_all_gflops);
+    }
 
     const attn::peak::ceilings back = attn::peak::from_json(attn::peak::to_json(c));
     CHECK(back.fma_1t_gflops.median == c.fma_1t_gflops.median);
     CHECK(back.bf16_dot_all_gflops.samples == c.bf16_dot_all_gflops.samples);
+    CHECK(back.amx_bf16_all_gflops.samples == c.amx_bf16_all_gflops.samples);
     CHECK(back.triad_all_gbs.samples == c.triad_all_gbs.samples);
     CHECK(back.threads == c.threads);
     CHECK(back.simd_arch == c.simd_arch);

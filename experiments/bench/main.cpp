@@ -193,7 +193,7 @@ timed_case prepare(const attn::sweep_case& k, const attn::peak::ceilings& peak, 
     c.seed = seed;
     c.max_memory_bytes = max_memory;
     // what one call does and its ceilings (% of peak against the peak of the case's precision:
-    // f64 the fp32 FMA peak halved; bf16 and f16 run on fp32 FMAs here, so it is theirs)
+    // attn::quantities' put_ceilings says which)
     // a device variant's case is held to the device's ceilings (measured once a process)
     c.q = attn::quantities(k, c.var->device ? bench::device_ceilings(device_peak_of(*c.var), k) : peak);
     return c;
@@ -343,8 +343,10 @@ int main(int argc, char** argv) {
                                     std::to_string(peak.fma_all_gflops.median));
         benchmark::AddCustomContext("attnbench_peak_triad_gbs_all_threads", std::to_string(peak.triad_all_gbs.median));
         benchmark::AddCustomContext("attnbench_peak_kind",
-                                    "peak_gflops of an f32, bf16 or f16 case: the measured fp32 FMA peak (bf16 and f16 "
-                                    "are widened to fp32 and run on fp32 FMAs by every variant); f64: half of it");
+                                    "peak_gflops of an f32 or f16 case: the measured fp32 FMA peak; bf16 (decode steps "
+                                    "aside): the measured AMX-BF16 tile peak where the CPU has it, else the vdpbf16ps "
+                                    "peak where it has AVX512_BF16, else the fp32 FMA peak; f64: half of the fp32 FMA "
+                                    "peak");
         benchmark::AddCustomContext("attnbench_f16_path", attn::kernels::isa::f16_path());
         for (const auto& c : cases) // the device's ceilings, where a case computes on one (measured once)
             if (c.var->device) {

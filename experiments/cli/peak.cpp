@@ -43,6 +43,10 @@ std::string render_ceilings(const peak::ceilings& c, int repetitions) {
         row("bf16 dot (vdpbf16ps)", 1, c.bf16_dot_1t_gflops, "GFLOP/s");
         row("bf16 dot (vdpbf16ps)", c.threads, c.bf16_dot_all_gflops, "GFLOP/s");
     }
+    if (!c.amx_bf16_1t_gflops.samples.empty()) {
+        row("bf16 AMX tiles (tdpbf16ps)", 1, c.amx_bf16_1t_gflops, "GFLOP/s");
+        row("bf16 AMX tiles (tdpbf16ps)", c.threads, c.amx_bf16_all_gflops, "GFLOP/s");
+    }
     row("read (sum of b, c)", 1, c.read_1t_gbs, "GB/s");
     row("read (sum of b, c)", c.threads, c.read_all_gbs, "GB/s");
     for (const auto& f : c.read_footprints)
@@ -134,8 +138,10 @@ void run_peak(const peak_args& a) {
               std::tuple{"triad", "triad_gbs_1_thread", 1, "GB/s"},
               std::tuple{"triad", "triad_gbs_all_threads", all, "GB/s"},
               std::tuple{"bf16_dot", "bf16_dot_gflops_1_thread", 1, "GFLOP/s"},
-              std::tuple{"bf16_dot", "bf16_dot_gflops_all_threads", all, "GFLOP/s"}}) {
-            if (!p.contains(key)) continue; // bf16_dot: only where the CPU has AVX512_BF16
+              std::tuple{"bf16_dot", "bf16_dot_gflops_all_threads", all, "GFLOP/s"},
+              std::tuple{"amx_bf16", "amx_bf16_gflops_1_thread", 1, "GFLOP/s"},
+              std::tuple{"amx_bf16", "amx_bf16_gflops_all_threads", all, "GFLOP/s"}}) {
+            if (!p.contains(key)) continue; // bf16_dot, amx_bf16: only where the CPU has them
             const auto& s = p[key];
             rows.push_back({{"ceiling", ceiling},
                             {"threads", threads},

@@ -75,7 +75,7 @@ inline constexpr counter_spec counter_table[] = {
     {"flop_full", "FLOP", "every add, multiply, divide, exp and compare of one call (attn.count's full count)", in_core | in_layer | in_decode, part::run, source::quantity},
     {"bytes", "B", "minimum traffic of one call: every input read once, every output written once, at the case's element size (attn::min_bytes; decode: the cache bytes the core reads)", in_core | in_layer | in_decode, part::run, source::quantity},
     {"intensity", "FLOP/B", "matmul FLOPs per byte (decode: the core's per cache byte read)", in_core | in_layer | in_decode, part::run, source::quantity},
-    {"peak_gflops", "GFLOP/s", "the measured fp32 FMA peak at the case's thread count (f64: half of it; bf16 and f16 run on fp32 FMAs)", in_core | in_layer | in_decode, part::run, source::quantity},
+    {"peak_gflops", "GFLOP/s", "the measured fp32 FMA peak at the case's thread count (f64: half of it; bf16 outside decode: the measured AMX-BF16 tile peak where the CPU has it, else the vdpbf16ps peak where it has AVX512_BF16; f16 and decode steps run on fp32 FMAs)", in_core | in_layer | in_decode, part::run, source::quantity},
     {"peak_load_cpus", "CPUs", "CPUs other processes kept busy while that peak was measured (-1: unknown)", in_core | in_layer | in_decode, part::run, source::quantity},
     {"scratch_mib", "MiB", "the variant's own account of the extra memory it allocates", in_core | in_layer, part::run, source::measured},
     {"extra_mib", "MiB", "measured rise of the peak resident memory during one call (VmHWM after a reset)", in_core | in_layer | in_decode, part::run, source::measured},
@@ -192,14 +192,20 @@ struct figures {
 };
 
 /// The ceilings a case is held to at its thread count, from the measured peak: the FMA peak (f64:
-/// half; bf16 and f16 run on fp32 FMAs), the load while it was measured, the triad and the read
-/// bandwidth (0 where the peak predates the read probe).
+/// half; bf16 outside decode the CPU's fastest bf16 product where it has one, AMX's tiles, else
+/// vdpbf16ps: the most any implementation of its products could reach there; f16 and decode steps
+/// on fp32 FMAs), the load while it was measured, the triad and the read bandwidth (0 where the
+/// peak predates the read probe).
 inline void put_ceilings(figures& f, const sweep_case& k, const peak::ceilings& c) {
     const int t = int(k.threads);
     const double half = !k.decode() && k.precision == dtype::f64 ? 0.5 : 1.0;
-    f.put("peak_gflops"_counter, half * fma_ceiling_at(c.fma_1t_gflops.median, c.fma_all_gflops.median, c.threads, t));
-    f.put("peak_load_cpus"_counter,
-          fma_ceiling_load_at(c.fma_1t_gflops.others_busy_cpus, c.fma_all_gflops.others_busy_cpus, c.threads, t));
+    const bool bf16 = !k.decode() && k.precision == dtype::bf16;
+    const bool amx = bf16 && !c.amx_bf16_1t_gflops.samples.empty();
+    const bool dot = bf16 && !amx && !c.bf16_dot_1t_gflops.samples.empty();
+    const peak::stats& one = amx ? c.amx_bf16_1t_gflops : dot ? c.bf16_dot_1t_gflops : c.fma_1t_gflops;
+    const peak::stats& all = amx ? c.amx_bf16_all_gflops : dot ? c.bf16_dot_all_gflops : c.fma_all_gflops;
+    f.put("peak_gflops"_counter, half * fma_ceiling_at(one.median, all.median, c.threads, t));
+    f.put("peak_load_cpus"_counter, fma_ceiling_load_at(one.others_busy_cpus, all.others_busy_cpus, c.threads, t));
     if (!k.decode()) return;
     f.put("triad_ceiling_gbs"_counter, bandwidth_ceiling_at(c.triad_1t_gbs.median, c.triad_all_gbs.median, t));
     f.put("read_ceiling_gbs"_counter, bandwidth_ceiling_at(c.read_1t_gbs.median, c.read_all_gbs.median, t));

@@ -213,11 +213,15 @@ def main():
                       "rate (cuBLAS's bf16 GEMM; f32 cases on a device carry none), % of read and the roofline against "
                       "its read-only bandwidth; they are timed by the device's clock with its cache flushed before "
                       "each call.\n")
-        if "bf16_dot_gflops_1_thread" in p:
-            one, every = p["bf16_dot_gflops_1_thread"]["median"], p["bf16_dot_gflops_all_threads"]["median"]
-            md.append(f"This CPU has AVX512_BF16: bf16 dot products (vdpbf16ps) ran at {one:.1f} GFLOP/s on 1 thread "
-                      f"and {every:.1f} GFLOP/s on {p['threads']} (fp32 FMA: above); no variant uses them (bf16 "
-                      "runs on fp32 FMAs), so bf16 cases are measured against the FMA figure too.\n")
+        bf16_ceilings = [(name, p[key + "_1_thread"]["median"], p[key + "_all_threads"]["median"])
+                         for name, key in (("bf16 dot products (vdpbf16ps)", "bf16_dot_gflops"),
+                                           ("AMX bf16 tiles (tdpbf16ps)", "amx_bf16_gflops"))
+                         if key + "_1_thread" in p]
+        if bf16_ceilings:
+            ran = "; ".join(f"{name} {one:.1f} GFLOP/s on 1 thread and {every:.1f} on {p['threads']}"
+                            for name, one, every in bf16_ceilings)
+            md.append(f"This CPU has bf16 products: {ran} (fp32 FMA: above). A bf16 core or layer case's % of peak "
+                      f"is against the last of these (the metadata's `bf16_path` says what the bf16 core ran on).\n")
         busy = max(p[k].get("others_busy_cpus", 0) or 0 for k in ("fma_f32_gflops_1_thread", "fma_f32_gflops_all_threads"))
         if busy > 0.1:
             md.append(f"**Note:** other processes kept about {busy:.1f} CPUs busy while the peak was measured (load "

@@ -18,9 +18,13 @@
 module;
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <xsimd/xsimd.hpp>
 export module attn.kernels:isa;
 import attn.core; // bf16, f16
@@ -421,12 +425,60 @@ inline void narrow(const float* src, float* dst, std::size_t n) { std::memcpy(ds
 /// Whether this CPU has AVX512_BF16 (vdpbf16ps), asked at run time.
 inline bool cpu_has_avx512_bf16() { return __builtin_cpu_supports("avx512bf16"); }
 
+/// Whether this CPU has AMX's bf16 tiles (tdpbf16ps), asked at run time.
+inline bool cpu_has_amx_bf16() { return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16"); }
+
+/// Whether this process may use AMX's tile data: Linux hands it out on request, once a process
+/// (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, 18), and an AMX instruction without
+/// it is a fault.
+inline bool amx_granted() {
+    static const bool granted = cpu_has_amx_bf16() && syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+    return granted;
+}
+
+/// How the bf16 core forms Q K^T and P V (attn.kernels:bf16dot): widened to fp32 on the fp32
+/// FMAs, on AVX512_BF16's vdpbf16ps, or on AMX tiles (tdpbf16ps).
+enum class bf16_engine { convert, dot, amx };
+
+/// The bf16 core's engine in this process: the environment's ATTNBENCH_BF16 (convert, dot or amx)
+/// where set -- to compare them on one machine; one the CPU lacks is an error -- else AMX where the
+/// CPU has it and Linux grants it, vdpbf16ps where the CPU has AVX512_BF16, else convert.
+inline bf16_engine bf16_engine_here() {
+    static const bf16_engine e = [] {
+        const char* env = std::getenv("ATTNBENCH_BF16");
+        const std::string want = env ? env : "";
+        if (want.empty())
+            return amx_granted() ? bf16_engine::amx : cpu_has_avx512_bf16() ? bf16_engine::dot : bf16_engine::convert;
+        if (want == "convert") return bf16_engine::convert;
+        if (want == "dot") {
+            require(cpu_has_avx512_bf16(), "ATTNBENCH_BF16=dot: this CPU has no AVX512_BF16 (vdpbf16ps)");
+            return bf16_engine::dot;
+        }
+        if (want == "amx") {
+            require(cpu_has_amx_bf16(), "ATTNBENCH_BF16=amx: this CPU has no AMX-BF16");
+            require(amx_granted(), "ATTNBENCH_BF16=amx: Linux refused this process AMX's tile data (arch_prctl)");
+            return bf16_engine::amx;
+        }
+        throw error("ATTNBENCH_BF16='" + want + "' is not one of convert, dot, amx");
+    }();
+    return e;
+}
+
 /// How the kernels compute in bf16 on this CPU, one line for the results' metadata.
-inline const char* bf16_path() {
-    return cpu_has_avx512_bf16()
-               ? "convert: bf16 widened to fp32 while packing, fp32 FMA (the CPU has AVX512_BF16; no vdpbf16ps "
-                 "kernel is written yet)"
-               : "convert: bf16 widened to fp32 while packing, fp32 FMA (no avx512_bf16 on this CPU)";
+inline std::string bf16_path() {
+    const char* rest =
+        ", P rounded to bf16, fp32 softmax and accumulation); projections and decode steps widen bf16 to "
+        "fp32, fp32 FMA";
+    switch (bf16_engine_here()) {
+    case bf16_engine::amx:
+        return std::string("amx: the tiled core's Q K^T and P V on AMX tiles (tdpbf16ps") + rest;
+    case bf16_engine::dot:
+        return std::string("vdpbf16ps: the tiled core's Q K^T and P V as bf16 dot products (AVX512_BF16") + rest;
+    case bf16_engine::convert:
+        break;
+    }
+    return std::string("convert: bf16 widened to fp32 while packing, fp32 FMA (") +
+           (cpu_has_avx512_bf16() ? "ATTNBENCH_BF16=convert" : "no avx512_bf16 on this CPU") + ")";
 }
 
 /// How the kernels compute in f16, one line for the results' metadata.

@@ -1,18 +1,22 @@
 // attn.kernels:variant -- a variant on these kernels (`simd`, `parallel`): a problem with one
 // query row (a decode step) goes to decode_core, which streams K and V once; any other to
 // tiled_core. In bf16 and f16 the tiled core and the projections widen operands while packing
-// (fp32 arithmetic, storage traffic halved); a decode step in bf16/f16 runs the fp32 decode core on
+// (fp32 arithmetic, storage traffic halved), except the bf16 core on a CPU with AMX or AVX512_BF16,
+// which forms Q K^T and P V on its bf16 products (:bf16dot; its P rounded to bf16 is declared in
+// variant::roundings so the checker charges it); a decode step in bf16/f16 runs the fp32 decode core on
 // fp32 copies (by_conversion). Over a key/value cache narrower than fp32 (bf16, f16, int8) the
 // decode core reads it in its own type (variant::kv).
 module;
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <type_traits>
 #include <utility>
 export module attn.kernels:variant;
 import :isa;
 import :gemm;
 import :tiled;
+import :bf16dot;
 import :decode;
 import attn.core;
 
@@ -47,6 +51,12 @@ kernel_set<T> half_kernels(const kernel_set<float>& f32, Threads threads) {
                                                         const run_options& o) {
         const problem p = given.effective();
         if (p.n_q == 1) return by_conv.core(p, io, o);
+        if constexpr (std::is_same_v<T, bf16>) {
+            if (isa::bf16_engine_here() == isa::bf16_engine::amx)
+                return bf16dot::core_amx(p, io, resolve_tiles(p, o), threads(o));
+            if (isa::bf16_engine_here() == isa::bf16_engine::dot)
+                return bf16dot::core_dot(p, io, resolve_tiles(p, o), threads(o));
+        }
         tiled_core(p, io, resolve_tiles(p, o), threads(o));
     };
     k.linear = [threads](const linear_io<T>& io, const run_options& o) {
@@ -74,6 +84,12 @@ inline variant tiled_variant(std::string name, std::string description, bool thr
     v.bf16 = half_kernels<bf16>(v.f32, threads);
     v.f16 = half_kernels<f16>(v.f32, threads);
     v.bf16_path = isa::bf16_path();
+    // the bf16 core on vdpbf16ps or AMX stores P in bf16 (a decode step and a layer's bound are as before)
+    v.roundings = [](const problem& p, attn::mode m, dtype t) {
+        const bool dot = m != attn::mode::decode && t == dtype::bf16 && p.n_q > 1 &&
+                         isa::bf16_engine_here() != isa::bf16_engine::convert;
+        return half_roundings{.weights = dot, .queries = false, .format = dtype::bf16};
+    };
     v.f16_path = isa::f16_path();
     auto kv = [threads]<class S>(attn::kv_kernels::core_fn<S>& slot) {
         slot = [threads](const problem& p, const kv_core_io<S>& io, const run_options& o) {
@@ -85,8 +101,11 @@ inline variant tiled_variant(std::string name, std::string description, bool thr
     kv(v.kv.int8);
     v.scratch_bytes = [threads](const problem& given, const run_options& o) {
         const problem p = given.effective();
-        return attention_scratch_bytes(
+        const std::size_t f32 = attention_scratch_bytes(
             p, o.tile_q ? resolve_tiles(p, o) : balanced_tiles(p, resolve_tiles(p, o), threads(o)), threads(o));
+        // (the precision is not asked: where the bf16 core runs on vdpbf16ps, the larger of the two)
+        if (p.n_q == 1 || isa::bf16_engine_here() == isa::bf16_engine::convert) return f32;
+        return std::max(f32, bf16dot::scratch_bytes(p, resolve_tiles(p, o), threads(o)));
     };
     return v;
 }

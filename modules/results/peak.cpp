@@ -41,6 +41,10 @@ ceilings measure(const options& opt) {
         c.bf16_dot_1t_gflops = fma_impl(b, 1, opt, granted);
         c.bf16_dot_all_gflops = fma_impl(b, all, opt, granted);
     }
+    if (const fma_kernel a = amx_bf16_kernel(); a.chains) {
+        c.amx_bf16_1t_gflops = fma_impl(a, 1, opt, granted);
+        c.amx_bf16_all_gflops = fma_impl(a, all, opt, granted);
+    }
     c.triad_array_bytes = triad_array_bytes(opt);
     c.triad_elements = std::max<std::size_t>(c.triad_array_bytes / sizeof(float), 16);
     triad_arrays arr(c.triad_elements);

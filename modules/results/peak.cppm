@@ -76,8 +76,10 @@ struct ceilings {
     std::vector<stream_point> stream;  ///< the streaming probe on all threads (empty in files that predate it)
     /// bf16 dot products (vdpbf16ps zmm: 16 fp32 lanes, each adding two bf16 products, 4 FLOP a
     /// lane) on 1 and all threads, where the CPU has AVX512_BF16; no samples where it has not.
-    /// Informative: every variant computes bf16 on fp32 FMAs, so % of peak uses the FMA figures.
     stats bf16_dot_1t_gflops, bf16_dot_all_gflops;
+    /// AMX's bf16 tile products (tdpbf16ps: 16 x 16 fp32 += 16 x 32 times 32 x 16 bf16, 16,384
+    /// FLOP) on 1 and all threads, where the CPU has AMX-BF16 and Linux grants the tiles.
+    stats amx_bf16_1t_gflops, amx_bf16_all_gflops;
     /// The read probe over 1, 2 and 4 x the reported last-level cache (below the main arrays'
     /// footprint), on 1 and all threads; empty in files that predate it.
     std::vector<footprint_point> read_footprints;

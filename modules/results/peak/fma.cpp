@@ -1,11 +1,13 @@
 // attn.peak -- the FMA ceiling: `Chains` independent FMA chains per thread on the batch and FMA
 // instruction attn.kernels:isa chooses, with 8, 12 or 16 chains tried and the fastest kept; and,
-// where the CPU has AVX512_BF16, the bf16 dot-product ceiling (vdpbf16ps) the same way.
+// where the CPU has AVX512_BF16, the bf16 dot-product ceiling (vdpbf16ps) the same way, and where
+// it has AMX-BF16 (and Linux grants the tiles), the tile ceiling (tdpbf16ps).
 module;
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
+#include <iterator>
 #include <string>
 #include <vector>
 #include <omp.h>
@@ -65,6 +67,45 @@ constexpr fma_kernel fma_kernels[] = {
     for (int i = 1; i < chains; ++i) s = _mm512_add_ps(s, acc[i]);
     return _mm512_reduce_add_ps(s);
 }
+
+/// `iters` rounds of four tdpbf16ps, C tiles 0-3 each accumulating one of the A tiles 4-5 times one
+/// of the B tiles 6-7 (16 x 16 fp32 += 16 x 32 bf16 times 32 x 16 bf16: 16,384 FLOP), every bf16
+/// operand 2^-30 as above. Four chains: a tile product's latency is a few times its issue
+/// interval, so four in flight keep the unit busy. Each thread configures its own tiles.
+[[gnu::target("amx-tile,amx-bf16")]] float amx_bf16_chains(std::size_t iters, float seed) {
+    struct alignas(64) config {
+        unsigned char palette = 1, start_row = 0, reserved[14] = {};
+        unsigned short colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+        unsigned char rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+    } const cfg;
+    alignas(64) unsigned short ab[16 * 32];
+    std::fill(std::begin(ab), std::end(ab), (unsigned short)0x3080); // 2^-30 in bf16
+    alignas(64) float c[4][16 * 16];
+    for (int t = 0; t < 4; ++t) std::fill(std::begin(c[t]), std::end(c[t]), seed + 0.001f * float(t));
+    _tile_loadconfig(&cfg);
+    _tile_loadd(0, c[0], 64);
+    _tile_loadd(1, c[1], 64);
+    _tile_loadd(2, c[2], 64);
+    _tile_loadd(3, c[3], 64);
+    _tile_loadd(4, ab, 64);
+    _tile_loadd(5, ab, 64);
+    _tile_loadd(6, ab, 64);
+    _tile_loadd(7, ab, 64);
+    for (std::size_t it = 0; it < iters; ++it) {
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+    }
+    _tile_stored(0, c[0], 64);
+    _tile_stored(1, c[1], 64);
+    _tile_stored(2, c[2], 64);
+    _tile_stored(3, c[3], 64);
+    _tile_release();
+    float s = 0;
+    for (int t = 0; t < 4; ++t) s += c[t][0] + c[t][255];
+    return s;
+}
 #endif
 
 } // namespace
@@ -72,6 +113,13 @@ constexpr fma_kernel fma_kernels[] = {
 fma_kernel bf16_dot_kernel() {
 #if defined(__x86_64__)
     if (kernels::isa::cpu_has_avx512_bf16()) return {16, &bf16_dot_chains, 64.0};
+#endif
+    return {0, nullptr, 0};
+}
+
+fma_kernel amx_bf16_kernel() {
+#if defined(__x86_64__)
+    if (kernels::isa::amx_granted()) return {4, &amx_bf16_chains, 16.0 * 16.0 * 32.0 * 2.0};
 #endif
     return {0, nullptr, 0};
 }

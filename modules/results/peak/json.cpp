@@ -50,6 +50,10 @@ std::string to_json(const ceilings& c, int indent) {
         j["bf16_dot_gflops_1_thread"] = stats_json(c.bf16_dot_1t_gflops);
         j["bf16_dot_gflops_all_threads"] = stats_json(c.bf16_dot_all_gflops);
     }
+    if (!c.amx_bf16_1t_gflops.samples.empty()) {
+        j["amx_bf16_gflops_1_thread"] = stats_json(c.amx_bf16_1t_gflops);
+        j["amx_bf16_gflops_all_threads"] = stats_json(c.amx_bf16_all_gflops);
+    }
     j["triad_gbs_1_thread"] = stats_json(c.triad_1t_gbs);
     j["triad_gbs_all_threads"] = stats_json(c.triad_all_gbs);
     if (!c.read_1t_gbs.samples.empty()) {
@@ -92,6 +96,8 @@ std::string to_json(const ceilings& c, int indent) {
         {"fma", "GFLOP/s, 10^9 FLOP/s, one FMA = 2 FLOP"},
         {"bf16_dot", "GFLOP/s of vdpbf16ps zmm (AVX512_BF16; present only where the CPU has it): 16 fp32 lanes, each "
                      "adding two bf16 products, 4 FLOP per lane"},
+        {"amx_bf16", "GFLOP/s of tdpbf16ps (AMX-BF16; present only where the CPU has it and Linux grants the tiles): "
+                     "16 x 16 fp32 accumulators each adding 32 bf16 products, 16,384 FLOP per instruction"},
         {"triad", "GB/s, 10^9 byte/s, 12 byte per element (read b, c; write a; write-allocate not counted); arrays "
                   "2 MiB-aligned with MADV_HUGEPAGE, like the key/value cache (attn::big_allocator)"},
         {"read", "GB/s read (10^9 byte/s) by a loop that only reads the triad's arrays b and c (each thread sums "
@@ -120,6 +126,10 @@ ceilings from_value(nlohmann::ordered_json j, const std::string& where) {
     if (j.contains("bf16_dot_gflops_1_thread")) {
         c.bf16_dot_1t_gflops = stats_from(j, "bf16_dot_gflops_1_thread", where);
         c.bf16_dot_all_gflops = stats_from(j, "bf16_dot_gflops_all_threads", where);
+    }
+    if (j.contains("amx_bf16_gflops_1_thread")) {
+        c.amx_bf16_1t_gflops = stats_from(j, "amx_bf16_gflops_1_thread", where);
+        c.amx_bf16_all_gflops = stats_from(j, "amx_bf16_gflops_all_threads", where);
     }
     c.triad_1t_gbs = stats_from(j, "triad_gbs_1_thread", where);
     c.triad_all_gbs = stats_from(j, "triad_gbs_all_threads", where);

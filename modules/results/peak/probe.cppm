@@ -73,6 +73,10 @@ struct fma_kernel {
 /// chains 0 where it does not or the build is not for x86-64.
 fma_kernel bf16_dot_kernel();
 
+/// The AMX-BF16 tile kernel (tdpbf16ps, 4 chains of 16,384 FLOP a step) where this CPU has AMX-BF16
+/// and Linux grants the process its tile data; chains 0 elsewhere.
+fma_kernel amx_bf16_kernel();
+
 /// The kernel with `chains` chains; throws attn::error for a count that has none.
 fma_kernel kernel_with(int chains);
 
