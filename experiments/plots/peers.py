@@ -138,7 +138,8 @@ def section(d, perf):
                   "machine's drift hits both; our rounds' spread ((slowest − fastest) / median; the rounds in "
                   "brackets) says how far drift alone moved us: a ratio nearer 1 than that spread does not rank "
                   "the two. In brackets after the times: GFLOP/s of the counted matmul FLOPs and % of the "
-                  "measured FMA peak at that thread count (core, layer). Ceiling: the measured peak over the "
+                  "measured peak at that thread count (core, layer; fp32 FMA, bf16 the CPU's bf16 product where it "
+                  "has one: AMX tiles, else vdpbf16ps). Ceiling: the measured peak over the "
                   "peer's GFLOP/s, the largest peer / ours any implementation of the counted FLOPs could reach on "
                   "this machine (attn::ceiling_speedup).\n")
         md.append(md_table(["mode", "shape", "threads", "ours [ms] (GFLOP/s, % peak)", "peer [ms] (GFLOP/s, % peak)",

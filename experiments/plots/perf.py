@@ -125,6 +125,13 @@ def peak_for(rows, threads):
     return (peaks.pop(), f"{threads}-thread") if len(peaks) == 1 else (None, None)
 
 
+def bf16_own_peak(rows):
+    """Whether bf16 rows were held to a peak of their own (the CPU's bf16 products: AMX tiles or
+    vdpbf16ps, attn.figures), not to the fp32 FMA peak the other rows at their thread count had."""
+    fma = {(threads_of(r), r.get("peak_gflops")) for r in rows if r.get("precision", "f32") != "bf16"}
+    return any((threads_of(r), r.get("peak_gflops")) not in fma for r in rows if r.get("precision") == "bf16")
+
+
 def plot_vs_n(d, figdir, perf, peak):
     """time, GFLOP/s and % of peak against N for the grids drawn so (vs_n): one panel per
     configuration their cases form, one line per variant; and the grids that could not be drawn,
@@ -165,10 +172,12 @@ def plot_vs_n(d, figdir, perf, peak):
                         ax.axhline(gf, color="black", ls=ls, lw=1.2, label=f"measured {which} {what} ({gf:.0f})")
                         top = max(top, gf)
                 ax.set_ylim(0, top * 1.08)
+            own = bf16_own_peak([r for pts in series[cfg].values() for _, r in pts])
             if metric == "pct_peak":
                 ax.axhline(100, color="black", ls="--", lw=1.2,
                            label=f"the {dev}'s measured\nbf16 GEMM rate" if dev else
-                           "measured FMA peak\n(at each variant's threads)")
+                           "measured peak at each variant's\nthreads (fp32: FMA; bf16: the\nCPU's bf16 product)" if own
+                           else "measured FMA peak\n(at each variant's threads)")
                 # never clip: a share above 100 % says the peak was measured low, and must show
                 top = max([110] + [r[metric] * 1.05 for pts in series[cfg].values() for _, r in pts
                                    if r.get(metric) is not None])
@@ -178,7 +187,8 @@ def plot_vs_n(d, figdir, perf, peak):
                             fontsize=8, color="firebrick")
             if metric == "time_ms":
                 plain_log_y(ax)  # after plotting: the data set the limits
-            ax.set_ylabel(ylabel.replace("measured FMA peak", f"{dev}'s measured bf16 GEMM rate") if dev else ylabel)
+            ax.set_ylabel(ylabel.replace("measured FMA peak", f"{dev}'s measured bf16 GEMM rate") if dev else
+                          ylabel.replace("FMA peak", "peak (bf16: its own)") if own else ylabel)
             ax.set_title(config_text(cfg), fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
             ax.legend(fontsize=8, title="variant", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))

@@ -43,11 +43,11 @@ import attn.core;
 
 export namespace attn::kernels::bf16dot {
 
-using word = std::uint32_t;            ///< two bf16: element 2i in the low half, 2i + 1 in the high
-inline constexpr std::size_t mr = 12;  ///< dot: rows of C per micro-tile
-inline constexpr std::size_t nr = 32;  ///< columns of C per panel: two zmm of 16 fp32 lanes, two AMX tiles
+using word = std::uint32_t;                 ///< two bf16: element 2i in the low half, 2i + 1 in the high
+inline constexpr std::size_t mr = 12;       ///< dot: rows of C per micro-tile
+inline constexpr std::size_t nr = 32;       ///< columns of C per panel: two zmm of 16 fp32 lanes, two AMX tiles
 inline constexpr std::size_t amx_rows = 32; ///< amx: rows of C per block (two tiles of 16)
-inline constexpr std::size_t step = 16; ///< words per AMX step (a tile row: 64 bytes, 32 bf16)
+inline constexpr std::size_t step = 16;     ///< words per AMX step (a tile row: 64 bytes, 32 bf16)
 
 /// One thread's buffers.
 struct scratch {
@@ -95,8 +95,9 @@ inline __mmask16 lanes_mask(std::size_t n) { return n >= 16 ? __mmask16(0xffff) 
 /// C[MR x ncols] (+)= A[MR x 2K2] B[2K2 x nr]: A's rows as words (row r's word k at a + r lda_bytes
 /// + 4k), B a packed panel (row k: nr words).
 template <std::size_t MR>
-[[gnu::target("avx512f,avx512bf16")]] void micro(std::size_t K2, const char* a, std::size_t lda_bytes, const word* panel,
-                                                 float* c, std::size_t ldc, std::size_t ncols, bool accumulate) {
+[[gnu::target("avx512f,avx512bf16")]] void micro(std::size_t K2, const char* a, std::size_t lda_bytes,
+                                                 const word* panel, float* c, std::size_t ldc, std::size_t ncols,
+                                                 bool accumulate) {
     const __mmask16 m0 = lanes_mask(ncols), m1 = lanes_mask(ncols > 16 ? ncols - 16 : 0);
     __m512 c0[MR], c1[MR];
     for (std::size_t r = 0; r < MR; ++r) {
@@ -169,7 +170,8 @@ inline void pack_keys(const heads_view<const bf16>& k, std::size_t b, std::size_
             for (std::size_t h = 0; h < nr; h += 16) {
                 const std::size_t c0 = p * nr + h;
                 if (has0 && c0 + 16 <= dv) { // 16 columns of both keys: widen, shift, or
-                    const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + c0)));
+                    const __m512i lo =
+                        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + c0)));
                     const __m512i hi =
                         has1 ? _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r1 + c0)))
                              : _mm512_setzero_si512();
