@@ -277,15 +277,8 @@ template <bool Amx>
     std::size_t r0 = 0, r1 = 0;
     for (std::size_t j0 = kv_begin; j0 < kv_end; j0 += t.kv) {
         const std::size_t tk = std::min(t.kv, kv_end - j0), tk_pad = round_up(tk, nr), p2 = tk_pad / 2;
-        while (r0 < tq && p.keys_end(i0 + r0) <= j0) ++r0;
-        r1 = std::max(r1, r0);
-        while (r1 < tq && p.keys_begin(i0 + r1) < j0 + tk) ++r1;
-        if (r0 == r1) continue;
+        if (!kernels::detail::rows_of_key_tile(p, i0, tq, j0, tk, r0, r1, w.lo.data(), w.hi.data())) continue;
         detail::pack_keys(io.k, b, g, j0, tk, d, d2, w.kp.data());
-        for (std::size_t r = r0; r < r1; ++r) {
-            w.lo[r] = std::max(p.keys_begin(i0 + r), j0) - j0;
-            w.hi[r] = std::min(p.keys_end(i0 + r), j0 + tk) - j0;
-        }
         // scores: each block of rows over the panels holding its rows' keys (all of the tile's
         // without a window: lo = 0 and hi = tk for every row)
         for (std::size_t i = r0; i < r1; i += block) {
@@ -301,23 +294,9 @@ template <bool Amx>
         }
         for (std::size_t r = r0; r < r1; ++r) {
             float* sr = w.s.data() + r * w.s_ld;
-            const std::size_t lo = w.lo[r], hi = w.hi[r];
-            for (std::size_t c = lo; c < hi; ++c) sr[c] *= scale;
-            // as in tile_core: the row's keys widened to whole batches, the rest -inf then 0
-            const std::size_t a0 = lo / lanes * lanes, a1 = round_up(hi, lanes);
-            std::fill(sr + a0, sr + lo, kernels::detail::neg_inf);
-            std::fill(sr + hi, sr + a1, kernels::detail::neg_inf);
-            const float m_old = w.m[r], m_new = std::max(m_old, kernels::detail::row_max(sr + a0, a1 - a0));
-            const float sum = kernels::detail::exp2_row(sr + a0, a1 - a0, m_new);
-            std::fill(sr, sr + a0, 0.0f);
-            std::fill(sr + a1, sr + tk_pad, 0.0f);
-            if (m_new != m_old && m_old != kernels::detail::neg_inf) {
-                const float corr = std::exp2(m_old - m_new);
-                w.l[r] *= corr;
-                kernels::detail::scale_row(w.acc.data() + r * w.acc_ld, w.acc_ld, corr);
-            }
-            w.l[r] += sum;
-            w.m[r] = m_new;
+            for (std::size_t c = w.lo[r]; c < w.hi[r]; ++c) sr[c] *= scale;
+            kernels::detail::softmax_row(sr, w.lo[r], w.hi[r], tk_pad, w.m[r], w.l[r], w.acc.data() + r * w.acc_ld,
+                                         w.acc_ld);
             detail::round_weights(sr, tk_pad);
         }
         if constexpr (Amx) { // the last block's rows past r1 weigh nothing (zero words)
@@ -354,19 +333,10 @@ template <bool Amx>
 /// must have the engine (isa::bf16_engine_here says which it has).
 template <bool Amx>
 void core(const problem& p, const core_io<bf16>& io, tiles t, int threads) {
-    const std::size_t n_tiles = (p.n_q + t.q - 1) / t.q;
-    const std::size_t items = p.batch * p.heads * n_tiles;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
-        scratch w(p, t);
-#pragma omp for schedule(dynamic, 1)
-        for (std::size_t it = 0; it < items; ++it) {
-            const std::size_t tile = n_tiles - 1 - it / (p.batch * p.heads);
-            const std::size_t bh = it % (p.batch * p.heads);
-            const std::size_t i0 = tile * t.q;
-            tile_core<Amx>(p, io, bh / p.heads, bh % p.heads, i0, std::min(t.q, p.n_q - i0), t, w);
-        }
-    }
+    for_each_query_tile<scratch>(p, t, threads,
+                                 [&](std::size_t b, std::size_t h, std::size_t i0, std::size_t tq, scratch& w) {
+                                     tile_core<Amx>(p, io, b, h, i0, tq, t, w);
+                                 });
 }
 
 /// The core on AMX's tiles and on vdpbf16ps: defined here, not inline, so that the intrinsics they

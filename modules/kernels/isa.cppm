@@ -4,8 +4,9 @@
 // Everything else is written on xsimd::batch<float> and these functions.
 // The last section converts the 16-bit storage formats to and from fp32 arrays (the kernels
 // widen bf16/f16 operands while packing and narrow results as they store them); it needs AVX2
-// and F16C (__F16C__: xsimd 8.1 has no F16C architecture), present in every AVX-512 build, and
-// whether the CPU has a native bf16 dot product (AVX512_BF16) is asked at run time.
+// and F16C (__F16C__: xsimd 8.1 has no F16C architecture), present in every AVX-512 build; whether
+// the CPU has bf16 products (AVX512_BF16's vdpbf16ps, AMX-BF16's tiles), and which the bf16 core
+// uses (bf16_engine_here), is asked at run time.
 //
 // Why explicit FMAs: xsimd 8.1 has FMA kernels only for its fma3<sse4_2|avx|avx2> and fma4
 // architectures. xsimd::fma on the default batch of an AVX-512 build (avx512bw), and on plain

@@ -129,7 +129,74 @@ inline void band_pv(std::size_t r0, std::size_t r1, std::size_t dv, std::size_t 
     }
 }
 
+/// The rows of the query tile [i0, i0 + tq) that see a key of the key tile [j0, j0 + tk): advances
+/// [r0, r1) (both ends of a row's keys grow with the row, so they are one range that moves forward
+/// tile by tile) and writes each such row's keys in the tile, [lo, hi), never empty for them;
+/// false where no row sees the tile.
+inline bool rows_of_key_tile(const problem& p, std::size_t i0, std::size_t tq, std::size_t j0, std::size_t tk,
+                             std::size_t& r0, std::size_t& r1, std::size_t* lo, std::size_t* hi) {
+    while (r0 < tq && p.keys_end(i0 + r0) <= j0) ++r0; // rows before r0 end before this tile
+    r1 = std::max(r1, r0);
+    while (r1 < tq && p.keys_begin(i0 + r1) < j0 + tk) ++r1; // rows from r1 start after it
+    for (std::size_t r = r0; r < r1; ++r) {
+        lo[r] = std::max(p.keys_begin(i0 + r), j0) - j0;
+        hi[r] = std::min(p.keys_end(i0 + r), j0 + tk) - j0;
+    }
+    return r0 < r1;
+}
+
+/// One row's step of the online softmax over a key tile: its scores s[lo, hi) (in base 2) become
+/// the weights 2^(s - m_new) and the rest of s[0, tk_pad) zeros; the running maximum m, sum l and
+/// output row acc (acc_ld floats) are brought up to date. Both tiled cores take it (:bf16dot too).
+inline void softmax_row(float* sr, std::size_t lo, std::size_t hi, std::size_t tk_pad, float& m, float& l, float* acc,
+                        std::size_t acc_ld) {
+    // the row's keys [lo, hi) widened to whole batches [a0, a1) (a1 <= tk_pad): the other
+    // columns of those batches become -inf, which the maximum passes over and the vector
+    // exp turns into exact zeros, so no batch is split into scalar work (a window's row
+    // has two such edges in each of its W / tile + 1 tiles). A causal row (lo = 0) sums
+    // the same lanes as one whose tail were padded: the same bits.
+    const std::size_t a0 = lo / lanes * lanes, a1 = round_up(hi, lanes);
+    std::fill(sr + a0, sr + lo, neg_inf);
+    std::fill(sr + hi, sr + a1, neg_inf);
+    const float m_old = m, m_new = std::max(m_old, row_max(sr + a0, a1 - a0));
+    const float sum = exp2_row(sr + a0, a1 - a0, m_new); // one vector exp per batch
+    std::fill(sr, sr + a0, 0.0f);                        // masked and padding columns weigh nothing
+    std::fill(sr + a1, sr + tk_pad, 0.0f);
+    // 2^(m_old - m_new) rescales what came before: 1 when the maximum holds (most tiles
+    // after the first few), nothing to rescale on the row's first tile (its l and output
+    // are 0): the scalar exp and the pass over the output row only when it grew
+    if (m_new != m_old && m_old != neg_inf) {
+        const float corr = std::exp2(m_old - m_new);
+        l *= corr;
+        scale_row(acc, acc_ld, corr);
+    }
+    l += sum;
+    m = m_new;
+}
+
 } // namespace detail
+
+/// The work items of a tiled core, (batch x heads x query tiles), spread over `threads`: each
+/// thread makes one Scratch(p, t) and calls tile(b, h, i0, tq, scratch) for the rows [i0, i0 + tq)
+/// of head h in sequence b. Items are independent and each is computed the same way on any
+/// thread: the result does not depend on the thread count. Heavier (later, under a causal mask)
+/// tiles are handed out first.
+template <class Scratch, class Tile>
+void for_each_query_tile(const problem& p, tiles t, int threads, const Tile& tile) {
+    const std::size_t n_tiles = (p.n_q + t.q - 1) / t.q;
+    const std::size_t items = p.batch * p.heads * n_tiles;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+    {
+        Scratch w(p, t);
+#pragma omp for schedule(dynamic, 1)
+        for (std::size_t it = 0; it < items; ++it) {
+            const std::size_t tile_index = n_tiles - 1 - it / (p.batch * p.heads);
+            const std::size_t bh = it % (p.batch * p.heads);
+            const std::size_t i0 = tile_index * t.q;
+            tile(bh / p.heads, bh % p.heads, i0, std::min(t.q, p.n_q - i0), w);
+        }
+    }
+}
 
 /// The rows [i0, i0+tq) of head h in sequence b.
 template <class T>
@@ -153,47 +220,15 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
     std::size_t r0 = 0, r1 = 0;
     for (std::size_t j0 = kv_begin; j0 < kv_end; j0 += t.kv) {
         const std::size_t tk = std::min(t.kv, kv_end - j0), tk_pad = round_up(tk, nr);
-        while (r0 < tq && p.keys_end(i0 + r0) <= j0) ++r0; // rows before r0 end before this tile
-        r1 = std::max(r1, r0);
-        while (r1 < tq && p.keys_begin(i0 + r1) < j0 + tk) ++r1; // rows from r1 start after it
-        if (r0 == r1) continue;
+        if (!detail::rows_of_key_tile(p, i0, tq, j0, tk, r0, r1, w.lo.data(), w.hi.data())) continue;
         pack_b(io.k.row(b, g, j0), 1, io.k.row_stride, d, tk, w.kp.data()); // K^T
-        // each row's keys in the tile, [lo, hi): never empty for the rows in [r0, r1), which end
-        // after the tile's first key and begin before its last
-        for (std::size_t r = r0; r < r1; ++r) {
-            w.lo[r] = std::max(p.keys_begin(i0 + r), j0) - j0;
-            w.hi[r] = std::min(p.keys_end(i0 + r), j0 + tk) - j0;
-        }
         if (p.window)
             detail::band_scores(r0, r1, d, tk, w, w.s.data());
         else
             gemm_rows(r0, r1, tk, d, w.qs.data(), d, w.kp.data(), w.s.data(), w.s_ld, false);
-        for (std::size_t r = r0; r < r1; ++r) {
-            float* sr = w.s.data() + r * w.s_ld;
-            const std::size_t lo = w.lo[r], hi = w.hi[r];
-            // the row's keys [lo, hi) widened to whole batches [a0, a1) (a1 <= tk_pad): the other
-            // columns of those batches become -inf, which the maximum passes over and the vector
-            // exp turns into exact zeros, so no batch is split into scalar work (a window's row
-            // has two such edges in each of its W / tile + 1 tiles). A causal row (lo = 0) sums
-            // the same lanes as one whose tail were padded: the same bits.
-            const std::size_t a0 = lo / lanes * lanes, a1 = round_up(hi, lanes);
-            std::fill(sr + a0, sr + lo, detail::neg_inf);
-            std::fill(sr + hi, sr + a1, detail::neg_inf);
-            const float m_old = w.m[r], m_new = std::max(m_old, detail::row_max(sr + a0, a1 - a0));
-            const float sum = detail::exp2_row(sr + a0, a1 - a0, m_new); // one vector exp per batch
-            std::fill(sr, sr + a0, 0.0f);                                // masked and padding columns weigh nothing
-            std::fill(sr + a1, sr + tk_pad, 0.0f);
-            // 2^(m_old - m_new) rescales what came before: 1 when the maximum holds (most tiles
-            // after the first few), nothing to rescale on the row's first tile (its l and output
-            // are 0): the scalar exp and the pass over the output row only when it grew
-            if (m_new != m_old && m_old != detail::neg_inf) {
-                const float corr = std::exp2(m_old - m_new);
-                w.l[r] *= corr;
-                detail::scale_row(w.acc.data() + r * w.acc_ld, w.acc_ld, corr);
-            }
-            w.l[r] += sum;
-            w.m[r] = m_new;
-        }
+        for (std::size_t r = r0; r < r1; ++r)
+            detail::softmax_row(w.s.data() + r * w.s_ld, w.lo[r], w.hi[r], tk_pad, w.m[r], w.l[r],
+                                w.acc.data() + r * w.acc_ld, w.acc_ld);
         pack_b(io.v.row(b, g, j0), io.v.row_stride, 1, tk, dv, w.vp.data()); // V
         if (p.window)
             detail::band_pv(r0, r1, dv, tk, w);
@@ -218,24 +253,12 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
     }
 }
 
-/// The whole core: (batch x heads x query tiles) work items, spread over `threads`.
-/// Items are independent and each is computed the same way on any thread: the result does not
-/// depend on the thread count. Heavier (later, under a causal mask) tiles are handed out first.
+/// The whole core: for_each_query_tile's work items, each tile_core.
 template <class T>
 void tiled_core(const problem& p, const core_io<T>& io, tiles t, int threads) {
-    const std::size_t n_tiles = (p.n_q + t.q - 1) / t.q;
-    const std::size_t items = p.batch * p.heads * n_tiles;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-    {
-        tiled_scratch w(p, t);
-#pragma omp for schedule(dynamic, 1)
-        for (std::size_t it = 0; it < items; ++it) {
-            const std::size_t tile = n_tiles - 1 - it / (p.batch * p.heads);
-            const std::size_t bh = it % (p.batch * p.heads);
-            const std::size_t i0 = tile * t.q;
-            tile_core(p, io, bh / p.heads, bh % p.heads, i0, std::min(t.q, p.n_q - i0), t, w);
-        }
-    }
+    for_each_query_tile<tiled_scratch>(p, t, threads,
+                                       [&](std::size_t b, std::size_t h, std::size_t i0, std::size_t tq,
+                                           tiled_scratch& w) { tile_core(p, io, b, h, i0, tq, t, w); });
 }
 
 /// Extra memory of tiled_core: one scratch per thread.

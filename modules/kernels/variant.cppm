@@ -86,9 +86,9 @@ inline variant tiled_variant(std::string name, std::string description, bool thr
     v.bf16_path = isa::bf16_path();
     // the bf16 core on vdpbf16ps or AMX stores P in bf16 (a decode step and a layer's bound are as before)
     v.roundings = [](const problem& p, attn::mode m, dtype t) {
-        const bool dot = m != attn::mode::decode && t == dtype::bf16 && p.n_q > 1 &&
-                         isa::bf16_engine_here() != isa::bf16_engine::convert;
-        return half_roundings{.weights = dot, .queries = false, .format = dtype::bf16};
+        const bool products = m != attn::mode::decode && t == dtype::bf16 && p.n_q > 1 &&
+                              isa::bf16_engine_here() != isa::bf16_engine::convert;
+        return half_roundings{.weights = products, .queries = false, .format = dtype::bf16};
     };
     v.f16_path = isa::f16_path();
     auto kv = [threads]<class S>(attn::kv_kernels::core_fn<S>& slot) {
@@ -103,7 +103,7 @@ inline variant tiled_variant(std::string name, std::string description, bool thr
         const problem p = given.effective();
         const std::size_t f32 = attention_scratch_bytes(
             p, o.tile_q ? resolve_tiles(p, o) : balanced_tiles(p, resolve_tiles(p, o), threads(o)), threads(o));
-        // (the precision is not asked: where the bf16 core runs on vdpbf16ps, the larger of the two)
+        // (the precision is not asked: where the bf16 core runs on AMX or vdpbf16ps, the larger of the two)
         if (p.n_q == 1 || isa::bf16_engine_here() == isa::bf16_engine::convert) return f32;
         return std::max(f32, bf16dot::scratch_bytes(p, resolve_tiles(p, o), threads(o)));
     };
