@@ -198,23 +198,9 @@ inline void pack_keys(const heads_view<const bf16>& k, std::size_t b, std::size_
     }
 }
 
-/// AMX's tile configuration: palette 1, tiles 0-7 each 16 rows of 64 bytes (C: 0-3, A: 4-5, B: 6-7).
-struct alignas(64) tile_config {
-    std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
-    std::uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
-    std::uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-};
-
-[[gnu::target("amx-tile,amx-bf16")]] inline void amx_begin() {
-    static const tile_config config;
-    _tile_loadconfig(&config);
-}
-
-[[gnu::target("amx-tile,amx-bf16")]] inline void amx_end() { _tile_release(); }
-
 /// C[32 x 32] (+)= A[32 x 32 K16] B: A's rows as words (row r's word k at a + r lda_bytes + 4k),
 /// B a packed panel (row k: nr words), K16 steps of 16 words. The tiles must be configured
-/// (amx_begin) on this thread.
+/// (isa::amx_begin) on this thread: C in tiles 0-3, A in 4-5, B in 6-7.
 [[gnu::target("amx-tile,amx-bf16")]] inline void amx_block(std::size_t K16, const char* a, std::size_t lda_bytes,
                                                            const word* panel, float* c, std::size_t ldc,
                                                            bool accumulate) {
@@ -269,7 +255,7 @@ template <bool Amx>
     std::fill(w.acc.begin(), w.acc.begin() + tq * w.acc_ld, 0.0f);
     std::fill(w.m.begin(), w.m.end(), kernels::detail::neg_inf);
     std::fill(w.l.begin(), w.l.end(), 0.0f);
-    if constexpr (Amx) detail::amx_begin();
+    if constexpr (Amx) isa::amx_begin();
     const std::size_t kv_begin = p.keys_begin(i0), kv_end = p.keys_end(i0 + tq - 1), block = Amx ? amx_rows : mr;
     const std::size_t q_ld = d2 * sizeof(word), s_ld = w.s_ld * sizeof(float); // rows of A, in bytes
     const char* qa = reinterpret_cast<const char*>(w.qw.data());
@@ -320,7 +306,7 @@ template <bool Amx>
             }
         }
     }
-    if constexpr (Amx) detail::amx_end();
+    if constexpr (Amx) isa::amx_end();
     for (std::size_t r = 0; r < tq; ++r) {
         float* a = w.acc.data() + r * w.acc_ld;
         const float inv = w.l[r] == 0.0f ? 0.0f : 1.0f / w.l[r];

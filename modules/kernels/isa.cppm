@@ -437,6 +437,21 @@ inline bool amx_granted() {
     return granted;
 }
 
+/// AMX's tiles on this thread configured as the bf16 core and attn.peak's probe use them: palette
+/// 1, tiles 0-7 each 16 rows of 64 bytes (16 fp32, or 32 bf16 as 16 pairs); amx_end releases them.
+/// The process must hold the tile data (amx_granted).
+[[gnu::target("amx-tile,amx-bf16")]] inline void amx_begin() {
+    struct alignas(64) tile_config {
+        std::uint8_t palette = 1, start_row = 0, reserved[14] = {};
+        std::uint16_t colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
+        std::uint8_t rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
+    };
+    static const tile_config config;
+    _tile_loadconfig(&config);
+}
+
+[[gnu::target("amx-tile,amx-bf16")]] inline void amx_end() { _tile_release(); }
+
 /// How the bf16 core forms Q K^T and P V (attn.kernels:bf16dot): widened to fp32 on the fp32
 /// FMAs, on AVX512_BF16's vdpbf16ps, or on AMX tiles (tdpbf16ps).
 enum class bf16_engine { convert, dot, amx };

@@ -43,6 +43,13 @@ inline std::size_t attention_scratch_bytes(const problem& p, tiles t, int thread
     return tiled_scratch_bytes(p, t, threads);
 }
 
+/// The engine of the bf16 core for problem p: the CPU's bf16 products (isa::bf16_engine_here) for a
+/// tiled problem, convert for a one-row problem (a decode step: the fp32 decode core on copies).
+/// The one place the kernel, its declared roundings and its scratch agree on.
+inline isa::bf16_engine bf16_core_engine(const problem& p) {
+    return p.n_q == 1 ? isa::bf16_engine::convert : isa::bf16_engine_here();
+}
+
 /// The bf16 or f16 kernels of a variant on these kernels; `f32` serves the decode step.
 template <class T, class Threads>
 kernel_set<T> half_kernels(const kernel_set<float>& f32, Threads threads) {
@@ -52,9 +59,9 @@ kernel_set<T> half_kernels(const kernel_set<float>& f32, Threads threads) {
         const problem p = given.effective();
         if (p.n_q == 1) return by_conv.core(p, io, o);
         if constexpr (std::is_same_v<T, bf16>) {
-            if (isa::bf16_engine_here() == isa::bf16_engine::amx)
+            if (bf16_core_engine(p) == isa::bf16_engine::amx)
                 return bf16dot::core_amx(p, io, resolve_tiles(p, o), threads(o));
-            if (isa::bf16_engine_here() == isa::bf16_engine::dot)
+            if (bf16_core_engine(p) == isa::bf16_engine::dot)
                 return bf16dot::core_dot(p, io, resolve_tiles(p, o), threads(o));
         }
         tiled_core(p, io, resolve_tiles(p, o), threads(o));
@@ -86,8 +93,8 @@ inline variant tiled_variant(std::string name, std::string description, bool thr
     v.bf16_path = isa::bf16_path();
     // the bf16 core on vdpbf16ps or AMX stores P in bf16 (a decode step and a layer's bound are as before)
     v.roundings = [](const problem& p, attn::mode m, dtype t) {
-        const bool products = m != attn::mode::decode && t == dtype::bf16 && p.n_q > 1 &&
-                              isa::bf16_engine_here() != isa::bf16_engine::convert;
+        const bool products =
+            m != attn::mode::decode && t == dtype::bf16 && bf16_core_engine(p) != isa::bf16_engine::convert;
         return half_roundings{.weights = products, .queries = false, .format = dtype::bf16};
     };
     v.f16_path = isa::f16_path();
@@ -104,7 +111,7 @@ inline variant tiled_variant(std::string name, std::string description, bool thr
         const std::size_t f32 = attention_scratch_bytes(
             p, o.tile_q ? resolve_tiles(p, o) : balanced_tiles(p, resolve_tiles(p, o), threads(o)), threads(o));
         // (the precision is not asked: where the bf16 core runs on AMX or vdpbf16ps, the larger of the two)
-        if (p.n_q == 1 || isa::bf16_engine_here() == isa::bf16_engine::convert) return f32;
+        if (bf16_core_engine(p) == isa::bf16_engine::convert) return f32;
         return std::max(f32, bf16dot::scratch_bytes(p, resolve_tiles(p, o), threads(o)));
     };
     return v;

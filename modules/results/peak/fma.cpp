@@ -71,18 +71,14 @@ constexpr fma_kernel fma_kernels[] = {
 /// `iters` rounds of four tdpbf16ps, C tiles 0-3 each accumulating one of the A tiles 4-5 times one
 /// of the B tiles 6-7 (16 x 16 fp32 += 16 x 32 bf16 times 32 x 16 bf16: 16,384 FLOP), every bf16
 /// operand 2^-30 as above. Four chains: a tile product's latency is a few times its issue
-/// interval, so four in flight keep the unit busy. Each thread configures its own tiles.
+/// interval, so four in flight keep the unit busy. Each thread configures its own tiles, as the
+/// bf16 core does (isa::amx_begin).
 [[gnu::target("amx-tile,amx-bf16")]] float amx_bf16_chains(std::size_t iters, float seed) {
-    struct alignas(64) config {
-        unsigned char palette = 1, start_row = 0, reserved[14] = {};
-        unsigned short colsb[16] = {64, 64, 64, 64, 64, 64, 64, 64};
-        unsigned char rows[16] = {16, 16, 16, 16, 16, 16, 16, 16};
-    } const cfg;
     alignas(64) unsigned short ab[16 * 32];
     std::fill(std::begin(ab), std::end(ab), (unsigned short)0x3080); // 2^-30 in bf16
     alignas(64) float c[4][16 * 16];
     for (int t = 0; t < 4; ++t) std::fill(std::begin(c[t]), std::end(c[t]), seed + 0.001f * float(t));
-    _tile_loadconfig(&cfg);
+    kernels::isa::amx_begin();
     _tile_loadd(0, c[0], 64);
     _tile_loadd(1, c[1], 64);
     _tile_loadd(2, c[2], 64);
@@ -101,7 +97,7 @@ constexpr fma_kernel fma_kernels[] = {
     _tile_stored(1, c[1], 64);
     _tile_stored(2, c[2], 64);
     _tile_stored(3, c[3], 64);
-    _tile_release();
+    kernels::isa::amx_end();
     float s = 0;
     for (int t = 0; t < 4; ++t) s += c[t][0] + c[t][255];
     return s;
