@@ -339,3 +339,34 @@ TEST_CASE("the bf16 core on vdpbf16ps and on AMX matches the fp64 reference (tai
         CHECK(core_bits<attn::bf16>(var, t, q, k, v) == core_bits<attn::bf16>(var, t, q, k, v, 1));
     }
 }
+
+TEST_CASE("the bf16 core's softmax step by hand: masked maximum, weights as bf16 words, running sum and output",
+          "[halves][bf16dot]") {
+    if (!attn::kernels::isa::cpu_has_avx512_bf16()) {
+        WARN("this CPU has no AVX512_BF16: the bf16 core's softmax step (bf16dot::detail::weights_row) not run");
+        return;
+    }
+    // raw scores of 96 columns, keys [3, 40) visible: even integers from 0 to 8 there (scale 1/2:
+    // arguments s/2 - m_new are integers, so every weight is a power of two, exact in fp32 and
+    // bf16), 100 elsewhere (which the maximum must pass over); the third group of 32 columns holds
+    // no visible key. Running state before: m 1, l 2, an output row of 8s.
+    const std::size_t lo = 3, hi = 40, tk_pad = 96, acc_ld = 16;
+    std::vector<float> s(tk_pad, 100.0f), acc(acc_ld, 8.0f);
+    for (std::size_t j = lo; j < hi; ++j) s[j] = float(2 * (j % 5));
+    float m = 1.0f, l = 2.0f;
+    attn::kernels::bf16dot::detail::weights_row(s.data(), lo, hi, tk_pad, 0.5f, m, l, acc.data(), acc_ld);
+    // by hand: the visible maximum 8 scales to 4 = m_new; weight j = 2^(j % 5 - 4); the old sum and
+    // output carry 2^(1 - 4) = 1/8; the new sum is 2/8 plus the weights' sum
+    double sum = 0.25;
+    for (std::size_t j = 0; j < tk_pad; ++j) {
+        const double want = j >= lo && j < hi ? std::exp2(double(j % 5) - 4.0) : 0.0;
+        sum += want;
+        std::uint16_t half;
+        std::memcpy(&half, reinterpret_cast<const char*>(s.data()) + 2 * j, sizeof half);
+        INFO("column " << j);
+        CHECK(double(std::bit_cast<float>(std::uint32_t(half) << 16)) == want);
+    }
+    CHECK(m == 4.0f);
+    CHECK(double(l) == sum);
+    for (const float a : acc) CHECK(a == 1.0f);
+}

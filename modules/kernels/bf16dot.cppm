@@ -3,15 +3,16 @@
 // (isa::bf16_engine_here). Every function that issues an AVX-512 or AMX instruction carries its
 // own target attribute, so the tree's -march stays one.
 //
-// The tiles, the streaming softmax and the work items are tiled_core's; what changes is how the
-// two products are formed. Both instructions take two bf16 per fp32 lane from each operand and add
-// both products to the lane (a product of two bf16 is exact in fp32; the additions round to nearest
+// The tiles, the online softmax's running maximum, sum and output, and the work items are
+// tiled_core's; what changes is how the two products are formed, and the per-score work between
+// them, fused into two passes over a score row (weights_row). Both instructions take two bf16 per fp32 lane from each
+// operand and add both products to the lane (a product of two bf16 is exact in fp32; the additions round to nearest
 // even; bf16 subnormals are read as zero), so the operands are packed in pairs along the inner
 // dimension, one 32-bit word per pair (AMX's "VNNI" layout for B):
 //  - Q K^T: the query rows as stored (no scale folded in: rounding q * scale to bf16 again would
 //    add an error fp32 packing does not), the keys transposed into panels of 32 keys, each row of a
 //    panel the 32 keys' words for one pair of dimensions; the scale (times log2 e: the softmax is
-//    in base 2, as in tiled_core) multiplies the fp32 scores;
+//    in base 2, as in tiled_core) enters the fp32 scores in the exponent's argument, s scale - m;
 //  - P V: the weights exp(s - m) rounded to bf16 (nearest even) into the score rows' own memory,
 //    the values into panels of 32 columns, each row the words of one pair of keys. The row sum l
 //    is taken from the unrounded weights, so each weight carries one bf16 rounding (the checker
@@ -37,7 +38,6 @@ module;
 export module attn.kernels:bf16dot;
 import :isa;
 import :gemm;
-import :softmax;
 import :tiled;
 import attn.core;
 
@@ -188,14 +188,56 @@ inline void pack_keys(const heads_view<const bf16>& k, std::size_t b, std::size_
     }
 }
 
-/// Row r's P, fp32 s[0, n) (n a multiple of nr), rounded to bf16 words in place: word k (columns
-/// 2k, 2k + 1) lands in bytes [4k, 4k + 4) of the row, below every column still to be read.
-[[gnu::target("avx512f,avx512bf16")]] inline void round_weights(float* s, std::size_t n) {
-    for (std::size_t c = 0; c < n; c += nr) {
-        const __m512 lo = _mm512_loadu_ps(s + c), hi = _mm512_loadu_ps(s + c + 16);
-        const __m512bh w = _mm512_cvtne2ps_pbh(hi, lo); // lo's 16 in the low half
-        _mm512_storeu_si512(reinterpret_cast<char*>(s) + 2 * c, (__m512i)w);
+/// isa::exp2_nonpos on 16 lanes (this unit's zmm, whatever the tree's batch is): the same
+/// constants (isa::exp2_poly) and the same operations in the same order, so the same bits.
+[[gnu::target("avx512f")]] inline __m512 exp2_nonpos(__m512 x) {
+    namespace e = isa::exp2_poly;
+    x = _mm512_max_ps(_mm512_set1_ps(e::lowest), x); // x for NaN, as there
+    const __m512 shifter = _mm512_set1_ps(e::shifter), t = _mm512_add_ps(x, shifter);
+    const __m512 f = _mm512_sub_ps(x, _mm512_sub_ps(t, shifter));
+    __m512 p = _mm512_set1_ps(e::lead);
+    for (const float c : e::rest) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(c));
+    return _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23)));
+}
+
+/// The lanes j of the 16 columns from c with lo <= c + j < hi.
+inline __mmask16 keys_mask(std::size_t c, std::size_t lo, std::size_t hi) {
+    const std::size_t a = std::clamp(lo, c, c + 16) - c, z = std::clamp(hi, c, c + 16) - c;
+    return __mmask16((0xffffu >> (16 - z)) & ~((1u << a) - 1u));
+}
+
+/// One row's step of the online softmax over a key tile, on the products' raw scores s[0, tk_pad)
+/// (scale not yet applied), fused into two passes where tiled_core's step and the rounding took
+/// five: the maximum of the raw scores of keys [lo, hi) (scale > 0 and rounding are monotone, so
+/// m_new = max(m, scale x that) is the maximum of the scaled scores), then each pair of 16 columns
+/// becomes 2^(s scale - m_new) (one FMA: the scaled score is not rounded on its own), zero outside
+/// [lo, hi), summed unrounded, and stored as bf16 words in place: word k (columns 2k, 2k + 1) in
+/// bytes [4k, 4k + 4) of the row, below every column still to be read. The running m, l and
+/// output row as tiled_core's (kernels::detail::fold_tile).
+[[gnu::target("avx512f,avx512bf16")]] inline void weights_row(float* s, std::size_t lo, std::size_t hi,
+                                                              std::size_t tk_pad, float scale, float& m, float& l,
+                                                              float* acc, std::size_t acc_ld) {
+    __m512 mx = _mm512_set1_ps(kernels::detail::neg_inf);
+    for (std::size_t c = lo / 16 * 16; c < hi; c += 16)
+        mx = _mm512_mask_max_ps(mx, keys_mask(c, lo, hi), mx, _mm512_loadu_ps(s + c));
+    const float m_new = std::max(m, _mm512_reduce_max_ps(mx) * scale);
+    const __m512 sc = _mm512_set1_ps(scale), mb = _mm512_set1_ps(m_new);
+    __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
+    char* words = reinterpret_cast<char*>(s);
+    for (std::size_t c = 0; c < tk_pad; c += nr) {
+        __m512bh w = (__m512bh)_mm512_setzero_si512();
+        if (c + nr > lo && c < hi) {
+            const __mmask16 k0 = keys_mask(c, lo, hi), k1 = keys_mask(c + 16, lo, hi);
+            const __m512 e0 = _mm512_maskz_mov_ps(k0, exp2_nonpos(_mm512_fmsub_ps(_mm512_loadu_ps(s + c), sc, mb)));
+            const __m512 e1 =
+                _mm512_maskz_mov_ps(k1, exp2_nonpos(_mm512_fmsub_ps(_mm512_loadu_ps(s + c + 16), sc, mb)));
+            sum0 = _mm512_add_ps(sum0, e0);
+            sum1 = _mm512_add_ps(sum1, e1);
+            w = _mm512_cvtne2ps_pbh(e1, e0); // e0's 16 in the low half
+        }
+        _mm512_storeu_si512(words + 2 * c, (__m512i)w);
     }
+    kernels::detail::fold_tile(m_new, _mm512_reduce_add_ps(_mm512_add_ps(sum0, sum1)), m, l, acc, acc_ld);
 }
 
 /// C[32 x 32] (+)= A[32 x 32 K16] B: A's rows as words (row r's word k at a + r lda_bytes + 4k),
@@ -278,13 +320,9 @@ template <bool Amx>
                                        std::min(nr, tk - c), false);
             }
         }
-        for (std::size_t r = r0; r < r1; ++r) {
-            float* sr = w.s.data() + r * w.s_ld;
-            for (std::size_t c = w.lo[r]; c < w.hi[r]; ++c) sr[c] *= scale;
-            kernels::detail::softmax_row(sr, w.lo[r], w.hi[r], tk_pad, w.m[r], w.l[r], w.acc.data() + r * w.acc_ld,
-                                         w.acc_ld);
-            detail::round_weights(sr, tk_pad);
-        }
+        for (std::size_t r = r0; r < r1; ++r)
+            detail::weights_row(w.s.data() + r * w.s_ld, w.lo[r], w.hi[r], tk_pad, scale, w.m[r], w.l[r],
+                                w.acc.data() + r * w.acc_ld, w.acc_ld);
         if constexpr (Amx) { // the last block's rows past r1 weigh nothing (zero words)
             const std::size_t end = r0 + round_up(r1 - r0, amx_rows);
             for (std::size_t r = r1; r < end; ++r) std::fill_n(w.s.data() + r * w.s_ld, p2, 0.0f);

@@ -286,6 +286,14 @@ std::size_t transpose_panel(const S*, std::size_t, std::size_t, std::size_t, flo
 }
 #endif
 
+/// exp2_nonpos's constants, below; the bf16 core's zmm copy of it (attn.kernels:bf16dot) reads them too.
+namespace exp2_poly {
+inline constexpr float lowest = -127.0f;               // the clamp: 2^-127 lands on 0
+inline constexpr float shifter = 12582912.0f + 127.0f; // 1.5 * 2^23 + the exponent bias
+inline constexpr float lead = 1.53458124e-4f;          // the degree-6 coefficient, then the rest down to 1
+inline constexpr float rest[] = {1.33999309e-3f, 9.61848907e-3f, 5.55032864e-2f, 2.40226462e-1f, 6.93147182e-1f, 1.0f};
+} // namespace exp2_poly
+
 /// 2^x for x <= 0, -inf included, in every section: the tiled core's softmax works in base 2
 /// (its queries carry log2 e in their scale), which removes exp's range reduction by ln 2.
 /// x is clamped at -127; t = x + (1.5 * 2^23 + 127) rounds x to an integer n in t's low mantissa
@@ -298,13 +306,11 @@ std::size_t transpose_panel(const S*, std::size_t, std::size_t, std::size_t, flo
 /// operations, where exp_nonpos takes 17 on AVX2.
 inline batch exp2_nonpos(batch x) {
     using ibatch = xsimd::batch<std::int32_t>;
-    constexpr float shifter = 12582912.0f + 127.0f; // 1.5 * 2^23 + the exponent bias
-    x = xsimd::max(batch(-127.0f), x);              // vmaxps returns its second operand, x, for NaN
-    const batch t = x + batch(shifter);
-    const batch f = x - (t - batch(shifter));
-    batch p(1.53458124e-4f);
-    for (const float c : {1.33999309e-3f, 9.61848907e-3f, 5.55032864e-2f, 2.40226462e-1f, 6.93147182e-1f, 1.0f})
-        p = fused(p, f, batch(c));
+    x = xsimd::max(batch(exp2_poly::lowest), x); // vmaxps returns its second operand, x, for NaN
+    const batch t = x + batch(exp2_poly::shifter);
+    const batch f = x - (t - batch(exp2_poly::shifter));
+    batch p(exp2_poly::lead);
+    for (const float c : exp2_poly::rest) p = fused(p, f, batch(c));
     const ibatch two_n = xsimd::bitwise_cast<ibatch>(t) << 23;
     return p * xsimd::bitwise_cast<batch>(two_n);
 }

@@ -145,6 +145,21 @@ inline bool rows_of_key_tile(const problem& p, std::size_t i0, std::size_t tq, s
     return r0 < r1;
 }
 
+/// A row's running maximum m, sum l and output row acc (acc_ld floats) brought up to a key tile
+/// whose weights 2^(s - m_new) sum to `sum` (the tiled cores' softmax steps end here).
+inline void fold_tile(float m_new, float sum, float& m, float& l, float* acc, std::size_t acc_ld) {
+    // 2^(m - m_new) rescales what came before: 1 when the maximum holds (most tiles
+    // after the first few), nothing to rescale on the row's first tile (its l and output
+    // are 0): the scalar exp and the pass over the output row only when it grew
+    if (m_new != m && m != neg_inf) {
+        const float corr = std::exp2(m - m_new);
+        l *= corr;
+        scale_row(acc, acc_ld, corr);
+    }
+    l += sum;
+    m = m_new;
+}
+
 /// One row's step of the online softmax over a key tile: its scores s[lo, hi) (in base 2) become
 /// the weights 2^(s - m_new) and the rest of s[0, tk_pad) zeros; the running maximum m, sum l and
 /// output row acc (acc_ld floats) are brought up to date. Both tiled cores take it (:bf16dot too).
@@ -158,20 +173,11 @@ inline void softmax_row(float* sr, std::size_t lo, std::size_t hi, std::size_t t
     const std::size_t a0 = lo / lanes * lanes, a1 = round_up(hi, lanes);
     std::fill(sr + a0, sr + lo, neg_inf);
     std::fill(sr + hi, sr + a1, neg_inf);
-    const float m_old = m, m_new = std::max(m_old, row_max(sr + a0, a1 - a0));
+    const float m_new = std::max(m, row_max(sr + a0, a1 - a0));
     const float sum = exp2_row(sr + a0, a1 - a0, m_new); // one vector exp per batch
     std::fill(sr, sr + a0, 0.0f);                        // masked and padding columns weigh nothing
     std::fill(sr + a1, sr + tk_pad, 0.0f);
-    // 2^(m_old - m_new) rescales what came before: 1 when the maximum holds (most tiles
-    // after the first few), nothing to rescale on the row's first tile (its l and output
-    // are 0): the scalar exp and the pass over the output row only when it grew
-    if (m_new != m_old && m_old != neg_inf) {
-        const float corr = std::exp2(m_old - m_new);
-        l *= corr;
-        scale_row(acc, acc_ld, corr);
-    }
-    l += sum;
-    m = m_new;
+    fold_tile(m_new, sum, m, l, acc, acc_ld);
 }
 
 } // namespace detail
