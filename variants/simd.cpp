@@ -9,7 +9,9 @@
 // 74 / 75 %, d_head 128 78-80 % (xsimd's exp before: 51-67 / 60-69 %, noisy neighbours).
 // bf16 and f16: Q, K, V, W and x widened to fp32 while packing (bf16 by a 16-bit shift, f16 by
 // F16C), the fp32 micro-kernel and softmax unchanged, P kept in fp32, outputs rounded to nearest
-// even as stored; no vdpbf16ps path (attn::kernels::isa::bf16_path says which runs).
+// even as stored -- except the bf16 core where the CPU has AMX-BF16 or AVX512_BF16: its two
+// products on those (attn.kernels:bf16dot, P rounded to bf16; attn::kernels::isa::bf16_path says
+// which runs).
 module;
 #include <cstddef>
 module attn.variants;
