@@ -5,10 +5,11 @@
 //
 // The tiles, the online softmax's running maximum, sum and output, and the work items are
 // tiled_core's; what changes is how the two products are formed, and the per-score work between
-// them, fused into two passes over a score row (weights_row). Both instructions take two bf16 per fp32 lane from each
-// operand and add both products to the lane (a product of two bf16 is exact in fp32; the additions round to nearest
-// even; bf16 subnormals are read as zero), so the operands are packed in pairs along the inner
-// dimension, one 32-bit word per pair (AMX's "VNNI" layout for B):
+// them, fused into two passes over a score row (weights_row). Both instructions take two bf16 per
+// fp32 lane from each operand and add both products to the lane (a product of two bf16 is exact
+// in fp32; the additions round to nearest even; bf16 subnormals are read as zero), so the operands
+// are packed in pairs along the inner dimension, one 32-bit word per pair (AMX's "VNNI" layout
+// for B):
 //  - Q K^T: the query rows as stored (no scale folded in: rounding q * scale to bf16 again would
 //    add an error fp32 packing does not), the keys transposed into panels of 32 keys, each row of a
 //    panel the 32 keys' words for one pair of dimensions; the scale (times log2 e: the softmax is
