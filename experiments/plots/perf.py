@@ -41,6 +41,7 @@ def series_name(r):
 
 
 def style(name):
+    name, fewer, _ = name.partition(THREADS_MARK)
     variant, _, precision = name.partition(" ")
     if variant not in _styles:
         i = len(_styles)
@@ -50,13 +51,18 @@ def style(name):
         s["ls"] = "--"
     if precision:
         s.update(ls=PRECISION_LINES.get(precision, "-."), mfc="none")
+    if fewer:  # a peer at fewer threads than its most: dotted, beside our line at those threads
+        s["ls"] = ":"
     return s
 
 
 # A panel's fixed sizes are the shape's fields (perf.json's schema) but the x axis, the fields that
 # move with it and the precision (a line style); the thread count is not one of them: each variant
 # is drawn at the most threads it ran with (single-threaded variants at 1), and its legend entry
-# says how many.
+# says how many. A peer is drawn at its most threads too, and again at each fewer thread count one
+# of our variants is drawn at (series "ort-attention@1"), so that every line of ours has the peers
+# that ran at its thread count beside it.
+THREADS_MARK = "@"
 def config_keys(perf, x):
     moves = {"n_q": {"n_kv"}, "heads": {"kv_heads", "d_head", "family"}}.get(x, set())
     return tuple(k for k in shape_fields(perf) if k not in {x, "precision"} | moves)
@@ -70,7 +76,7 @@ def variant_label(v, pts):
     if device_of([r for _, r in pts]):
         return v  # a device's variant: the host's threads say nothing of it
     t = threads_of(pts[0][1])
-    return f"{v} ({t} thread{'s' if t != 1 else ''})"
+    return f"{v.partition(THREADS_MARK)[0]} ({t} thread{'s' if t != 1 else ''})"
 
 
 def device_of(rows):
@@ -85,14 +91,24 @@ def ok_rows(rows):
 
 def series_over(rows, x_key, fixed_keys):
     """{config: {variant: [(x, row)]}} for every config (the fixed_keys) of the rows with >= 2
-    distinct x values; each variant at the most threads it ran with in that config."""
+    distinct x values; each variant at the most threads it ran with in that config, and each peer
+    also at the fewer thread counts ours are drawn at (THREADS_MARK)."""
     groups = defaultdict(lambda: defaultdict(list))
     for r in rows:
         groups[config_key(r, fixed_keys)][series_name(r)].append((r[x_key], r))
     for by_variant in groups.values():
-        for v, pts in by_variant.items():
+        ours, peers = set(), {}
+        for v, pts in list(by_variant.items()):
             most = max(threads_of(r) for _, r in pts)
-            by_variant[v] = [(x, r) for x, r in pts if threads_of(r) == most]
+            at = {t: [(x, r) for x, r in pts if threads_of(r) == t] for t in {threads_of(r) for _, r in pts}}
+            by_variant[v] = at[most]
+            if any(r.get("peer") for _, r in pts):
+                peers[v] = at
+            else:
+                ours.add(most)
+        for v, at in peers.items():
+            for t in sorted(ours & set(at) - {max(at)}):
+                by_variant[f"{v}{THREADS_MARK}{t}"] = at[t]
     out = {}
     for cfg, by_variant in groups.items():
         xs = {x for pts in by_variant.values() for x, _ in pts}
@@ -266,6 +282,6 @@ def free_lunch_table(configs, series):
         c = dict(cfg)
         out.append(f"{c.get('mode')}, d_model = {c.get('d_model')}, N = {c.get('n_q')}, batch {c.get('batch')}: "
                    "median time [ms] by H "
-                   "(each variant at the most threads it ran with)\n\n"
+                   "(each variant at the most threads it ran with, a peer also at fewer where one of ours ran)\n\n"
                    + md_table(["variant"] + [f"H={h}" for h in hs] + [f"H={hs[-1]} / H={hs[0]}"], rows))
     return "\n\n".join(out)

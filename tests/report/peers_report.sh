@@ -25,7 +25,7 @@ rm -rf "$work" && mkdir -p "$work/hide/$hide"
 echo "raise ImportError('hidden by the test', name='$hide')" >"$work/hide/$hide/__init__.py"
 PYTHONPATH="$work/hide" "$ab" report --sweep "$here/peers.toml" --out "$work/run" 2>"$work/stderr" || {
     cat "$work/stderr"; echo "FAIL: report exited $?"; exit 1; }
-"$py" - "$work/run" "$hide" <<'PY'
+"$py" - "$work/run" "$hide" "$here/../../experiments/plots" <<'PY'
 import csv, json, os, sys
 run, hidden = sys.argv[1], sys.argv[2]
 rows = list(csv.DictReader(open(os.path.join(run, "perf.csv"))))
@@ -49,5 +49,19 @@ assert "## Versus peers" in md and all(f"- {m}: not installed ({hidden}); instal
                                       for m in missing), "one install line per hidden provider"
 assert md.count("| core |") + md.count("| layer |") + md.count("| decode |") >= len(peers), "a versus row per peer case"
 assert "threads_efficiency.png" in md and os.path.exists(os.path.join(run, "figures", "threads_efficiency.png"))
+# the figures against N: simd ran on 1 thread only, parallel on 1 and 2, each core peer on 1 and 2;
+# every core panel draws simd at 1, parallel at 2, and each peer at 2 and again at 1 (beside simd)
+sys.path.insert(0, sys.argv[3])
+import perf as perf_plots  # noqa: E402
+pj = json.load(open(os.path.join(run, "perf.json")))
+core = [r for r in pj["cases"] if r["status"] == "ok" and r["mode"] == "core"]
+core_peers = sorted({r["variant"] for r in core if r.get("peer")})
+assert core_peers, "a core peer"
+want = sorted([("simd", [1]), ("parallel", [2])] + [(p, [2]) for p in core_peers] + [(p + "@1", [1]) for p in core_peers])
+series = perf_plots.series_over(core, "n_q", perf_plots.config_keys(pj, "n_q"))
+assert series, "a core panel against N"
+for cfg, by in series.items():
+    got = sorted((k, sorted({r["threads"] for _, r in pts})) for k, pts in by.items())
+    assert got == want, (cfg, got)
 print(len(peers), "peer cases ok; versus-peers table, threads figure; hidden", hidden, "-> install lines for", missing)
 PY
