@@ -63,6 +63,8 @@ def style(name):
 # of our variants is drawn at (series "ort-attention@1"), so that every line of ours has the peers
 # that ran at its thread count beside it.
 THREADS_MARK = "@"
+
+
 def config_keys(perf, x):
     moves = {"n_q": {"n_kv"}, "heads": {"kv_heads", "d_head", "family"}}.get(x, set())
     return tuple(k for k in shape_fields(perf) if k not in {x, "precision"} | moves)

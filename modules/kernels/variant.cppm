@@ -59,10 +59,14 @@ kernel_set<T> half_kernels(const kernel_set<float>& f32, Threads threads) {
         const problem p = given.effective();
         if (p.n_q == 1) return by_conv.core(p, io, o);
         if constexpr (std::is_same_v<T, bf16>) {
-            if (bf16_core_engine(p) == isa::bf16_engine::amx)
+            switch (bf16_core_engine(p)) {
+            case isa::bf16_engine::amx:
                 return bf16dot::core_amx(p, io, resolve_tiles(p, o), threads(o));
-            if (bf16_core_engine(p) == isa::bf16_engine::dot)
+            case isa::bf16_engine::dot:
                 return bf16dot::core_dot(p, io, resolve_tiles(p, o), threads(o));
+            case isa::bf16_engine::convert:
+                break;
+            }
         }
         tiled_core(p, io, resolve_tiles(p, o), threads(o));
     };
