@@ -92,6 +92,22 @@ TEST_CASE("derive: a core case's rates and shares, and a decode core's, by hand"
     CHECK(f.at("pct_peak"_counter) == Approx(100 * 42.94967296 / 100.0));
     CHECK(f.at("ceiling_speedup"_counter) == Approx(100.0 / 42.94967296));
     CHECK(f.at("peak_in_doubt"_counter) == 0.0);
+    CHECK_FALSE(f.contains("pct_peak_alongside"_counter)); // no FMA probe ran beside it
+    // the FMA probe beside it at 0.8 of peak.json's rate: the ceiling of the same minutes is
+    // 100 x 0.8 = 80 GFLOP/s, and 42.95 GFLOP/s is 53.7 % of it
+    attn::figures fa = f0;
+    attn::derive(fa, k, attn::part::run, 0.05, {0, 0, 0.8});
+    CHECK(fa.at("pct_peak"_counter) == Approx(42.94967296));
+    CHECK(fa.at("fma_drift"_counter) == Approx(0.8));
+    CHECK(fa.at("peak_alongside_gflops"_counter) == Approx(80.0));
+    CHECK(fa.at("pct_peak_alongside"_counter) == Approx(100 * 42.94967296 / 80.0));
+    // at 2 threads the ceiling is peak.json's all-thread figure, drifted alike
+    attn::sweep_case k2 = k;
+    k2.threads = 2;
+    attn::figures f2 = attn::quantities(k2, c);
+    attn::derive(f2, k2, attn::part::run, 0.025, {0, 0, 0.5});
+    CHECK(f2.at("peak_alongside_gflops"_counter) == Approx(100.0));
+    CHECK(f2.at("pct_peak_alongside"_counter) == Approx(100 * 85.89934592 / 100.0));
 
     // a decode core: MHA, d_model 1024, H 16, f32 cache, L 4095: K and V, 16 heads x 64 x 4 B, 4096
     // tokens: 2 x 16 x 64 x 4 x 4096 B = 32 MiB
@@ -106,7 +122,7 @@ TEST_CASE("derive: a core case's rates and shares, and a decode core's, by hand"
     c.triad_1t_gbs.median = 16;
     attn::figures g = attn::quantities(d, c);
     REQUIRE(g.at("kv_read_bytes"_counter) == 32.0 * 1048576);
-    attn::derive(g, d, attn::part::core, 32.0 * 1048576 / 10e9, 0, 25); // read at exactly 10 GB/s
+    attn::derive(g, d, attn::part::core, 32.0 * 1048576 / 10e9, {0, 25, 0}); // read at exactly 10 GB/s
     CHECK(g.at("kv_gbs"_counter) == Approx(10.0));
     CHECK(g.at("pct_read"_counter) == Approx(50.0));
     CHECK(g.at("pct_triad"_counter) == Approx(62.5));

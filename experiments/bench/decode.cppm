@@ -9,12 +9,8 @@
 // the decode step at a short context (the last row of the full causal forward) and the core over
 // the case's own context (up to 8192 keys, where the reference stays cheap), both on the same
 // rounded or dequantized cache; the core's error against fp64 on the unrounded cache is written
-// beside (unrounded_*: what the narrower cache loses). Beside the decode cases two bandwidth
-// probes run as benchmarks of their own (triad-t<threads>, the reference; read-t<threads>, a
-// read-only stream: a decode step's memory ceiling), so the bandwidth of the same minutes can be
-// paired with theirs: pair_probes() writes, for every core, the probes measured alongside and its
-// shares of them. With --benchmark_enable_random_interleaving the repetitions of every case and
-// of the probes are shuffled together, so drift between families is spread over all of them.
+// beside (unrounded_*: what the narrower cache loses). Beside the decode cases run the bandwidth
+// probes (bench.probes: triad-t<threads>, read-t<threads>), paired with every core.
 // Each timed run starts with one untimed call, which brings the case's cache back into
 // whichever cache level it fits in after the other cases ran. Fixtures are kept between runs
 // while their bytes fit --max-memory together; beyond it the least recently timed is released
@@ -22,20 +18,16 @@
 module;
 #include <algorithm>
 #include <cstdint>
-#include <map>
 #include <utility>
 #include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
 #include <benchmark/benchmark.h>
-#include <nlohmann/json.hpp>
 export module bench.decode;
 import bench.harness;
 import attn.count;
-import attn.peak;
 import attn.results;
-import attn.stats;
 
 namespace bench {
 
@@ -162,70 +154,6 @@ export void run_decode_core(benchmark::State& state, timed_case& c) {
     put(state, "unrounded_max_abs"_counter, c.unrounded.max_abs);
     put(state, "unrounded_ratio"_counter, c.unrounded.ratio);
     put(state, "unrounded_nmse"_counter, c.unrounded.nmse);
-}
-
-/// The bandwidth probes beside the decode cases, one benchmark each per thread count.
-export enum class probe { triad, read };
-
-export std::string probe_name(probe p, int threads) {
-    return std::string(p == probe::triad ? "triad" : "read") + "-t" + std::to_string(threads);
-}
-
-/// A probe beside the decode cases: one pass per iteration over arrays far larger than the
-/// last-level cache (attn::peak::triad_probe, allocated once): the triad a[i] = b[i] + s c[i], or
-/// the read probe over b and c, timed by the probe itself; triad_gbs / read_gbs is the mean rate
-/// of the iterations.
-export void run_probe(benchmark::State& state, probe which, int threads) {
-    static std::unique_ptr<attn::peak::triad_probe> arrays;
-    if (!arrays) arrays = std::make_unique<attn::peak::triad_probe>();
-    const std::size_t array_bytes = attn::peak::triad_array_bytes({});
-    // bytes counted: the triad reads b and c and writes a (STREAM's 12 per element); the read
-    // probe reads b and c
-    const double bytes = (which == probe::triad ? 3.0 : 2.0) * double(array_bytes);
-    double sum = 0;
-    for (auto _ : state) {
-        const double gbs =
-            (which == probe::triad ? arrays->measure(threads, 1) : arrays->measure_read(threads, 1)).median;
-        state.SetIterationTime(bytes / (gbs * 1e9));
-        sum += gbs;
-    }
-    state.counters[std::string(attn::enum_name(which == probe::triad ? "triad_gbs"_counter : "read_gbs"_counter))] =
-        benchmark::Counter(sum, benchmark::Counter::kAvgIterations);
-    state.SetLabel(nlohmann::json{
-        {"probe", which == probe::triad ? "triad" : "read"},
-        {"part", attn::enum_name(attn::part::probe)},
-        {"threads", threads},
-        {"array_bytes",
-         array_bytes}}.dump());
-}
-
-/// For every decode core of the runs, the probes measured alongside at its thread count (the
-/// median of each probe's repetitions in the same process), and the shares they give
-/// (attn::derive with them): triad_alongside_gbs, read_alongside_gbs and their shares, and the
-/// roofline of the read probe.
-export void pair_probes(std::vector<benchmark::BenchmarkReporter::Run>& runs,
-                        void (*rederive)(benchmark::BenchmarkReporter::Run&, double, double)) {
-    using Run = benchmark::BenchmarkReporter::Run;
-    auto known = [](const Run& r) -> const registered_benchmark* {
-        const auto it = registered().find(r.run_name.function_name);
-        return it == registered().end() ? nullptr : &it->second;
-    };
-    std::map<std::pair<std::string, int>, std::vector<double>> probes;
-    for (const auto& r : runs) {
-        const registered_benchmark* b = known(r);
-        if (r.run_type != Run::RT_Iteration || r.error_occurred || !b || b->part != attn::part::probe) continue;
-        for (const char* name : {"triad_gbs", "read_gbs"})
-            if (r.counters.count(name)) probes[{name, b->threads}].push_back(r.counters.at(name).value);
-    }
-    auto median_of = [&](const char* name, int threads) {
-        const auto it = probes.find({name, threads});
-        return it == probes.end() ? 0.0 : attn::stats::median(it->second);
-    };
-    for (auto& r : runs) {
-        const registered_benchmark* b = known(r);
-        if (r.error_occurred || !b || b->part != attn::part::core) continue;
-        rederive(r, median_of("triad_gbs", b->threads), median_of("read_gbs", b->threads));
-    }
 }
 
 } // namespace bench

@@ -9,9 +9,11 @@
 // by attn.figures' one table: each case's quantities (FLOPs, bytes, intensity, the ceilings at
 // its thread count) and what only the harness measures, and after the run the figures derived
 // from each benchmark's time (GFLOP/s, bandwidths, % of the ceilings; bench.reporters). A decode
-// case is two benchmarks, the whole step (ID) and the attention core alone (ID/core), and any run
-// with decode cases also runs the triad and read probes (triad-tT, read-tT) whose figures the JSON
-// pairs with every core (bench.decode). All --benchmark_* flags work
+// case is two benchmarks, the whole step (ID) and the attention core alone (ID/core). Probes run
+// beside the cases at each of their thread counts (bench.probes): the FMA probe (fma-tT) beside
+// core and layer calls on the host, whose ratio to peak.json's FMA peak gives each call its
+// ceiling as measured in the same run (pct_peak_alongside), and the triad and read probes
+// (triad-tT, read-tT) beside decode cases, paired with every core. All --benchmark_* flags work
 // (--benchmark_enable_random_interleaving shuffles the repetitions of every benchmark of the
 // run together); the JSON is written atomically.
 #include <algorithm>
@@ -39,6 +41,7 @@ import attn.results;
 import attn.variants;
 import attn.kernels;
 import bench.decode;
+import bench.probes;
 import bench.harness;
 import bench.reporters;
 
@@ -283,7 +286,8 @@ int main(int argc, char** argv) {
         static std::vector<timed_case> cases;
         for (const auto& k : cases_from(case_json, cases_file, g, peak.threads))
             cases.push_back(prepare(k, peak, max_memory, seed, tile_q, tile_kv));
-        std::vector<int> probe_threads; // the probes, once per thread count of the decode cases
+        // the probes (bench.probes), once per thread count: the FMA probe beside a host's core and
+        // layer calls, the bandwidth probes beside its decode cases
         for (auto& c : cases) {
             const bool decode = c.k.decode();
             // a device variant's time is its own clock's (CUDA events, an L2 flush before each call)
@@ -315,24 +319,19 @@ int main(int argc, char** argv) {
                 b->UseManualTime();
             else
                 b->UseRealTime();
-            if (!decode) continue;
+            if (!decode) {
+                if (!device_timed) bench::register_probe(bench::probe::fma, c.opt.threads, peak);
+                continue;
+            }
             bench::registered()[c.k.id() + "/core"] = {&c.k, attn::part::core, c.opt.threads};
             benchmark::RegisterBenchmark(
                 (c.k.id() + "/core").c_str(),
                 [p = &c](benchmark::State& s) { bench::guard_memory(s, *p, [&] { bench::run_decode_core(s, *p); }); })
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
-            if (std::find(probe_threads.begin(), probe_threads.end(), c.opt.threads) == probe_threads.end())
-                probe_threads.push_back(c.opt.threads);
+            for (const auto which : {bench::probe::triad, bench::probe::read})
+                bench::register_probe(which, c.opt.threads, peak);
         }
-        for (int t : probe_threads)
-            for (const auto which : {bench::probe::triad, bench::probe::read}) {
-                bench::registered()[bench::probe_name(which, t)] = {nullptr, attn::part::probe, t};
-                benchmark::RegisterBenchmark(bench::probe_name(which, t).c_str(),
-                                             [t, which](benchmark::State& s) { bench::run_probe(s, which, t); })
-                    ->UseManualTime()
-                    ->Unit(benchmark::kMillisecond);
-            }
 
         attn::run_info info;
         info.seed = seed;

@@ -134,8 +134,11 @@ harness_run run_harness(const run_context& c, const std::vector<sweep_case>& ks,
 
 /// The cases of one shape run together: ours in one harness process, each peer's in one process of
 /// the peer harness; with peers among them, `rounds` times in turn (ours, peer, ours, peer ...),
-/// so the machine's drift hits both sides (the peers judged in the first round only). One record
-/// per case to store: status ok, failed (a case's error, or a run that died) or interrupted.
+/// so the machine's drift hits both sides (the peers judged in the first round only). A peer's
+/// harness runs no probe: each round of a peer's case is given the probes of our harness's run
+/// just before it in the same round (the FMA probe's ratio to peak.json: the ceiling of those
+/// minutes), marked "from" that run. One record per case to store: status ok, failed (a case's
+/// error, or a run that died) or interrupted.
 std::vector<json> run_group(const run_context& c, const std::vector<sweep_case>& ks) {
     std::vector<std::vector<sweep_case>> runs; // ours first, then one per peer provider
     std::map<std::string, std::size_t> run_of;
@@ -152,17 +155,28 @@ std::vector<json> run_group(const run_context& c, const std::vector<sweep_case>&
     std::map<std::string, const harness_run*> last_run;
     std::vector<harness_run> done;
     done.reserve(std::size_t(rounds) * runs.size());
-    for (int round = 0; round < rounds; ++round)
+    for (int round = 0; round < rounds; ++round) {
+        std::vector<json> our_probes; // this round's, from our harness's run
         for (const auto& run : runs) {
             const bool peer = is_peer(run.front().variant);
             std::vector<std::string> argv = peer ? peer_command(c) : std::vector<std::string>{c.bench};
             if (peer && round > 0) argv.push_back("--no-judge");
             done.push_back(run_harness(c, run, argv));
+            if (!peer)
+                for (json b : done.back().of_case[run.front().id()])
+                    if (b.value("part", std::string()) == enum_name(part::probe)) {
+                        b["from"] = "attnbench-bench, the same round";
+                        our_probes.push_back(b);
+                    }
             for (const auto& k : run) {
                 benchmarks[k.id()].push_back(done.back().of_case[k.id()]);
+                if (peer)
+                    benchmarks[k.id()].back().insert(benchmarks[k.id()].back().end(), our_probes.begin(),
+                                                     our_probes.end());
                 last_run[k.id()] = &done.back();
             }
         }
+    }
     const peak_file peak = read_peak(c.dir);
     std::vector<json> recs;
     for (const auto& k : ks) {

@@ -47,9 +47,9 @@ struct part_round {
     double median_ms = 0;
 };
 
-/// The medians of the probes a harness run measured beside decode cases, per thread count.
+/// The medians of the probes a harness run measured beside its cases, per thread count.
 struct probe_medians {
-    std::map<std::pair<std::string, int>, double> gbs; ///< (triad_gbs | read_gbs, threads)
+    std::map<std::pair<std::string, int>, double> gbs; ///< (triad_gbs | read_gbs | fma_ratio, threads)
     double at(const char* name, std::size_t threads) const {
         const auto it = gbs.find({name, int(threads)});
         return it == gbs.end() ? 0.0 : it->second;
@@ -99,7 +99,7 @@ probe_medians probes_of(const std::vector<json>& benchmarks) {
         if (part_of(b) != part::probe || b.value("run_type", std::string("iteration")) != "iteration" ||
             b.value("error_occurred", false))
             continue;
-        for (const char* name : {"triad_gbs", "read_gbs"})
+        for (const char* name : {"triad_gbs", "read_gbs", "fma_ratio"})
             if (b.contains(name) && b[name].is_number()) all[{name, b.value("probe_threads", 0)}].push_back(b[name]);
     }
     probe_medians m;
@@ -139,7 +139,7 @@ label_info read_label(const json& b) {
 void summarise(json& rec, const sweep_case& k, const std::vector<std::vector<json>>& rounds, const peak_file& peak) {
     std::string err;
     json reps = json::array(), core_reps = json::array(), round_rows = json::array();
-    std::vector<double> run_ms, core_ms, cpu_ms, triad, read;
+    std::vector<double> run_ms, core_ms, cpu_ms, triad, read, fma;
     std::map<std::string, std::vector<double>> measured;
     for (std::size_t r = 0; r < rounds.size(); ++r) {
         const part_round run = collect(rounds[r], part::run, err), core = collect(rounds[r], part::core, err);
@@ -160,6 +160,7 @@ void summarise(json& rec, const sweep_case& k, const std::vector<std::vector<jso
         }
         if (const double t = probes.at("triad_gbs", k.threads); t > 0) triad.push_back(t);
         if (const double t = probes.at("read_gbs", k.threads); t > 0) read.push_back(t);
+        if (const double t = probes.at("fma_ratio", k.threads); t > 0) fma.push_back(t);
         round_rows.push_back(row);
     }
     rec["repetitions"] = reps;
@@ -180,8 +181,8 @@ void summarise(json& rec, const sweep_case& k, const std::vector<std::vector<jso
     figures f;
     if (peak.present) f = quantities(k, peak.ceilings);
     for (const auto& [name, v] : measured) f.put(parse_enum<counter>(name), median_of(v));
-    if (!run_ms.empty()) derive(f, k, part::run, median_of(run_ms) * 1e-3);
-    if (!core_ms.empty()) derive(f, k, part::core, median_of(core_ms) * 1e-3, median_of(triad), median_of(read));
+    if (!run_ms.empty()) derive(f, k, part::run, median_of(run_ms) * 1e-3, {0, 0, median_of(fma)});
+    if (!core_ms.empty()) derive(f, k, part::core, median_of(core_ms) * 1e-3, {median_of(triad), median_of(read), 0});
     // a peer's decode case is its attention core alone (ID/core): no whole-step time
     auto med = [](const std::vector<double>& v) { return v.empty() ? json(nullptr) : json(median_of(v)); };
     const auto& timed = k.decode() ? core_ms : run_ms; // the time a case is compared by

@@ -32,7 +32,8 @@ export namespace attn {
 enum class part : std::uint8_t {
     run,   ///< the case's own benchmark: the core or layer call, or the whole decode step (ID)
     core,  ///< a decode case's attention core over the cache (ID/core)
-    probe, ///< a bandwidth probe beside the decode cases (triad-tT, read-tT)
+    probe, ///< a probe beside the cases: the FMA rate (fma-tT), and beside decode cases the bandwidths (triad-tT,
+           ///< read-tT)
 };
 
 template <>
@@ -84,6 +85,9 @@ inline constexpr counter_spec counter_table[] = {
     {"pct_peak", "%", "gflops_matmul as a share of peak_gflops", in_core | in_layer, part::run, source::derived},
     {"ceiling_speedup", "x", "peak_gflops over gflops_matmul: the largest speed-up over this row any implementation of the counted FLOPs could reach", in_core | in_layer, part::run, source::derived},
     {"peak_in_doubt", "0/1", "1 when pct_peak is above 100 or the peak was measured on a loaded machine (peak_load_cpus >= 0.5): rerun `attnbench peak` quiet", in_core | in_layer, part::run, source::derived},
+    {"fma_drift", "x", "the FMA probe measured in the same harness run, interleaved with the cases (median), over peak.json's FMA peak at the case's thread count: below 1 the machine gave this run less than when the peak was measured", in_core | in_layer, part::run, source::measured},
+    {"peak_alongside_gflops", "GFLOP/s", "peak_gflops times fma_drift: the ceiling as the FMA probe found the machine during this run (for a bf16 case held to AMX or vdpbf16ps, that ceiling scaled by the FMA probe's drift)", in_core | in_layer, part::run, source::derived},
+    {"pct_peak_alongside", "%", "gflops_matmul as a share of peak_alongside_gflops", in_core | in_layer, part::run, source::derived},
     {"us_per_token", "us", "the step's time per generated token (a step decodes one token of each sequence of the batch)", in_decode, part::run, source::derived},
     {"tokens_per_s", "1/s", "tokens generated per second", in_decode, part::run, source::derived},
     {"step_gbs", "GB/s", "cache and weight bytes over the step's time", in_decode, part::run, source::derived},
@@ -121,6 +125,8 @@ inline constexpr counter_spec counter_table[] = {
     {"unrounded_nmse", "1", "sum (out - ref)^2 / sum ref^2 against fp64 on the unrounded cache", in_decode, part::core, source::measured},
     {"triad_gbs", "GB/s", "a triad pass's bandwidth (12 bytes per element)", in_decode, part::probe, source::measured},
     {"read_gbs", "GB/s", "a read probe pass's bandwidth (bytes read)", in_decode, part::probe, source::measured},
+    {"fma_gflops", "GFLOP/s", "an FMA probe pass's rate (attn.peak's FMA loop, the accumulators peak.json chose)", in_core | in_layer, part::probe, source::measured},
+    {"fma_ratio", "x", "an FMA probe pass's rate over peak.json's FMA peak at the probe's threads", in_core | in_layer, part::probe, source::measured},
 };
 // clang-format on
 
@@ -260,10 +266,16 @@ inline double share_mark(double pct, double cache_bytes, double dram_from_bytes)
     return cache_bytes < dram_from_bytes ? 1.0 : 2.0;
 }
 
+/// The probes measured alongside a case in the same harness run (medians; 0: none ran): the
+/// bandwidths beside decode cores, the FMA rate's ratio to peak.json's beside core and layer calls.
+struct alongside {
+    double triad_gbs = 0, read_gbs = 0, fma_ratio = 0;
+};
+
 /// The figures of one benchmark of case k from its time per call (seconds): `p` the part that
-/// time is of. For a decode core, the probes measured alongside (0: none) give the alongside shares.
-inline void derive(figures& f, const sweep_case& k, part p, double seconds, double triad_alongside = 0,
-                   double read_alongside = 0) {
+/// time is of. The probes measured alongside give the alongside ceilings and shares.
+inline void derive(figures& f, const sweep_case& k, part p, double seconds, const alongside& along = {}) {
+    const double triad_alongside = along.triad_gbs, read_alongside = along.read_gbs;
     if (!(seconds > 0)) return;
     const double peak = f.at("peak_gflops"_counter), I = f.at("intensity"_counter);
     auto share = [](double x, double ceiling) { return ceiling > 0 ? 100.0 * x / ceiling : 0.0; };
@@ -281,6 +293,12 @@ inline void derive(figures& f, const sweep_case& k, part p, double seconds, doub
             f.put("pct_peak"_counter, pct);
             f.put("ceiling_speedup"_counter, ceiling_speedup(g, peak));
             f.put("peak_in_doubt"_counter, peak_in_doubt(pct, f.at("peak_load_cpus"_counter)) ? 1.0 : 0.0);
+            if (along.fma_ratio > 0) { // the same run's ceiling: drift of the machine between the two cancels
+                const double peak_along = peak * along.fma_ratio;
+                f.put("fma_drift"_counter, along.fma_ratio);
+                f.put("peak_alongside_gflops"_counter, peak_along);
+                f.put("pct_peak_alongside"_counter, share(g, peak_along));
+            }
         }
         return;
     }

@@ -168,9 +168,14 @@ def plot_vs_n(d, figdir, perf, peak):
         fig, axes = plt.subplots(1, len(configs), figsize=(6.2 * len(configs), 4.6), squeeze=False)
         for ax, cfg in zip(axes[0], configs):
             ns = sorted({x for pts in series[cfg].values() for x, _ in pts})
-            dev = device_of([r for pts in series[cfg].values() for _, r in pts])
+            panel = [r for pts in series[cfg].values() for _, r in pts]
+            dev = device_of(panel)
+            # the share of the peak measured alongside (the same harness run) where every row has
+            # one: the machine's ceiling in the minutes each row was timed, not before the sweep
+            along = metric == "pct_peak" and all(r.get("pct_peak_alongside") is not None for r in panel)
+            key = "pct_peak_alongside" if along else metric
             for v in sorted(series[cfg]):
-                pts = [(x, r[metric]) for x, r in series[cfg][v] if r.get(metric) is not None]
+                pts = [(x, r[key]) for x, r in series[cfg][v] if r.get(key) is not None]
                 if pts:
                     ax.plot(*zip(*pts), label=variant_label(v, series[cfg][v]), **style(v))
             pow2_axis(ax, ns, "sequence length N = N_q = N_kv [tokens]")
@@ -194,19 +199,21 @@ def plot_vs_n(d, figdir, perf, peak):
             if metric == "pct_peak":
                 ax.axhline(100, color="black", ls="--", lw=1.2,
                            label=f"the {dev}'s measured\nbf16 GEMM rate" if dev else
-                           "measured peak at each variant's\nthreads (fp32: FMA; bf16: the\nCPU's bf16 product)" if own
+                           "measured peak at each variant's\nthreads (fp32: FMA; bf16: the\nCPU's bf16 product)" +
+                           ("\nx the FMA probe's drift" if along else "") if own
+                           else "FMA peak measured alongside\n(same run, each variant's threads)" if along
                            else "measured FMA peak\n(at each variant's threads)")
                 # never clip: a share above 100 % says the peak was measured low, and must show
-                top = max([110] + [r[metric] * 1.05 for pts in series[cfg].values() for _, r in pts
-                                   if r.get(metric) is not None])
+                top = max([110] + [r[key] * 1.05 for r in panel if r.get(key) is not None])
                 ax.set_ylim(0, top)
-                if any(r.get("peak_in_doubt") for pts in series[cfg].values() for _, r in pts):
+                if not along and any(r.get("peak_in_doubt") for r in panel):
                     ax.text(0.02, 0.02, "peak measured under load: shares overstated", transform=ax.transAxes,
                             fontsize=8, color="firebrick")
             if metric == "time_ms":
                 plain_log_y(ax)  # after plotting: the data set the limits
-            ax.set_ylabel(ylabel.replace("measured FMA peak", f"{dev}'s measured bf16 GEMM rate") if dev else
-                          ylabel.replace("FMA peak", "peak (bf16: its own)") if own else ylabel)
+            ylabel_here = ylabel.replace("measured FMA peak", "FMA peak measured alongside") if along else ylabel
+            ax.set_ylabel(ylabel_here.replace("measured FMA peak", f"{dev}'s measured bf16 GEMM rate") if dev else
+                          ylabel_here.replace("FMA peak", "peak (bf16: its own)") if own else ylabel_here)
             ax.set_title(config_text(cfg), fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
             ax.legend(fontsize=8, title="variant", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
@@ -260,9 +267,15 @@ def perf_table(perf, peak):
                      "yes" if r["causal"] else "no"] + [field_text(r, name) for name, _ in more] +
                     [num(r.get("time_ms"), 4), num(r.get("gflops_matmul"), 3),
                      num(r.get("pct_peak"), 3) + (" †" if r.get("peak_in_doubt") else ""),
+                     num(r.get("pct_peak_alongside"), 3),
                      r["status"] if r["status"] == "ok" else f"**{r['status']}**: {r.get('error', '')}"])
     table = md_table(["variant", "precision", "mode", "family", "d_model", "H", "G", "N", "batch", "threads", "causal"] +
-                     [label for _, label in more] + ["time [ms]", "GFLOP/s (matmul)", "% of peak", "status"], rows)
+                     [label for _, label in more] + ["time [ms]", "GFLOP/s (matmul)", "% of peak", "% of peak alongside", "status"], rows)
+    if any(r.get("pct_peak_alongside") is not None for r in cases):
+        table += ("\n\n% of peak: of `attnbench peak`'s FMA peak (peak.json, measured before the sweep); % of peak "
+                  "alongside: of that peak times the FMA probe's rate in the same harness run over peak.json's "
+                  "(`fma_drift` in perf.csv; a peer's from our harness's run of the same round), the machine's "
+                  "ceiling in the minutes the row was timed.")
     doubt = [r for r in perf["cases"] if r["mode"] != "decode" and r.get("peak_in_doubt")]
     if doubt:
         table += (f"\n\n† {len(doubt)} rows: % of a peak that was measured low (the row is above 100 %, or other "

@@ -63,5 +63,18 @@ assert series, "a core panel against N"
 for cfg, by in series.items():
     got = sorted((k, sorted({r["threads"] for _, r in pts})) for k, pts in by.items())
     assert got == want, (cfg, got)
-print(len(peers), "peer cases ok; versus-peers table, threads figure; hidden", hidden, "-> install lines for", missing)
+# the FMA probe ran beside our core and layer cases, and a peer's rounds carry our run's probes of
+# the same round: every such row has its share of the peak measured alongside, by the same rule
+for r in rows:
+    if r["mode"] == "decode":
+        continue
+    drift, pct, along = float(r["fma_drift"]), float(r["pct_peak"]), float(r["pct_peak_alongside"])
+    assert 0.2 < drift < 5, (r["id"], drift)
+    assert abs(along - pct / drift) <= 1e-6 * along, (r["id"], pct, drift, along)
+    rec = json.load(open(os.path.join(run, "cases", r["id"] + ".json")))
+    fma = [b for b in rec["benchmarks"] if b["run_name"].split("/")[0] == "fma-t" + r["threads"]]
+    assert fma and all(b["fma_gflops"] > 0 for b in fma), r["id"]
+    assert (r["variant"] in ("simd", "parallel")) == all("from" not in b for b in fma), (r["id"], fma[0])
+print(len(peers), "peer cases ok; versus-peers table, threads figure, peaks alongside; hidden", hidden,
+      "-> install lines for", missing)
 PY
