@@ -130,6 +130,13 @@ TEST_CASE("derive: a core case's rates and shares, and a decode core's, by hand"
     CHECK(g.at("roof_gbs"_counter) == Approx(20.0));
     CHECK(g.at("pct_roof_alongside"_counter) == Approx(40.0));
     CHECK(g.at("share_mark"_counter) == 0.0);
+    // the FMA probe beside it at half of peak.json's rate: the roofline alongside is min(read
+    // alongside 300, 100 GFLOP/s x 0.5 / 0.5 FLOP/B = 100) = 100 GB/s, not min(300, 200)
+    attn::figures h = attn::quantities(d, c);
+    attn::derive(h, d, attn::part::core, 32.0 * 1048576 / 10e9, {0, 300, 0.5});
+    CHECK(h.at("fma_drift"_counter) == 0.5);
+    CHECK(h.at("roof_alongside_gbs"_counter) == Approx(100.0));
+    CHECK(h.at("pct_roof_alongside"_counter) == Approx(10.0));
     // above 100 %: marked by where the cache lives (below the footprint from which a read-only
     // stream runs at DRAM speed: read from the caches) or not
     CHECK(attn::share_mark(120, 16.0 * 1048576, 64.0 * 1048576) == 1.0);

@@ -11,9 +11,10 @@
 // from each benchmark's time (GFLOP/s, bandwidths, % of the ceilings; bench.reporters). A decode
 // case is two benchmarks, the whole step (ID) and the attention core alone (ID/core). Probes run
 // beside the cases at each of their thread counts (bench.probes): the FMA probe (fma-tT) beside
-// core and layer calls on the host, whose ratio to peak.json's FMA peak gives each call its
-// ceiling as measured in the same run (pct_peak_alongside), and the triad and read probes
-// (triad-tT, read-tT) beside decode cases, paired with every core. All --benchmark_* flags work
+// every case on the host, whose ratio to peak.json's FMA peak gives each call its ceiling as
+// measured in the same run (pct_peak_alongside; a decode core's roofline alongside), and the
+// triad and read probes (triad-tT, read-tT) beside decode cases, paired with every core. All
+// --benchmark_* flags work
 // (--benchmark_enable_random_interleaving shuffles the repetitions of every benchmark of the
 // run together); the JSON is written atomically.
 #include <algorithm>
@@ -286,8 +287,8 @@ int main(int argc, char** argv) {
         static std::vector<timed_case> cases;
         for (const auto& k : cases_from(case_json, cases_file, g, peak.threads))
             cases.push_back(prepare(k, peak, max_memory, seed, tile_q, tile_kv));
-        // the probes (bench.probes), once per thread count: the FMA probe beside a host's core and
-        // layer calls, the bandwidth probes beside its decode cases
+        // the probes (bench.probes), once per thread count: the FMA probe beside every case on the
+        // host, the bandwidth probes beside its decode cases too
         for (auto& c : cases) {
             const bool decode = c.k.decode();
             // a device variant's time is its own clock's (CUDA events, an L2 flush before each call)
@@ -319,10 +320,8 @@ int main(int argc, char** argv) {
                 b->UseManualTime();
             else
                 b->UseRealTime();
-            if (!decode) {
-                if (!device_timed) bench::register_probe(bench::probe::fma, c.opt.threads, peak);
-                continue;
-            }
+            if (!device_timed) bench::register_probe(bench::probe::fma, c.opt.threads, peak);
+            if (!decode) continue;
             bench::registered()[c.k.id() + "/core"] = {&c.k, attn::part::core, c.opt.threads};
             benchmark::RegisterBenchmark(
                 (c.k.id() + "/core").c_str(),

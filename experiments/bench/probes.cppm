@@ -3,8 +3,8 @@
 // peak.json recorded before the sweep (a shared VM gives a process more or less of its cores from
 // minute to minute; with --benchmark_enable_random_interleaving the repetitions of every case and
 // every probe are shuffled together, so that drift reaches both alike):
-//   fma-t<threads>    beside core and layer calls: attn.peak's FMA loop, its rate and its ratio to
-//                     peak.json's FMA peak at those threads (fma_ratio: the machine's drift);
+//   fma-t<threads>    beside every case on the host: attn.peak's FMA loop, its rate and its ratio
+//                     to peak.json's FMA peak at those threads (fma_ratio: the machine's drift);
 //   triad-t<threads>  beside decode cases: the triad, the reference bandwidth;
 //   read-t<threads>   beside decode cases: a read-only stream, a decode step's memory ceiling.
 // pair_probes() gives every case the medians of the probes at its thread count (attn::alongside),
@@ -52,12 +52,14 @@ void run_fma_probe(benchmark::State& state, int threads, int accumulators, doubl
     }
     const double mean = state.iterations() ? sum / double(state.iterations()) : 0.0;
     state.counters[std::string(attn::enum_name("fma_gflops"_counter))] = benchmark::Counter(mean);
-    if (ceiling > 0) state.counters[std::string(attn::enum_name("fma_ratio"_counter))] = benchmark::Counter(mean / ceiling);
-    state.SetLabel(nlohmann::json{{"probe", "fma"},
-                                  {"part", attn::enum_name(attn::part::probe)},
-                                  {"threads", threads},
-                                  {"accumulators", accumulators}}
-                       .dump());
+    if (ceiling > 0)
+        state.counters[std::string(attn::enum_name("fma_ratio"_counter))] = benchmark::Counter(mean / ceiling);
+    state.SetLabel(nlohmann::json{
+        {"probe", "fma"},
+        {"part", attn::enum_name(attn::part::probe)},
+        {"threads", threads},
+        {"accumulators",
+         accumulators}}.dump());
 }
 
 /// A bandwidth probe: one pass per iteration over arrays far larger than the last-level cache
@@ -98,19 +100,20 @@ export void register_probe(probe which, int threads, const attn::peak::ceilings&
     if (which == probe::fma) {
         const double ceiling =
             attn::fma_ceiling_at(peak.fma_1t_gflops.median, peak.fma_all_gflops.median, peak.threads, threads);
-        b = benchmark::RegisterBenchmark(name.c_str(), [threads, acc = peak.accumulators, ceiling](benchmark::State& s) {
-            run_fma_probe(s, threads, acc, ceiling);
-        });
-    } else {
         b = benchmark::RegisterBenchmark(name.c_str(),
-                                         [threads, which](benchmark::State& s) { run_bandwidth_probe(s, which, threads); });
+                                         [threads, acc = peak.accumulators, ceiling](benchmark::State& s) {
+                                             run_fma_probe(s, threads, acc, ceiling);
+                                         });
+    } else {
+        b = benchmark::RegisterBenchmark(
+            name.c_str(), [threads, which](benchmark::State& s) { run_bandwidth_probe(s, which, threads); });
     }
     b->UseManualTime()->Unit(benchmark::kMillisecond);
 }
 
 /// For every case of the runs, the probes measured alongside at its thread count (the median of
 /// each probe's repetitions in the same process), given to `rederive` (attn::derive with them):
-/// a decode core's triad and read, a core or layer call's FMA ratio.
+/// a decode core's triad, read and FMA ratio (its roofline), a core or layer call's FMA ratio.
 export void pair_probes(std::vector<benchmark::BenchmarkReporter::Run>& runs,
                         void (*rederive)(benchmark::BenchmarkReporter::Run&, const attn::alongside&)) {
     using Run = benchmark::BenchmarkReporter::Run;
@@ -133,7 +136,8 @@ export void pair_probes(std::vector<benchmark::BenchmarkReporter::Run>& runs,
         const registered_benchmark* b = known(r);
         if (r.error_occurred || !b || !b->k) continue;
         if (b->part == attn::part::core)
-            rederive(r, {median_of("triad_gbs", b->threads), median_of("read_gbs", b->threads), 0});
+            rederive(r, {median_of("triad_gbs", b->threads), median_of("read_gbs", b->threads),
+                         median_of("fma_ratio", b->threads)});
         else if (b->part == attn::part::run && !b->k->decode())
             rederive(r, {0, 0, median_of("fma_ratio", b->threads)});
     }

@@ -85,7 +85,7 @@ inline constexpr counter_spec counter_table[] = {
     {"pct_peak", "%", "gflops_matmul as a share of peak_gflops", in_core | in_layer, part::run, source::derived},
     {"ceiling_speedup", "x", "peak_gflops over gflops_matmul: the largest speed-up over this row any implementation of the counted FLOPs could reach", in_core | in_layer, part::run, source::derived},
     {"peak_in_doubt", "0/1", "1 when pct_peak is above 100 or the peak was measured on a loaded machine (peak_load_cpus >= 0.5): rerun `attnbench peak` quiet", in_core | in_layer, part::run, source::derived},
-    {"fma_drift", "x", "the FMA probe measured in the same harness run, interleaved with the cases (median), over peak.json's FMA peak at the case's thread count: below 1 the machine gave this run less than when the peak was measured", in_core | in_layer, part::run, source::measured},
+    {"fma_drift", "x", "the FMA probe measured in the same harness run, interleaved with the cases (median), over peak.json's FMA peak at the case's thread count: below 1 the machine gave this run less than when the peak was measured (decode: beside its core, in roof_alongside_gbs)", in_core | in_layer | in_decode, part::run, source::measured},
     {"peak_alongside_gflops", "GFLOP/s", "peak_gflops times fma_drift: the ceiling as the FMA probe found the machine during this run (for a bf16 case held to AMX or vdpbf16ps, that ceiling scaled by the FMA probe's drift)", in_core | in_layer, part::run, source::derived},
     {"pct_peak_alongside", "%", "gflops_matmul as a share of peak_alongside_gflops", in_core | in_layer, part::run, source::derived},
     {"us_per_token", "us", "the step's time per generated token (a step decodes one token of each sequence of the batch)", in_decode, part::run, source::derived},
@@ -117,7 +117,7 @@ inline constexpr counter_spec counter_table[] = {
     {"pct_triad_alongside", "%", "reference: kv_gbs as a share of triad_alongside_gbs", in_decode, part::core, source::derived},
     {"read_alongside_gbs", "GB/s", "the read probe measured in the same harness run, interleaved with the cases (median)", in_decode, part::core, source::measured},
     {"pct_read_alongside", "%", "kv_gbs as a share of read_alongside_gbs", in_decode, part::core, source::derived},
-    {"roof_alongside_gbs", "GB/s", "min(read_alongside_gbs, peak_gflops / intensity)", in_decode, part::core, source::derived},
+    {"roof_alongside_gbs", "GB/s", "min(read_alongside_gbs, peak_gflops x fma_drift / intensity): the roofline of the same run (peak_gflops alone where no FMA probe ran)", in_decode, part::core, source::derived},
     {"pct_roof_alongside", "%", "kv_gbs as a share of roof_alongside_gbs", in_decode, part::core, source::derived},
     {"check_ratio", "x bound", "worst error / bound against fp64 on the same (rounded or dequantized) cache", in_decode, part::core, source::measured},
     {"unrounded_max_abs", "abs", "the core's max |error| against fp64 on the unrounded cache", in_decode, part::core, source::measured},
@@ -125,8 +125,8 @@ inline constexpr counter_spec counter_table[] = {
     {"unrounded_nmse", "1", "sum (out - ref)^2 / sum ref^2 against fp64 on the unrounded cache", in_decode, part::core, source::measured},
     {"triad_gbs", "GB/s", "a triad pass's bandwidth (12 bytes per element)", in_decode, part::probe, source::measured},
     {"read_gbs", "GB/s", "a read probe pass's bandwidth (bytes read)", in_decode, part::probe, source::measured},
-    {"fma_gflops", "GFLOP/s", "an FMA probe pass's rate (attn.peak's FMA loop, the accumulators peak.json chose)", in_core | in_layer, part::probe, source::measured},
-    {"fma_ratio", "x", "an FMA probe pass's rate over peak.json's FMA peak at the probe's threads", in_core | in_layer, part::probe, source::measured},
+    {"fma_gflops", "GFLOP/s", "an FMA probe pass's rate (attn.peak's FMA loop, the accumulators peak.json chose)", in_core | in_layer | in_decode, part::probe, source::measured},
+    {"fma_ratio", "x", "an FMA probe pass's rate over peak.json's FMA peak at the probe's threads", in_core | in_layer | in_decode, part::probe, source::measured},
 };
 // clang-format on
 
@@ -321,8 +321,9 @@ inline void derive(figures& f, const sweep_case& k, part p, double seconds, cons
         f.put("triad_alongside_gbs"_counter, triad_alongside);
         f.put("pct_triad_alongside"_counter, share(kv, triad_alongside));
     }
+    if (along.fma_ratio > 0) f.put("fma_drift"_counter, along.fma_ratio);
     if (read_alongside > 0) {
-        const double roof_along = roofline_gbs(read_alongside, peak, I);
+        const double roof_along = roofline_gbs(read_alongside, along.fma_ratio > 0 ? peak * along.fma_ratio : peak, I);
         f.put("read_alongside_gbs"_counter, read_alongside);
         f.put("pct_read_alongside"_counter, share(kv, read_alongside));
         f.put("roof_alongside_gbs"_counter, roof_along);

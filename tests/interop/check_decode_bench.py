@@ -43,5 +43,8 @@ for name, reps in cores.items():
         assert math.isclose(b["pct_triad_alongside"], 100 * b["kv_gbs"] / b["triad_alongside_gbs"], rel_tol=1e-9)
         assert math.isclose(b["pct_read_alongside"], 100 * b["kv_gbs"] / b["read_alongside_gbs"], rel_tol=1e-9)
         assert b["roof_gbs"] <= b["read_ceiling_gbs"] * (1 + 1e-12) and b["arith_roof_gbs"] > 0, name
-        assert b["roof_alongside_gbs"] <= b["read_alongside_gbs"] * (1 + 1e-12), name
+        # the roofline of the same run: the read probe's and the FMA peak times the FMA probe's drift
+        assert 0.2 < b["fma_drift"] < 5, (name, b["fma_drift"])
+        roof = min(b["read_alongside_gbs"], b["peak_gflops"] * b["fma_drift"] / b["intensity"])
+        assert math.isclose(b["roof_alongside_gbs"], roof, rel_tol=1e-9), (name, b["roof_alongside_gbs"], roof)
 print(f"{len(steps)} decode cases: step and core checked and timed, counters consistent, probes paired")

@@ -26,7 +26,7 @@ for r in perf:
     rec = json.load(open(os.path.join(run, "cases", r["id"] + ".json")))
     assert rec["case"]["kv_heads"] == r["kv_heads"] and len(rec["run_with"]) == 3, rec.get("run_with")
     names = {b["run_name"].split("/")[0] for b in rec["benchmarks"]}
-    assert names == {r["id"], "triad-t" + str(r["threads"]), "read-t" + str(r["threads"])}, names
+    assert names == {r["id"]} | {p + "-t" + str(r["threads"]) for p in ("triad", "read", "fma")}, names
 md = open(os.path.join(run, "report.md")).read()
 assert md.count("## Incremental decoding") == 1 and "## Decoding with" not in md, "one decoding section"
 for stem in ("decode_time_vs_context", "decode_bandwidth_vs_context", "decode_time_vs_groups", "decode_cache_size"):
