@@ -163,7 +163,7 @@ def plot_vs_n(d, figdir, perf, peak):
     for metric, stem, ylabel, title in (
         ("time_ms", "perf_time_vs_n", "time per call [ms] (median)", "Time against sequence length"),
         ("gflops_matmul", "perf_gflops_vs_n", "matmul-only rate [GFLOP/s] (median)", "Throughput against sequence length"),
-        ("pct_peak", "perf_pct_peak_vs_n", "share of the measured FMA peak [%]", "Share of this machine's peak"),
+        ("pct_peak", "perf_pct_peak_vs_n", None, "Share of this machine's peak"),  # the label: by the ceiling
     ):
         fig, axes = plt.subplots(1, len(configs), figsize=(6.2 * len(configs), 4.6), squeeze=False)
         for ax, cfg in zip(axes[0], configs):
@@ -211,9 +211,14 @@ def plot_vs_n(d, figdir, perf, peak):
                             fontsize=8, color="firebrick")
             if metric == "time_ms":
                 plain_log_y(ax)  # after plotting: the data set the limits
-            ylabel_here = ylabel.replace("measured FMA peak", "FMA peak measured alongside") if along else ylabel
-            ax.set_ylabel(ylabel_here.replace("measured FMA peak", f"{dev}'s measured bf16 GEMM rate") if dev else
-                          ylabel_here.replace("FMA peak", "peak (bf16: its own)") if own else ylabel_here)
+            if metric == "pct_peak":
+                ceiling = (f"the {dev}'s measured bf16 GEMM rate" if dev else
+                           "the peak measured alongside (bf16: its own)" if along and own else
+                           "the FMA peak measured alongside" if along else
+                           "the measured peak (bf16: its own)" if own else "the measured FMA peak")
+                ax.set_ylabel(f"share of {ceiling} [%]")
+            else:
+                ax.set_ylabel(ylabel)
             ax.set_title(config_text(cfg), fontsize=10)
             ax.grid(True, which="major", alpha=0.3)
             ax.legend(fontsize=8, title="variant", title_fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
