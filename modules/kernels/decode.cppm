@@ -18,8 +18,8 @@
 //    contiguous runs (guided schedule), so a thread's next item continues the keys it streams.
 //  - Determinism: keys are split into chunks that depend on n_kv only; each chunk leaves
 //    (max m, sum l, unnormalised acc) per head and a final pass combines them in chunk order,
-//    out = sum_c exp(m_c - M) acc_c / sum_c exp(m_c - M) l_c, so two threads can share one head
-//    (MQA at batch 1) and every thread count gives the same bytes.
+//    out = sum_c 2^(m_c - M) acc_c / sum_c 2^(m_c - M) l_c (base 2, as the scores), so two
+//    threads can share one head (MQA at batch 1) and every thread count gives the same bytes.
 //  - Narrow caches (attn.core:kv: bf16, f16, int8 with a scale per row): memory carries the
 //    narrow bytes and all arithmetic after the load is fp32, int8's scale multiplying the key's
 //    score and the value's weight. The cache is read in place: MHA (C = lanes) widens K and V
@@ -52,6 +52,7 @@ module;
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <numbers>
 #include <type_traits>
 #include <xsimd/xsimd.hpp>
 export module attn.kernels:decode;
@@ -149,7 +150,10 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     constexpr std::size_t RB = lanes / C, MK = C >= 8 ? C : 8;
     const decode_shape sh(p);
     const std::size_t R = p.heads / p.kv_heads, d = sh.d, dp = sh.dp, nch = d / C, tail = nch * C;
-    const float scale = float(p.softmax_scale());
+    // the softmax in base 2, as the tiled core's: the queries carry log2 e in their scale, so
+    // the weights 2^(s' - m') are exp(s - m) and each exponential is isa::exp2_nonpos (12 vector
+    // operations on AVX2, where exp_nonpos takes 17); the chunks' maxima are in the same units
+    const float scale = float(p.softmax_scale() * std::numbers::log2e);
     auto& w = decode_local();
     decode_buffers::grow(w.qs, sh.qs_floats());
     decode_buffers::grow(w.s, sh.blocks * sh.s_floats());
@@ -316,8 +320,8 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             batch mx = m;
             for (std::size_t gi = 0; gi < groups; ++gi) mx = xsimd::max(mx, batch::load_aligned(sb + gi * lanes));
             mx = group_max<C>(mx);
-            const batch corr = isa::exp_nonpos(m - mx); // 0 on the first tile
-            const batch sum = exp_batches(sb, groups, mx);
+            const batch corr = isa::exp2_nonpos(m - mx); // 0 on the first tile
+            const batch sum = exp2_batches(sb, groups, mx);
             if constexpr (scaled) // int8: each weight times its value row's scale, once per tile
                 for (std::size_t gi = 0; gi < groups; ++gi)
                     (batch::load_aligned(sb + gi * lanes) * chunk_scales<C>(vsc, gi * C, n))
@@ -378,7 +382,7 @@ void decode_combine(const problem& p, const kv_core_io<S>& io, std::size_t b, st
     // heads in the lanes (C = 1): a block's outputs are dim-major, [dp][lanes]
     const std::size_t first = sh.c == 1 ? r / lanes * lanes * dp + r % lanes : r * dp, step = sh.c == 1 ? lanes : 1;
     for (std::size_t c = 0; c < chunks; ++c) {
-        const float f = std::exp(m_of(c) - mx);
+        const float f = std::exp2(m_of(c) - mx); // the maxima are in base 2 (decode_item)
         l += l_of(c) * f;
         const float* a = parts + c * stride + first;
         for (std::size_t t = 0; t < d; ++t) o[t] += a[t * step] * f;

@@ -63,12 +63,12 @@ inline float exp_row(float* x, std::size_t n, float m) { return exp_row_of<isa::
 /// x[j] = 2^(x[j] - m) for j < n, the same way; returns the sum.
 inline float exp2_row(float* x, std::size_t n, float m) { return exp_row_of<isa::exp2_nonpos>(x, n, m); }
 
-/// The aligned batches s[0, n * lanes) become exp(s - m), lane by lane; returns their sum as a
+/// The aligned batches s[0, n * lanes) become 2^(s - m), lane by lane; returns their sum as a
 /// batch (the decode core keeps one running maximum per lane group).
-inline batch exp_batches(float* s, std::size_t n, batch m) {
+inline batch exp2_batches(float* s, std::size_t n, batch m) {
     batch sum(0.0f);
     for (std::size_t i = 0; i < n; ++i) {
-        const batch e = isa::exp_nonpos(batch::load_aligned(s + i * lanes) - m);
+        const batch e = isa::exp2_nonpos(batch::load_aligned(s + i * lanes) - m);
         e.store_aligned(s + i * lanes);
         sum += e;
     }
