@@ -14,10 +14,8 @@
 // every case on the host, whose ratio to peak.json's FMA peak gives each call its ceiling as
 // measured in the same run (pct_peak_alongside; a decode core's roofline alongside), and the
 // triad and read probes (triad-tT, read-tT) beside decode cases, paired with every core. All
-// --benchmark_* flags work
-// (--benchmark_enable_random_interleaving shuffles the repetitions of every benchmark of the
-// run together); the JSON is written atomically.
-#include <algorithm>
+// --benchmark_* flags work (--benchmark_enable_random_interleaving shuffles the repetitions of
+// every benchmark of the run together); the JSON is written atomically.
 #include <cmath>
 #include <cstdint>
 #include <cerrno>
@@ -28,6 +26,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 #include <omp.h>
 #include <benchmark/benchmark.h>

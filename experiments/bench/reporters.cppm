@@ -19,8 +19,8 @@ using Run = benchmark::BenchmarkReporter::Run;
 
 /// The run's figures by attn.figures' table, derived again from its time per call (the
 /// alongside probes' medians given: a decode core's shares of them, a call's of the FMA probe's
-/// ceiling). The case and the part come
-/// from the registry of this process's benchmarks (bench.harness), not from the label.
+/// ceiling). The case and the part come from the registry of this process's benchmarks
+/// (bench.harness), not from the label.
 inline void derive_run(Run& r, const attn::alongside& along) {
     const auto it = registered().find(r.run_name.function_name);
     if (it == registered().end() || !it->second.k) return; // a probe

@@ -182,7 +182,8 @@ void summarise(json& rec, const sweep_case& k, const std::vector<std::vector<jso
     if (peak.present) f = quantities(k, peak.ceilings);
     for (const auto& [name, v] : measured) f.put(parse_enum<counter>(name), median_of(v));
     if (!run_ms.empty()) derive(f, k, part::run, median_of(run_ms) * 1e-3, {0, 0, median_of(fma)});
-    if (!core_ms.empty()) derive(f, k, part::core, median_of(core_ms) * 1e-3, {median_of(triad), median_of(read), 0});
+    if (!core_ms.empty())
+        derive(f, k, part::core, median_of(core_ms) * 1e-3, {median_of(triad), median_of(read), median_of(fma)});
     // a peer's decode case is its attention core alone (ID/core): no whole-step time
     auto med = [](const std::vector<double>& v) { return v.empty() ? json(nullptr) : json(median_of(v)); };
     const auto& timed = k.decode() ? core_ms : run_ms; // the time a case is compared by

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # attnbench report on a tiny decode sweep (tests/report/decode.toml) through the real harness:
-# one record per case, the G of one (batch, L) run together with the triad and read probes beside
-# them, the decode
-# counters in perf.csv, and report.md with one decoding section and its four figures.
+# one record per case, the G of one (batch, L) run together with the FMA, triad and read probes
+# beside them, the decode counters in perf.csv (the roofline alongside recomputed from them), and
+# report.md with one decoding section and its four figures.
 # usage: decode_report.sh ATTNBENCH PYTHON WORKDIR
 set -euo pipefail
 ab=$1 py=$2 work=$3
@@ -20,6 +20,10 @@ for r in rows:
               "gflops_matmul", "triad_alongside_gbs", "pct_triad_alongside", "cache_ratio_to_mha", "read_ceiling_gbs",
               "pct_read", "read_alongside_gbs", "pct_read_alongside", "roof_alongside_gbs", "pct_roof_alongside"):
         assert r[c] and float(r[c]) > 0, (r["id"], c, r[c])
+    # the roofline of the same run: the read probe's, and the FMA peak times the FMA probe's drift
+    f = {c: float(r[c]) for c in ("read_alongside_gbs", "peak_gflops", "fma_drift", "intensity", "roof_alongside_gbs")}
+    roof = min(f["read_alongside_gbs"], f["peak_gflops"] * f["fma_drift"] / f["intensity"])
+    assert abs(f["roof_alongside_gbs"] - roof) <= 1e-6 * roof, (r["id"], f, roof)
 perf = json.load(open(os.path.join(run, "perf.json")))["cases"]
 assert set(perf[0]) >= set(rows[0]), "perf.csv has columns perf.json lacks"
 for r in perf:
