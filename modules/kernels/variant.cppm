@@ -77,48 +77,8 @@ kernel_set<T> half_kernels(const kernel_set<float>& f32, Threads threads) {
 }
 
 /// A variant on these kernels: threaded ones use run_options::threads, the others one thread.
-inline variant tiled_variant(std::string name, std::string description, bool threaded) {
-    variant v;
-    v.name = std::move(name);
-    v.description = std::move(description);
-    v.threaded = threaded;
-    v.serves.windows = true;
-    auto threads = [threaded](const run_options& o) { return threaded ? o.threads : 1; };
-    v.f32.core = [threads](const problem& given, const core_io<float>& io, const run_options& o) {
-        const problem p = given.effective();
-        attention_core(p, io, o.tile_q ? resolve_tiles(p, o) : balanced_tiles(p, resolve_tiles(p, o), threads(o)),
-                       threads(o));
-    };
-    v.f32.linear = [threads](const linear_io<float>& io, const run_options& o) {
-        linear(io.x, io.w, io.b, io.y, io.rows, io.in, io.out, threads(o));
-    };
-    v.bf16 = half_kernels<bf16>(v.f32, threads);
-    v.f16 = half_kernels<f16>(v.f32, threads);
-    v.bf16_path = isa::bf16_path();
-    // the bf16 core on vdpbf16ps or AMX stores P in bf16 (a decode step and a layer's bound are as before)
-    v.roundings = [](const problem& p, attn::mode m, dtype t) {
-        const bool products =
-            m != attn::mode::decode && t == dtype::bf16 && bf16_core_engine(p) != isa::bf16_engine::convert;
-        return half_roundings{.weights = products, .queries = false, .format = dtype::bf16};
-    };
-    v.f16_path = isa::f16_path();
-    auto kv = [threads]<class S>(attn::kv_kernels::core_fn<S>& slot) {
-        slot = [threads](const problem& p, const kv_core_io<S>& io, const run_options& o) {
-            decode_core_kv<S>(p.seen_keys(), seen_rows(p, io), threads(o));
-        };
-    };
-    kv(v.kv.bf16);
-    kv(v.kv.f16);
-    kv(v.kv.int8);
-    v.scratch_bytes = [threads](const problem& given, const run_options& o) {
-        const problem p = given.effective();
-        const std::size_t f32 = attention_scratch_bytes(
-            p, o.tile_q ? resolve_tiles(p, o) : balanced_tiles(p, resolve_tiles(p, o), threads(o)), threads(o));
-        // (the precision is not asked: where the bf16 core runs on AMX or vdpbf16ps, the larger of the two)
-        if (bf16_core_engine(p) == isa::bf16_engine::convert) return f32;
-        return std::max(f32, bf16dot::scratch_bytes(p, resolve_tiles(p, o), threads(o)));
-    };
-    return v;
-}
+/// Defined in variant.cpp, an implementation unit: its lambdas instantiate every kernel in every
+/// precision (about 90 s of -O3), compiled there once and off the path of every importer's build.
+variant tiled_variant(std::string name, std::string description, bool threaded);
 
 } // namespace attn::kernels
