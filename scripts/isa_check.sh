@@ -3,7 +3,7 @@
 # section per instruction set) and attn.peak's probes -- once per section, whatever this machine
 # is: -march=x86-64-v4 (AVX-512), x86-64-v3 (AVX2, FMA, F16C) and x86-64 (SSE2: the generic
 # section). A build with -march=native compiles one of them; this keeps the other two building.
-# Compile only: nothing here runs the code. About 90 s per -march on 2 cores.
+# Compile only: nothing here runs the code. About 80 s per -march on 2 cores.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
