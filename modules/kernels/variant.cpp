@@ -19,10 +19,14 @@ variant tiled_variant(std::string name, std::string description, bool threaded) 
     v.threaded = threaded;
     v.serves.windows = true;
     auto threads = [threaded](const run_options& o) { return threaded ? o.threads : 1; };
-    v.f32.core = [threads](const problem& given, const core_io<float>& io, const run_options& o) {
+    // the f32 core's tiles: the asked ones, else the defaults balanced over the threads (the core
+    // and its scratch_bytes read the same)
+    auto core_tiles = [threads](const problem& p, const run_options& o) {
+        return o.tile_q ? resolve_tiles(p, o) : balanced_tiles(p, resolve_tiles(p, o), threads(o));
+    };
+    v.f32.core = [threads, core_tiles](const problem& given, const core_io<float>& io, const run_options& o) {
         const problem p = given.effective();
-        attention_core(p, io, o.tile_q ? resolve_tiles(p, o) : balanced_tiles(p, resolve_tiles(p, o), threads(o)),
-                       threads(o));
+        attention_core(p, io, core_tiles(p, o), threads(o));
     };
     v.f32.linear = [threads](const linear_io<float>& io, const run_options& o) {
         linear(io.x, io.w, io.b, io.y, io.rows, io.in, io.out, threads(o));
@@ -45,10 +49,9 @@ variant tiled_variant(std::string name, std::string description, bool threaded) 
     kv(v.kv.bf16);
     kv(v.kv.f16);
     kv(v.kv.int8);
-    v.scratch_bytes = [threads](const problem& given, const run_options& o) {
+    v.scratch_bytes = [threads, core_tiles](const problem& given, const run_options& o) {
         const problem p = given.effective();
-        const std::size_t f32 = attention_scratch_bytes(
-            p, o.tile_q ? resolve_tiles(p, o) : balanced_tiles(p, resolve_tiles(p, o), threads(o)), threads(o));
+        const std::size_t f32 = attention_scratch_bytes(p, core_tiles(p, o), threads(o));
         // (the precision is not asked: where the bf16 core runs on AMX or vdpbf16ps, the larger of the two)
         if (bf16_core_engine(p) == isa::bf16_engine::convert) return f32;
         return std::max(f32, bf16dot::scratch_bytes(p, resolve_tiles(p, o), threads(o)));
