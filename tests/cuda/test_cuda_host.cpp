@@ -4,7 +4,6 @@
 // synchronisation: attn_prefill_tests (test_prefill_*.cpp, test_hopper_*.cpp); cuda-decode's
 // planning, layout and one block's tile: attn_cuda_decode_tests (test_decode_*.cpp). What needs a
 // GPU is attn_cuda_gpu_tests.
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include <cmath>

@@ -3,7 +3,6 @@
 // each row's keys against a brute-force mask written from the CPU suite's convention, the rolling
 // buffer's slots against a simulated ring, row blocking (MLA's 64 rows, 128 heads as two blocks),
 // the pipeline depth, and the refusal lines.
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include <algorithm>

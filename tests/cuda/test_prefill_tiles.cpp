@@ -1,7 +1,6 @@
 // The prefill kernels' key-tile ranges, masks and work order (prefill_tiles.hpp), without a GPU,
 // against brute force over every (row, key): the mask written here from the CPU suite's convention
 // (problem.cppm: keys_end, keys_begin), not from the header under test.
-#define CATCH_CONFIG_MAIN
 #include <catch2/catch.hpp>
 
 #include <algorithm>
