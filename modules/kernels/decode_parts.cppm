@@ -248,8 +248,7 @@ template <std::size_t NB, std::size_t TB>
     for (std::size_t b = 0; b < NB; ++b)
         for (std::size_t i = 0; i < TB; ++i)
             a[b][i] = batch::load_aligned(out + b * out_stride + (t0 + i) * lanes) * cr[b];
-    for (std::size_t j = 0; j < n; ++j) {
-        v_next.next();
+    auto key = [&](std::size_t j) {
         batch pj[NB];
         for (std::size_t b = 0; b < NB; ++b) pj[b] = batch::load_aligned(s + b * s_stride + j * lanes);
         const float* vj = v + j * vs + t0;
@@ -257,7 +256,16 @@ template <std::size_t NB, std::size_t TB>
             const auto x = batch(vj[i]); // not batch{...}: that is the initializer_list load
             for (std::size_t b = 0; b < NB; ++b) a[b][i] = isa::fused(pj[b], x, a[b][i]);
         }
+    };
+    // two keys an iteration, one next-tile line requested per pair (a pass over a tile of 64 keys
+    // then requests 32 of the next tile's lines, and a tile's passes several times what it needs)
+    std::size_t j = 0;
+    for (; j + 2 <= n; j += 2) {
+        v_next.next();
+        key(j);
+        key(j + 1);
     }
+    if (j < n) key(j);
     for (std::size_t b = 0; b < NB; ++b)
         for (std::size_t i = 0; i < TB; ++i) a[b][i].store_aligned(out + b * out_stride + (t0 + i) * lanes);
 }
