@@ -257,8 +257,9 @@ template <std::size_t NB, std::size_t TB>
             for (std::size_t b = 0; b < NB; ++b) a[b][i] = isa::fused(pj[b], x, a[b][i]);
         }
     };
-    // two keys an iteration, one next-tile line requested per pair (a pass over a tile of 64 keys
-    // then requests 32 of the next tile's lines, and a tile's passes several times what it needs)
+    // two keys an iteration, one next-tile line requested per pair: a pass over a tile of 64 keys
+    // requests 32 of the next tile's lines, and a tile's d / TB passes at least the 4 lines a row
+    // of 64 fp32 dims needs (NB = 1 at d_head 64: 8 passes, 256 lines, exactly)
     std::size_t j = 0;
     for (; j + 2 <= n; j += 2) {
         v_next.next();
