@@ -37,6 +37,8 @@ problem family(const std::string& name) {
     if (name == "MQA") return attn::mqa(48, 4, 1);
     if (name == "GQA") return attn::gqa(64, 8, 2, 1);  // d_head 8
     if (name == "MQA16") return attn::mqa(272, 16, 1); // d_head 17, 16 query heads per kv head
+    if (name == "GQA-lanes") // as many query heads per kv head as lanes (two blocks of lanes / 2), d_head 13
+        return attn::gqa(26 * attn::kernels::lanes, 2 * attn::kernels::lanes, 2, 1);
     return attn::wide(16, 2, 1);
 }
 
@@ -46,7 +48,7 @@ using attn_test::family;
 using attn_test::label;
 
 TEST_CASE("decode steps equal the rows of the full causal forward", "[decode]") {
-    const std::string fam = GENERATE("single-head", "MHA", "MQA", "MQA16", "GQA", "wide");
+    const std::string fam = GENERATE("single-head", "MHA", "MQA", "MQA16", "GQA", "GQA-lanes", "wide");
     const std::size_t L = GENERATE(0, 1, 17, 130);
     const std::size_t batch = GENERATE(1, 3);
     problem p = family(fam);

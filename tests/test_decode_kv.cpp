@@ -34,7 +34,7 @@ using attn_test::label;
 
 TEMPLATE_TEST_CASE("a narrow cache: decode steps equal fp64 on the same cache", "[decode][kv]", attn::bf16, attn::f16,
                    std::int8_t) {
-    const std::string fam = GENERATE("single-head", "MHA", "MQA", "MQA16", "GQA", "wide");
+    const std::string fam = GENERATE("single-head", "MHA", "MQA", "MQA16", "GQA", "GQA-lanes", "wide");
     const std::size_t L = GENERATE(0, 17, 130);
     problem p = family(fam);
     p.batch = L == 17 ? 3 : 1;

@@ -4,7 +4,10 @@
 //    each K and V tile, read from memory once, serves all R heads from L1.
 //  - Lanes: a batch holds RB heads x C dims (RB = R rounded up to a power of two, at most lanes;
 //    RB * C = lanes), so a score costs d_head/C FMAs whether R is 1 (dot products), 4 (GQA) or
-//    16 (MQA): no lane is idle and the step stays bandwidth-bound (decode_item).
+//    16 (MQA): no lane is idle and the step stays bandwidth-bound (decode_item). R = lanes (GQA 2
+//    at H 16 on AVX2) goes as two blocks of lanes/2 heads, C = 2, not one block with the heads in
+//    the lanes: the two blocks share each broadcast key element (one load per two FMAs, where one
+//    block of 8 heads took one per FMA), and P V keeps the value rows in the lanes.
 //  - P V: with R < lanes (C > 1) a pass holds a few heads' output batches in registers
 //    (decode_pv); with the heads in the lanes (C = 1: MQA, MLA's absorbed form) one accumulator is
 //    one output dim of every head, so any value width (MLA's d_c = 512) runs as a loop over passes
@@ -84,13 +87,14 @@ inline key_split split_keys(std::size_t n_kv) {
 }
 
 /// The decode core's shapes for a problem: its R = H/G query heads per key/value head go RB to a
-/// batch, in blocks of RB (R rounded up to a power of two, at most lanes), C = lanes / RB lanes each;
+/// batch, in blocks of RB (R rounded up to a power of two, at most lanes; R = lanes in two blocks
+/// of lanes / 2, so that each broadcast key element feeds two FMAs), C = lanes / RB lanes each;
 /// d the query/key width, dv the value width, dp dv padded to whole batches (the accumulators).
 struct decode_shape {
     std::size_t rb = 1, c = lanes, blocks = 1, rows = 1, d = 0, dv = 0, dp = 0;
     inline explicit decode_shape(const problem& p) {
         const std::size_t r = p.heads / p.kv_heads;
-        rb = r >= lanes ? lanes : std::bit_ceil(r);
+        rb = r > lanes ? lanes : r == lanes ? lanes / 2 : std::bit_ceil(r);
         c = lanes / rb;
         blocks = (r + rb - 1) / rb;
         rows = blocks * rb;
@@ -256,10 +260,63 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                 std::size_t blk = 0;
                 for (; blk + 2 <= sh.blocks; blk += 2) scores.template operator()<2>(blk);
                 if (blk < sh.blocks) scores.template operator()<1>(blk);
-            } else
-                for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
-                    const float* qa = w.qs.data() + blk * nch * lanes;
+            } else {
+                // block blk's MK accumulators -> its scores: C keys' partial sums into one batch per
+                // group (lane r*C + c = head r, key c), int8's row scales, keys past n masked
+                auto finish = [&](std::size_t blk, batch* acc) {
                     float* sb = s + blk * s_stride;
+                    for (std::size_t gi = 0; gi < MK / C; ++gi) {
+                        transpose_sum<C / 2>(acc + gi * C);
+                        const std::size_t key0 = kb + gi * C;
+                        batch sc = acc[gi * C];
+                        if constexpr (scaled) // int8: lane r*C + c (key key0 + c) times that row's scale
+                            sc *= chunk_scales<C>(ksc, key0, n);
+                        if (key0 + C > n)
+                            sc = xsimd::select(key_in_group < batch(float(n > key0 ? n - key0 : 0)), sc, neg_inf);
+                        sc.store_aligned(sb + key0 / C * lanes);
+                    }
+                };
+                std::size_t blk = 0;
+                if constexpr (C > 1 && C < lanes) {
+                    // blocks in pairs (R = lanes, which decode_shape splits in two): each broadcast
+                    // chunk of a key feeds both blocks' FMAs, half the loads of one block at a time
+                    // (GQA 2 at H 16 on AVX2: 8 heads, two blocks of 4); MK / 2 keys a pass keeps the
+                    // 2 x MK / 2 accumulators, both query batches and the broadcast in registers
+                    constexpr std::size_t HK = MK / 2;
+                    const float* kf[MK];
+                    for (std::size_t i = 0; i < MK; ++i) {
+                        if constexpr (block)
+                            kf[i] = w.kw.data() + i * tail;
+                        else
+                            kf[i] = kr[i];
+                    }
+                    for (; blk + 2 <= sh.blocks; blk += 2) {
+                        const float* qa0 = w.qs.data() + blk * nch * lanes;
+                        const float* qa1 = qa0 + nch * lanes;
+                        batch acc0[MK], acc1[MK];
+                        for (std::size_t h = 0; h < MK; h += HK) {
+                            batch a0[HK], a1[HK];
+                            for (std::size_t i = 0; i < HK; ++i) a0[i] = a1[i] = batch(0.0f);
+                            for (std::size_t ch = 0; ch < nch; ++ch) {
+                                const batch q0 = batch::load_aligned(qa0 + ch * lanes);
+                                const batch q1 = batch::load_aligned(qa1 + ch * lanes);
+                                for (std::size_t i = 0; i < HK; ++i) {
+                                    const batch x = isa::broadcast_chunk<C>(kf[h + i] + ch * C);
+                                    a0[i] = isa::fused(x, q0, a0[i]);
+                                    a1[i] = isa::fused(x, q1, a1[i]);
+                                }
+                            }
+                            for (std::size_t i = 0; i < HK; ++i) {
+                                acc0[h + i] = a0[i];
+                                acc1[h + i] = a1[i];
+                            }
+                        }
+                        finish(blk, acc0);
+                        finish(blk + 1, acc1);
+                    }
+                }
+                for (; blk < sh.blocks; ++blk) {
+                    const float* qa = w.qs.data() + blk * nch * lanes;
                     batch acc[MK];
                     for (std::size_t i = 0; i < MK; ++i) acc[i] = batch(0.0f);
                     if (C == lanes && nch == DC) { // one head: key by key, rows read in order, q in registers
@@ -292,17 +349,9 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                             }
                         }
                     }
-                    for (std::size_t gi = 0; gi < MK / C; ++gi) {
-                        transpose_sum<C / 2>(acc + gi * C);
-                        const std::size_t key0 = kb + gi * C;
-                        batch sc = acc[gi * C];
-                        if constexpr (scaled) // int8: lane r*C + c (key key0 + c) times that row's scale
-                            sc *= chunk_scales<C>(ksc, key0, n);
-                        if (key0 + C > n)
-                            sc = xsimd::select(key_in_group < batch(float(n > key0 ? n - key0 : 0)), sc, neg_inf);
-                        sc.store_aligned(sb + key0 / C * lanes);
-                    }
+                    finish(blk, acc);
                 }
+            }
         }
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
             float* const sb = s + blk * s_stride;
