@@ -206,7 +206,14 @@ def plot_bandwidth_vs_context(dec, d):
 def plot_time_vs_groups(dec, d):
     """Time per decode step against G at fixed L (the GQA paper's time-vs-groups figure)."""
     h, gs = dec.h, dec.gs
-    fixed = sorted({l for l in (4096,) if l in dec.ls} | {dec.ls[-1]})  # 4k, and the longest cache run
+    # a panel per L at which some batch ran two or more G (a sweep that scales L with G, as
+    # decode-roof's fixed cache size does, has none: no figure); 4k and the longest such L
+    def n_groups(l):
+        return max(sum(1 for g in gs if dec.get(b, g, l)) for b in dec.batches)
+    shared = [l for l in dec.ls if n_groups(l) >= 2]
+    if not shared:
+        return
+    fixed = sorted({l for l in (4096,) if l in shared} | {shared[-1]})
     fig, axes = plt.subplots(1, len(fixed), figsize=(6.2 * len(fixed), 4.6), squeeze=False)
     for ax, lfix in zip(axes[0], fixed):
         for b in dec.batches:
