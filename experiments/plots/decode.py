@@ -209,7 +209,7 @@ def plot_time_vs_groups(dec, d):
     # a panel per L at which some batch ran two or more G (a sweep that scales L with G, as
     # decode-roof's fixed cache size does, has none: no figure); 4k and the longest such L
     def n_groups(l):
-        return max(sum(1 for g in gs if dec.get(b, g, l)) for b in dec.batches)
+        return max((sum(1 for g in gs if dec.get(b, g, l)) for b in dec.batches), default=0)
     shared = [l for l in dec.ls if n_groups(l) >= 2]
     if not shared:
         return
