@@ -276,80 +276,62 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         sc.store_aligned(sb + key0 / C * lanes);
                     }
                 };
-                std::size_t blk = 0;
-                if constexpr (C > 1 && C < lanes) {
-                    // blocks in pairs (R = lanes, which decode_shape splits in two): each broadcast
-                    // chunk of a key feeds both blocks' FMAs, half the loads of one block at a time
-                    // (GQA 2 at H 16 on AVX2: 8 heads, two blocks of 4); MK / 2 keys a pass keeps the
-                    // 2 x MK / 2 accumulators, both query batches and the broadcast in registers
-                    constexpr std::size_t HK = MK / 2;
-                    const float* kf[MK];
+                // the key rows the scores broadcast from: the cache's own (fp32) or the widened block
+                const float* kf[MK] = {};
+                if constexpr (C < lanes)
                     for (std::size_t i = 0; i < MK; ++i) {
                         if constexpr (block)
                             kf[i] = w.kw.data() + i * tail;
                         else
                             kf[i] = kr[i];
                     }
+                std::size_t blk = 0;
+                if constexpr (C < lanes) {
+                    // blocks in pairs (R = lanes, which decode_shape splits in two): each broadcast
+                    // chunk of a key feeds both blocks' FMAs, half the loads of one block at a time
+                    // (GQA 2 at H 16 on AVX2: 8 heads, two blocks of 4); MK / 2 keys a pass keeps the
+                    // 2 x MK / 2 accumulators, both query batches and the broadcast in registers
+                    constexpr std::size_t HK = MK / 2;
                     for (; blk + 2 <= sh.blocks; blk += 2) {
-                        const float* qa0 = w.qs.data() + blk * nch * lanes;
-                        const float* qa1 = qa0 + nch * lanes;
-                        batch acc0[MK], acc1[MK];
+                        batch acc[2][MK];
                         for (std::size_t h = 0; h < MK; h += HK) {
-                            batch a0[HK], a1[HK];
-                            for (std::size_t i = 0; i < HK; ++i) a0[i] = a1[i] = batch(0.0f);
-                            for (std::size_t ch = 0; ch < nch; ++ch) {
-                                const batch q0 = batch::load_aligned(qa0 + ch * lanes);
-                                const batch q1 = batch::load_aligned(qa1 + ch * lanes);
-                                for (std::size_t i = 0; i < HK; ++i) {
-                                    const batch x = isa::broadcast_chunk<C>(kf[h + i] + ch * C);
-                                    a0[i] = isa::fused(x, q0, a0[i]);
-                                    a1[i] = isa::fused(x, q1, a1[i]);
-                                }
-                            }
-                            for (std::size_t i = 0; i < HK; ++i) {
-                                acc0[h + i] = a0[i];
-                                acc1[h + i] = a1[i];
-                            }
+                            batch a[2][HK];
+                            score_heads<2, HK, C>(w.qs.data() + blk * nch * lanes, nch * lanes, kf + h, nch, a);
+                            for (std::size_t b = 0; b < 2; ++b)
+                                for (std::size_t i = 0; i < HK; ++i) acc[b][h + i] = a[b][i];
                         }
-                        finish(blk, acc0);
-                        finish(blk + 1, acc1);
+                        finish(blk, acc[0]);
+                        finish(blk + 1, acc[1]);
                     }
                 }
                 for (; blk < sh.blocks; ++blk) {
                     const float* qa = w.qs.data() + blk * nch * lanes;
-                    batch acc[MK];
-                    for (std::size_t i = 0; i < MK; ++i) acc[i] = batch(0.0f);
-                    if (C == lanes && nch == DC) { // one head: key by key, rows read in order, q in registers
-                        batch qb[DC > 0 ? DC : 1];
-                        for (std::size_t ch = 0; ch < DC; ++ch) qb[ch] = batch::load_aligned(qa + ch * lanes);
-                        const std::size_t mk = kb + MK <= n ? MK : n - kb; // full groups: MK, unrolled
-                        auto key = [&](std::size_t i) {
-                            for (std::size_t ch = 0; ch < DC; ++ch)
-                                acc[i] = isa::fused(isa::widen(kr[i] + ch * C), qb[ch], acc[i]);
-                        };
-                        if (mk == MK)
-                            for (std::size_t i = 0; i < MK; ++i) key(i);
-                        else
-                            for (std::size_t i = 0; i < mk; ++i) key(i);
-                    } else if constexpr (block) {
-                        const float* kw = w.kw.data();
-                        for (std::size_t ch = 0; ch < nch; ++ch) {
-                            const batch qv = batch::load_aligned(qa + ch * lanes);
-                            for (std::size_t i = 0; i < MK; ++i)
-                                acc[i] = isa::fused(isa::broadcast_chunk<C>(kw + i * tail + ch * C), qv, acc[i]);
-                        }
-                    } else {
-                        for (std::size_t ch = 0; ch < nch; ++ch) {
-                            const batch qv = batch::load_aligned(qa + ch * lanes);
-                            for (std::size_t i = 0; i < MK; ++i) {
-                                if constexpr (C == lanes)
-                                    acc[i] = isa::fused(isa::widen(kr[i] + ch * C), qv, acc[i]);
-                                else
-                                    acc[i] = isa::fused(isa::broadcast_chunk<C>(kr[i] + ch * C), qv, acc[i]);
+                    batch acc[1][MK];
+                    if constexpr (C < lanes) {
+                        score_heads<1, MK, C>(qa, 0, kf, nch, acc);
+                    } else { // C = lanes: one head, its dims in the lanes
+                        for (std::size_t i = 0; i < MK; ++i) acc[0][i] = batch(0.0f);
+                        if (nch == DC) { // key by key, rows read in order, q in registers
+                            batch qb[DC > 0 ? DC : 1];
+                            for (std::size_t ch = 0; ch < DC; ++ch) qb[ch] = batch::load_aligned(qa + ch * lanes);
+                            const std::size_t mk = kb + MK <= n ? MK : n - kb; // full groups: MK, unrolled
+                            auto key = [&](std::size_t i) {
+                                for (std::size_t ch = 0; ch < DC; ++ch)
+                                    acc[0][i] = isa::fused(isa::widen(kr[i] + ch * C), qb[ch], acc[0][i]);
+                            };
+                            if (mk == MK)
+                                for (std::size_t i = 0; i < MK; ++i) key(i);
+                            else
+                                for (std::size_t i = 0; i < mk; ++i) key(i);
+                        } else {
+                            for (std::size_t ch = 0; ch < nch; ++ch) {
+                                const batch qv = batch::load_aligned(qa + ch * lanes);
+                                for (std::size_t i = 0; i < MK; ++i)
+                                    acc[0][i] = isa::fused(isa::widen(kr[i] + ch * C), qv, acc[0][i]);
                             }
                         }
                     }
-                    finish(blk, acc);
+                    finish(blk, acc[0]);
                 }
             }
         }

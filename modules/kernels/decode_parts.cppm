@@ -216,21 +216,22 @@ struct heads_blocking {
     static constexpr std::size_t TB = NB == 2 ? (wide ? 12 : 6) : (wide ? 16 : 8);
 };
 
-/// Scores with the heads in the lanes (C = 1): acc[b][i] = sum_t qa_b[t] k_i[t] over the d dims,
-/// for NB blocks of `lanes` heads (block b's queries dim-major at qa + b * q_stride: lane r of
-/// qa_b[t] is head r's dim t) and K keys (fp32 rows kf[i]: the cache's own rows, or a narrow
-/// cache's keys widened once into an L1 block). Each key element is broadcast once for the NB
-/// blocks.
-template <std::size_t NB, std::size_t K>
+/// Scores of NB blocks of heads and K keys, C dims a lane: lane r*C + c of acc[b][i] sums q_r[t]
+/// k_i[t] over the dims t = c (mod C) of block b's head r (block b's queries chunk-major at qa + b *
+/// q_stride: lane r*C + c of chunk ch is head r's dim ch*C + c; fp32 key rows kf[i]: the cache's own
+/// rows, or a narrow cache's keys widened once into an L1 block), over nch chunks. Each key chunk
+/// is broadcast once for the NB blocks. C = 1 puts the heads in the lanes (a lane is a head's whole
+/// score); with C > 1 decode_item adds each head's C lanes (transpose_sum).
+template <std::size_t NB, std::size_t K, std::size_t C = 1>
 [[gnu::always_inline]] inline void score_heads(const float* qa, std::size_t q_stride, const float* const* kf,
-                                               std::size_t d, batch (&acc)[NB][K]) {
+                                               std::size_t nch, batch (&acc)[NB][K]) {
     for (std::size_t b = 0; b < NB; ++b)
         for (std::size_t i = 0; i < K; ++i) acc[b][i] = batch(0.0f);
-    for (std::size_t t = 0; t < d; ++t) {
+    for (std::size_t t = 0; t < nch; ++t) {
         batch q[NB];
         for (std::size_t b = 0; b < NB; ++b) q[b] = batch::load_aligned(qa + b * q_stride + t * lanes);
         for (std::size_t i = 0; i < K; ++i) {
-            const batch x(kf[i][t]);
+            const batch x = isa::broadcast_chunk<C>(kf[i] + t * C);
             for (std::size_t b = 0; b < NB; ++b) acc[b][i] = isa::fused(x, q[b], acc[b][i]);
         }
     }
