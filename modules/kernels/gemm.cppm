@@ -11,6 +11,8 @@
 module;
 #include <algorithm>
 #include <cstddef>
+#include <new>
+#include <utility>
 #include <vector>
 #include <xsimd/xsimd.hpp>
 export module attn.kernels:gemm;
@@ -28,6 +30,32 @@ inline constexpr std::size_t nc_panels = 8; ///< panels per L2 group
 
 template <class T>
 using aligned_vector = std::vector<T, xsimd::aligned_allocator<T, 64>>;
+
+/// xsimd's aligned allocator whose value-less construct() default-initialises: a vector's
+/// resize() leaves the floats as they are, for scratch that is written before it is read (the
+/// tiled core's: value-initialised, its 450 KiB of tiles were zeroed at every call)
+template <class T>
+struct uninit_allocator : xsimd::aligned_allocator<T, 64> {
+    template <class U>
+    struct rebind {
+        using other = uninit_allocator<U>;
+    };
+    uninit_allocator() noexcept = default;
+    template <class U>
+    uninit_allocator(const uninit_allocator<U>&) noexcept {}
+    template <class U>
+    void construct(U* q) noexcept {
+        ::new (static_cast<void*>(q)) U;
+    }
+    template <class U, class... A>
+    void construct(U* q, A&&... a) {
+        ::new (static_cast<void*>(q)) U(std::forward<A>(a)...);
+    }
+};
+
+/// A vector on uninit_allocator: scratch whose every element is written before it is read.
+template <class T>
+using scratch_vector = std::vector<T, uninit_allocator<T>>;
 
 inline std::size_t round_up(std::size_t n, std::size_t m) { return (n + m - 1) / m * m; }
 
