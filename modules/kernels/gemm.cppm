@@ -33,7 +33,7 @@ using aligned_vector = std::vector<T, xsimd::aligned_allocator<T, 64>>;
 
 /// xsimd's aligned allocator whose value-less construct() default-initialises: a vector's
 /// resize() leaves the floats as they are, for scratch that is written before it is read (the
-/// tiled core's: value-initialised, its 450 KiB of tiles were zeroed at every call)
+/// tiled core's: value-initialised, its 450 KiB of tiles at d_head 64 were zeroed at every call)
 template <class T>
 struct uninit_allocator : xsimd::aligned_allocator<T, 64> {
     template <class U>

@@ -65,7 +65,7 @@ inline tiles balanced_tiles(const problem& p, tiles t, int threads) {
 }
 
 /// One thread's buffers for tiled_core, for tiles of at most t.q rows and t.kv keys -- and no more
-/// than the problem has: N = 32 under the default 384 x 128 tiles took 450 KiB. Every element is
+/// than the problem has (N = 32 at d_head 64 took the default 384 x 128 tiles' 450 KiB). Every element is
 /// written before it is read (the packed panels with their padding, each key tile's scores and
 /// weights over [0, tk_pad), the output rows, m and l at each query tile), so nothing is zeroed
 /// here (scratch_vector).
