@@ -56,16 +56,20 @@ inline tiles resolve_tiles(const problem& p, const run_options& o) {
 
 /// Query tiles that keep `threads` busy: the default tile leaves cores idle when batch x heads x
 /// tiles is small (H = 1, B = 1, N = 1024: 3 items of 384 rows for 2 threads, one thread doing
-/// two), so the tile shrinks (to no less than 64 rows) until there are 4 items per thread. A
-/// row's result does not depend on the query tile -- its scores, softmax and P V run over the
-/// same key tiles in the same order whatever rows share its tile -- so the output keeps the
-/// same bytes for any thread count.
+/// two), so the tile shrinks (to no less than 64 rows) until there are 4 items per thread, and the
+/// rows are then shared evenly between that many tiles. A row's result does not depend on the query tile -- its scores,
+/// softmax and P V run over the same key tiles in the same order whatever rows share its tile -- so the output keeps
+/// the same bytes for any thread count.
 inline tiles balanced_tiles(const problem& p, tiles t, int threads) {
     if (threads <= 1) return t;
     const std::size_t bh = std::max<std::size_t>(1, p.batch * p.heads), want = 4 * std::size_t(threads);
     const std::size_t per = (want + bh - 1) / bh; // query tiles wanted per (sequence, head)
     const std::size_t q = round_up((p.n_q + per - 1) / per, mr);
     t.q = std::min(t.q, std::max(q, round_up(64, mr)));
+    // as many tiles, of equal height: N 512 at 384 rows was 384 + 128 a head, and the threads ended
+    // on 384-row items (2 threads, H 8, 12 alternating pairs: 256 + 256 faster in 11, by 5 % median)
+    const std::size_t n_tiles = (p.n_q + t.q - 1) / t.q;
+    t.q = round_up((p.n_q + n_tiles - 1) / n_tiles, mr);
     return t;
 }
 
