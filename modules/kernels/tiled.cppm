@@ -57,9 +57,9 @@ inline tiles resolve_tiles(const problem& p, const run_options& o) {
 /// Query tiles that keep `threads` busy: the default tile leaves cores idle when batch x heads x
 /// tiles is small (H = 1, B = 1, N = 1024: 3 items of 384 rows for 2 threads, one thread doing
 /// two), so the tile shrinks (to no less than 64 rows) until there are 4 items per thread, and the
-/// rows are then shared evenly between that many tiles. A row's result does not depend on the query tile -- its scores,
-/// softmax and P V run over the same key tiles in the same order whatever rows share its tile -- so the output keeps
-/// the same bytes for any thread count.
+/// rows are then shared evenly between that many tiles. A row's result does not depend on the
+/// query tile -- its scores, softmax and P V run over the same key tiles in the same order
+/// whatever rows share its tile -- so the output keeps the same bytes for any thread count.
 inline tiles balanced_tiles(const problem& p, tiles t, int threads) {
     if (threads <= 1) return t;
     const std::size_t bh = std::max<std::size_t>(1, p.batch * p.heads), want = 4 * std::size_t(threads);
@@ -73,11 +73,11 @@ inline tiles balanced_tiles(const problem& p, tiles t, int threads) {
     return t;
 }
 
-/// One thread's buffers for tiled_core, for tiles of at most t.q rows and t.kv keys -- and no more
-/// than the problem has (N = 32 at d_head 64 took the default 384 x 128 tiles' 450 KiB). Every element is
-/// written before it is read (the packed panels with their padding, each key tile's scores and
-/// weights over [0, tk_pad), the output rows, m and l at each query tile), so nothing is zeroed
-/// here (scratch_vector).
+/// One thread's buffers for tiled_core, for tiles of at most t.q rows and t.kv keys -- and no
+/// more than the problem has (N = 32 at d_head 64 took the default 384 x 128 tiles' 450 KiB).
+/// Every element is written before it is read (the packed panels with their padding, each key
+/// tile's scores and weights over [0, tk_pad), the output rows, m and l at each query tile), so
+/// nothing is zeroed here (scratch_vector).
 struct tiled_scratch {
     scratch_vector<float> qs, kp, vp, s, acc, m, l;
     scratch_vector<std::size_t> lo, hi; ///< each row's keys [lo, hi) within the current key tile
