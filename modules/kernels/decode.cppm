@@ -235,14 +235,17 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                     }
                 }
             }
-            if constexpr (C == 1) { // heads in the lanes: two blocks share each key broadcast
-                const float* kf[MK];
+            // the key rows the scores broadcast from (C < lanes): the cache's own (fp32) or the
+            // widened block
+            const float* kf[MK] = {};
+            if constexpr (C < lanes)
                 for (std::size_t i = 0; i < MK; ++i) {
                     if constexpr (block)
                         kf[i] = w.kw.data() + i * tail;
                     else
                         kf[i] = kr[i];
                 }
+            if constexpr (C == 1) { // heads in the lanes: two blocks share each key broadcast
                 auto scores = [&]<std::size_t NB>(std::size_t blk) {
                     constexpr std::size_t K = heads_blocking<NB>::K;
                     for (std::size_t i0 = 0; i0 < MK; i0 += K) {
@@ -276,15 +279,6 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         sc.store_aligned(sb + key0 / C * lanes);
                     }
                 };
-                // the key rows the scores broadcast from: the cache's own (fp32) or the widened block
-                const float* kf[MK] = {};
-                if constexpr (C < lanes)
-                    for (std::size_t i = 0; i < MK; ++i) {
-                        if constexpr (block)
-                            kf[i] = w.kw.data() + i * tail;
-                        else
-                            kf[i] = kr[i];
-                    }
                 std::size_t blk = 0;
                 if constexpr (C < lanes) {
                     // blocks in pairs (R = lanes, which decode_shape splits in two): each broadcast
