@@ -108,6 +108,32 @@ TEST_CASE("parallel splits one head into query tiles and keeps the same bytes", 
     CHECK(attn::check::check_case<float>(par, p, mode::core, two, 11).pass);
 }
 
+TEST_CASE("a thread's kept tile scratch: a large case, a small one of other widths, the large again",
+          "[variants][tiles]") {
+    // each thread keeps its scratch between calls (kernels::tiled_scratch, grown only): a small
+    // case after a large one reads buffers the large one filled, and a large one after a small
+    // one grows them; every result must still match fp64, and the large case its own first bytes
+    problem big = attn::gqa(256, 8, 2, 300); // d_head 32, 300 x 300
+    big.causal = true;
+    problem small = attn::mha(3 * 5, 5, 7); // d_head 3 (padded panels), 7 rows and keys
+    small.n_kv = 9;
+    for (const char* name : {"simd", "parallel"}) {
+        attn::run_options opt;
+        opt.threads = 2;
+        const auto& v = attn::find_variant(name);
+        INFO(name);
+        CHECK(attn::check::check_case<float>(v, small, mode::core, opt, 20).pass); // then grown by big
+        const auto in = attn::check::make_inputs(big, mode::core, 21);
+        const auto first = attn::check::run<float>(v, big, mode::core, in, opt);
+        CHECK(attn::check::check_case<float>(v, small, mode::core, opt, 22).pass);
+        const auto again = attn::check::run<float>(v, big, mode::core, in, opt);
+        REQUIRE(first.size() == again.size());
+        CHECK(std::memcmp(first.data(), again.data(), first.size() * sizeof(float)) == 0);
+        CHECK(attn::check::check_case<float>(v, big, mode::core, opt, 21).pass);
+        CHECK(attn::check::check_case<float>(v, small, mode::core, opt, 23).pass);
+    }
+}
+
 TEST_CASE("the vector exp is within 2 ulp of exp on [-104, 0]", "[variants][simd]") {
     // The tolerance policy budgets 4 ulp per exp; measured here: xsimd's float exp stays under
     // 1.5 ulp over every 7th float in the range (1.49 ulp near x = -5.89), sampled more coarsely here.
