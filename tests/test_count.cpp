@@ -139,6 +139,10 @@ TEST_CASE("a % of peak is in doubt above 100 % or against a ceiling measured und
     CHECK(attn::peak_in_doubt(50.0, 0.5));    // half a CPU busy elsewhere during the probe
     CHECK(!attn::peak_in_doubt(99.0, 0.49));  // a quiet probe, a share below the ceiling
     CHECK(!attn::peak_in_doubt(100.0, -1.0)); // load unknown (-1) and exactly at the ceiling
+    // the probe alongside: 64 GFLOP/s against a 100 GFLOP/s peak whose probe read 0.51 of it
+    // alongside is 64 / 51 = 125 % of that probe -- the probe, not the case, was slowed
+    CHECK(attn::peak_in_doubt(64.0, 0.0, 100.0 * 64.0 / 51.0));
+    CHECK(!attn::peak_in_doubt(64.0, 0.0, 100.0 * 64.0 / 97.0)); // a probe alongside at 0.97: 66 %
     // the load that goes with a ceiling: the 1-thread probe's at 1 thread, the all-thread one's above
     CHECK(attn::fma_ceiling_load_at(0.1, 0.9, 2, 1) == 0.1);
     CHECK(attn::fma_ceiling_load_at(0.1, 0.9, 2, 2) == 0.9);

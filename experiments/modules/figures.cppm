@@ -84,7 +84,7 @@ inline constexpr counter_spec counter_table[] = {
     {"gflops_full", "GFLOP/s", "flop_full per second", in_core | in_layer | in_decode, part::run, source::derived},
     {"pct_peak", "%", "gflops_matmul as a share of peak_gflops", in_core | in_layer, part::run, source::derived},
     {"ceiling_speedup", "x", "peak_gflops over gflops_matmul: the largest speed-up over this row any implementation of the counted FLOPs could reach", in_core | in_layer, part::run, source::derived},
-    {"peak_in_doubt", "0/1", "1 when pct_peak is above 100 or the peak was measured on a loaded machine (peak_load_cpus >= 0.5): rerun `attnbench peak` quiet", in_core | in_layer, part::run, source::derived},
+    {"peak_in_doubt", "0/1", "1 when pct_peak is above 100, the peak was measured on a loaded machine (peak_load_cpus >= 0.5: rerun `attnbench peak` quiet), or pct_peak_alongside is above 100 (the FMA probe alongside was slowed, the case was not)", in_core | in_layer, part::run, source::derived},
     {"fma_drift", "x", "the FMA probe measured in the same harness run, interleaved with the cases (median), over peak.json's FMA peak at the case's thread count: below 1 the machine gave this run less than when the peak was measured (decode: beside its core, in roof_alongside_gbs)", in_core | in_layer | in_decode, part::run, source::measured},
     {"peak_alongside_gflops", "GFLOP/s", "peak_gflops times fma_drift: the ceiling as the FMA probe found the machine during this run (for a bf16 case held to AMX or vdpbf16ps, that ceiling scaled by the FMA probe's drift)", in_core | in_layer, part::run, source::derived},
     {"pct_peak_alongside", "%", "gflops_matmul as a share of peak_alongside_gflops", in_core | in_layer, part::run, source::derived},
@@ -292,13 +292,15 @@ inline void derive(figures& f, const sweep_case& k, part p, double seconds, cons
             const double pct = share(g, peak);
             f.put("pct_peak"_counter, pct);
             f.put("ceiling_speedup"_counter, ceiling_speedup(g, peak));
-            f.put("peak_in_doubt"_counter, peak_in_doubt(pct, f.at("peak_load_cpus"_counter)) ? 1.0 : 0.0);
+            double pct_along = -1.0;
             if (along.fma_ratio > 0) { // the same run's ceiling: drift of the machine between the two cancels
                 const double peak_along = peak * along.fma_ratio;
+                pct_along = share(g, peak_along);
                 f.put("fma_drift"_counter, along.fma_ratio);
                 f.put("peak_alongside_gflops"_counter, peak_along);
-                f.put("pct_peak_alongside"_counter, share(g, peak_along));
+                f.put("pct_peak_alongside"_counter, pct_along);
             }
+            f.put("peak_in_doubt"_counter, peak_in_doubt(pct, f.at("peak_load_cpus"_counter), pct_along) ? 1.0 : 0.0);
         }
         return;
     }

@@ -209,6 +209,11 @@ def plot_vs_n(d, figdir, perf, peak):
                 if not along and any(r.get("peak_in_doubt") for r in panel):
                     ax.text(0.02, 0.02, "peak measured under load: shares overstated", transform=ax.transAxes,
                             fontsize=8, color="firebrick")
+                if along:  # a share of the probe alongside above 100 %: that probe, not the case, was slowed
+                    slow = [(x, r[key]) for pts in series[cfg].values() for x, r in pts if along_high(r)]
+                    if slow:
+                        ax.plot(*zip(*slow), ls="none", marker="o", ms=13, mfc="none", mec="firebrick", mew=1.5,
+                                label="in doubt (†): the FMA probe\nalongside was slowed, not the case")
             if metric == "time_ms":
                 plain_log_y(ax)  # after plotting: the data set the limits
             if metric == "pct_peak":
@@ -258,6 +263,11 @@ def plot_free_lunch(d, figdir, perf):
     return figure_path(fig, figdir, "free_lunch"), configs, series, skipped
 
 
+def along_high(r):
+    """A row whose share of the peak measured alongside is above 100 % (peak_in_doubt says why)."""
+    return bool(r.get("peak_in_doubt")) and (r.get("pct_peak_alongside") or 0) > 100
+
+
 def perf_table(perf, peak):
     cases = [r for r in perf["cases"] if r["mode"] != "decode"]  # decode: in the decoding section
     fixed = ("variant", "precision", "mode", "family", "form", "d_model", "heads", "kv_heads", "n_q", "batch",
@@ -271,8 +281,8 @@ def perf_table(perf, peak):
                      r["threads"],
                      "yes" if r["causal"] else "no"] + [field_text(r, name) for name, _ in more] +
                     [num(r.get("time_ms"), 4), num(r.get("gflops_matmul"), 3),
-                     num(r.get("pct_peak"), 3) + (" †" if r.get("peak_in_doubt") else ""),
-                     num(r.get("pct_peak_alongside"), 3),
+                     num(r.get("pct_peak"), 3) + (" †" if r.get("peak_in_doubt") and not along_high(r) else ""),
+                     num(r.get("pct_peak_alongside"), 3) + (" †" if along_high(r) else ""),
                      r["status"] if r["status"] == "ok" else f"**{r['status']}**: {r.get('error', '')}"])
     table = md_table(["variant", "precision", "mode", "family", "d_model", "H", "G", "N", "batch", "threads", "causal"] +
                      [label for _, label in more] + ["time [ms]", "GFLOP/s (matmul)", "% of peak", "% of peak alongside", "status"], rows)
@@ -285,7 +295,9 @@ def perf_table(perf, peak):
     if doubt:
         table += (f"\n\n† {len(doubt)} rows: % of a peak that was measured low (the row is above 100 %, or other "
                   "processes kept half a CPU or more busy while `attnbench peak` ran: `peak_load_cpus` in perf.csv); "
-                  "these shares overstate the kernel. Measure the peak again on a quiet machine.")
+                  "these shares overstate the kernel. Measure the peak again on a quiet machine. A † on the share "
+                  "alongside: the FMA probe run beside the case was slowed where the case was not (`fma_drift`); the "
+                  "share of peak.json's peak is the one to read for that row.")
     return table
 
 

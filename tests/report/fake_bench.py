@@ -10,9 +10,12 @@ benchmarks with it. Its
   n_q 63  the case's output "fails the reference check" (error_occurred, as the harness does)
   n_q 65  the process crashes (exit 3, a message on stderr, no JSON)
 and says that the peak of the n_q 32 cases was measured while other processes kept 0.8 CPUs busy.
+With FAKE_FMA_RATIO set it also writes an FMA probe at each case's thread count that read that
+fraction of peak.json's peak (the probe the harness runs beside the cases: fma_drift).
 """
 import argparse
 import json
+import os
 import sys
 import time
 import zlib
@@ -51,6 +54,13 @@ for text in a.case:
         else:  # what only a harness knows; the report derives the rest from the time
             e.update(scratch_mib=1.0, peak_gflops=100.0, peak_load_cpus=0.8 if n == 32 else 0.0)
         benchmarks.append(e)
+if os.environ.get("FAKE_FMA_RATIO"):
+    for t in sorted({json.loads(text)["threads"] for text in a.case}):
+        label = json.dumps(dict(probe="fma", part="probe", threads=t, accumulators=10), separators=(",", ":"))
+        benchmarks.append(dict(name=f"probe/fma-t{t}", run_name=f"probe/fma-t{t}", run_type="iteration",
+                               repetitions=1, repetition_index=0, threads=1, iterations=1, real_time=1e7,
+                               cpu_time=1e7, time_unit="ns", label=label,
+                               fma_ratio=float(os.environ["FAKE_FMA_RATIO"])))
 out = dict(context=dict(date="fake", host_name="fake", executable="fake_bench.py", num_cpus=2,
                         library_build_type="release", attnbench_commit="fake"),
            benchmarks=benchmarks)
