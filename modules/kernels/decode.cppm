@@ -34,8 +34,9 @@
 //    Widening whole 64-key tiles instead (two 16 KiB fp32 tiles) overflows a 32 KiB L1 together
 //    with the cache's own lines.
 // Rounding: one extra rescale per chunk of >= 256 keys, well inside attn.check's 2u per key tile.
-// Extra memory: per thread the rearranged queries and one tile of scores per block of heads,
-// plus partials of B x G x chunks x R x (d_head + 2) floats, chunks <= 16: O(batch x d_model)
+// Extra memory: per thread one tile of scores per block of heads, plus the rearranged queries
+// (B x H x d_head floats, once per step) and partials of B x G x chunks x R x (d_head + 2)
+// floats, chunks <= 16: O(batch x d_model)
 // for any context; the buffers are thread_local and grow only, so steady-state steps allocate
 // nothing.
 // Measured: MQA, batch 8, L = 64k, 21 ms a step without the L2 prefetch, 14 ms with it.
@@ -114,9 +115,10 @@ struct decode_shape {
 /// the fp32 value tile).
 inline std::size_t decode_scratch_bytes(const problem& p, int threads) {
     const decode_shape sh(p);
-    const std::size_t per_thread = sh.qs_floats() + sh.blocks * sh.s_floats() + sh.ml_floats() + sh.blocks * lanes +
-                                   8 * sh.d + lanes + (sh.c == 1 ? decode_tile * sh.dv : 0);
-    const std::size_t partials = p.batch * p.kv_heads * split_keys(p.n_kv).chunks * sh.partial_floats();
+    const std::size_t per_thread = sh.blocks * sh.s_floats() + sh.ml_floats() + sh.blocks * lanes + 8 * sh.d + lanes +
+                                   (sh.c == 1 ? decode_tile * sh.dv : 0);
+    const std::size_t partials =
+        p.batch * p.kv_heads * (split_keys(p.n_kv).chunks * sh.partial_floats() + sh.qs_floats());
     return sizeof(float) * (per_thread * std::size_t(std::max(threads, 1)) + partials);
 }
 
@@ -137,6 +139,28 @@ inline decode_buffers& decode_local() {
     return b;
 }
 
+/// The queries of (sequence b, key/value head g) as decode_item reads them: qs[(blk*nch + ch)*lanes
+/// + r*C + c] = scale * q_{blk*RB + r}[ch*C + c] (nch = d / C chunks of C dims), zero for padding
+/// heads; the scale carries log2 e (the softmax in base 2, as the tiled core's: the weights
+/// 2^(s' - m') are exp(s - m), each exponential isa::exp2_nonpos, 12 vector operations on AVX2
+/// where exp_nonpos takes 17; the chunks' maxima are in the same units). Once per (b, g) for
+/// all its key chunks (decode_core_dc): done per chunk, this scalar pass was ~6 % of GQA 2's
+/// step at L 4k (16 chunks of 256 keys).
+template <class S>
+void rearrange_queries(const problem& p, const kv_core_io<S>& io, std::size_t b, std::size_t g, float* qs) {
+    const decode_shape sh(p);
+    const std::size_t R = p.heads / p.kv_heads, C = sh.c, RB = sh.rb, nch = sh.d / C;
+    const float scale = float(p.softmax_scale() * std::numbers::log2e);
+    for (std::size_t blk = 0; blk < sh.blocks; ++blk)
+        for (std::size_t ch = 0; ch < nch; ++ch)
+            for (std::size_t r = 0; r < RB; ++r) {
+                const std::size_t h = blk * RB + r;
+                float* dst = qs + (blk * nch + ch) * lanes + r * C;
+                for (std::size_t c = 0; c < C; ++c)
+                    dst[c] = h < R ? io.q.row(b, g * R + h, 0)[ch * C + c] * scale : 0.0f;
+            }
+}
+
 /// One work item: keys [j0, j1) of key/value head g in sequence b, for its R query heads, with
 /// RB = lanes / C heads per batch. Per tile of keys and block of RB heads:
 ///  - scores: lane r*C + c of key j's accumulator sums q_r[i] k_j[i] over i = c (mod C): one
@@ -150,31 +174,18 @@ inline decode_buffers& decode_local() {
 /// product (C = lanes) and R >= lanes puts the heads in the lanes (C = 1).
 template <std::size_t C, std::size_t DC, class S>
 void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::size_t g, std::size_t j0,
-                 std::size_t j1, float* part) {
+                 std::size_t j1, const float* qs, float* part) {
     constexpr std::size_t RB = lanes / C, MK = C >= 8 ? C : 8;
     const decode_shape sh(p);
     const std::size_t R = p.heads / p.kv_heads, d = sh.d, dp = sh.dp, nch = d / C, tail = nch * C;
-    // the softmax in base 2, as the tiled core's: the queries carry log2 e in their scale, so
-    // the weights 2^(s' - m') are exp(s - m) and each exponential is isa::exp2_nonpos (12 vector
-    // operations on AVX2, where exp_nonpos takes 17); the chunks' maxima are in the same units
-    const float scale = float(p.softmax_scale() * std::numbers::log2e);
+    const float scale = float(p.softmax_scale() * std::numbers::log2e); // the scalar tail's (rearrange_queries)
     auto& w = decode_local();
-    decode_buffers::grow(w.qs, sh.qs_floats());
     decode_buffers::grow(w.s, sh.blocks * sh.s_floats());
     decode_buffers::grow(w.ml, sh.ml_floats());
     decode_buffers::grow(w.cr, sh.blocks * lanes);
     alignas(64) float kk[lanes];
     for (std::size_t i = 0; i < lanes; ++i) kk[i] = float(i % C);
     const batch key_in_group = batch::load_aligned(kk), neg_inf(-std::numeric_limits<float>::infinity());
-    // qa[(blk*nch + ch)*lanes + r*C + c] = scale * q_{blk*RB + r}[ch*C + c]; zero for padding heads
-    for (std::size_t blk = 0; blk < sh.blocks; ++blk)
-        for (std::size_t ch = 0; ch < nch; ++ch)
-            for (std::size_t r = 0; r < RB; ++r) {
-                const std::size_t h = blk * RB + r;
-                float* dst = w.qs.data() + (blk * nch + ch) * lanes + r * C;
-                for (std::size_t c = 0; c < C; ++c)
-                    dst[c] = h < R ? io.q.row(b, g * R + h, 0)[ch * C + c] * scale : 0.0f;
-            }
     std::fill(part, part + sh.rows * dp, 0.0f);
     for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
         neg_inf.store_aligned(w.ml.data() + 2 * blk * lanes);
@@ -250,7 +261,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                     constexpr std::size_t K = heads_blocking<NB>::K;
                     for (std::size_t i0 = 0; i0 < MK; i0 += K) {
                         batch acc[NB][K];
-                        score_heads<NB, K>(w.qs.data() + blk * d * lanes, d * lanes, kf + i0, d, acc);
+                        score_heads<NB, K>(qs + blk * d * lanes, d * lanes, kf + i0, d, acc);
                         for (std::size_t b = 0; b < NB; ++b)
                             for (std::size_t i = 0; i < K; ++i) {
                                 const std::size_t key = kb + i0 + i;
@@ -290,7 +301,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         batch acc[2][MK];
                         for (std::size_t h = 0; h < MK; h += HK) {
                             batch a[2][HK];
-                            score_heads<2, HK, C>(w.qs.data() + blk * nch * lanes, nch * lanes, kf + h, nch, a);
+                            score_heads<2, HK, C>(qs + blk * nch * lanes, nch * lanes, kf + h, nch, a);
                             for (std::size_t b = 0; b < 2; ++b)
                                 for (std::size_t i = 0; i < HK; ++i) acc[b][h + i] = a[b][i];
                         }
@@ -299,7 +310,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                     }
                 }
                 for (; blk < sh.blocks; ++blk) {
-                    const float* qa = w.qs.data() + blk * nch * lanes;
+                    const float* qa = qs + blk * nch * lanes;
                     batch acc[1][MK];
                     if constexpr (C < lanes) {
                         score_heads<1, MK, C>(qa, 0, kf, nch, acc);
@@ -379,14 +390,14 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
 /// decode_item for the C that R needs.
 template <std::size_t DC, class S, std::size_t C = lanes>
 void decode_item_for(std::size_t c_needed, const problem& p, const kv_core_io<S>& io, std::size_t b, std::size_t g,
-                     std::size_t j0, std::size_t j1, float* part) {
+                     std::size_t j0, std::size_t j1, const float* qs, float* part) {
     if constexpr (C == 1) {
         (void)c_needed;
-        decode_item<1, DC>(p, io, b, g, j0, j1, part);
+        decode_item<1, DC>(p, io, b, g, j0, j1, qs, part);
     } else if (c_needed == C) {
-        decode_item<C, DC>(p, io, b, g, j0, j1, part);
+        decode_item<C, DC>(p, io, b, g, j0, j1, qs, part);
     } else {
-        decode_item_for<DC, S, C / 2>(c_needed, p, io, b, g, j0, j1, part);
+        decode_item_for<DC, S, C / 2>(c_needed, p, io, b, g, j0, j1, qs, part);
     }
 }
 
@@ -421,17 +432,24 @@ void decode_core_dc(const problem& p, const kv_core_io<S>& io, int threads) {
     const key_split ks = split_keys(p.n_kv);
     const decode_shape sh(p);
     const std::size_t items = p.batch * p.kv_heads * ks.chunks, stride = sh.partial_floats();
+    const std::size_t heads_kv = p.batch * p.kv_heads, q_stride = sh.qs_floats();
     auto& own = decode_local();
     decode_buffers::grow(own.partials, items * stride);
+    decode_buffers::grow(own.qs, heads_kv * q_stride);
     float* parts = own.partials.data();
+    float* qs = own.qs.data();
     const std::size_t R = p.heads / p.kv_heads, rows = p.batch * p.heads;
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
+#pragma omp for schedule(static)
+        for (std::size_t bg = 0; bg < heads_kv; ++bg)
+            rearrange_queries(p, io, bg / p.kv_heads, bg % p.kv_heads, qs + bg * q_stride);
 #pragma omp for schedule(guided) // contiguous runs of items: see the prefetch above
         for (std::size_t it = 0; it < items; ++it) {
             const std::size_t c = it % ks.chunks, bg = it / ks.chunks;
             const std::size_t j0 = c * ks.chunk, j1 = std::min(p.n_kv, j0 + ks.chunk);
-            decode_item_for<DC>(sh.c, p, io, bg / p.kv_heads, bg % p.kv_heads, j0, j1, parts + it * stride);
+            decode_item_for<DC>(sh.c, p, io, bg / p.kv_heads, bg % p.kv_heads, j0, j1, qs + bg * q_stride,
+                                parts + it * stride);
         }
 #pragma omp for schedule(static)
         for (std::size_t row = 0; row < rows; ++row) {
