@@ -35,8 +35,8 @@
 //    with the cache's own lines.
 // Rounding: one extra rescale per chunk of >= 256 keys, well inside attn.check's 2u per key tile.
 // Extra memory: per thread one tile of scores per block of heads, plus the rearranged queries
-// (B x H x d_head floats, once per step) and partials of B x G x chunks x R x (d_head + 2)
-// floats, chunks <= 16: O(batch x d_model)
+// (B x H x d_head floats, heads padded to whole blocks; once per step) and partials of
+// B x G x chunks x R x (d_head + 2) floats, chunks <= 16: O(batch x d_model)
 // for any context; the buffers are thread_local and grow only, so steady-state steps allocate
 // nothing.
 // Measured: MQA, batch 8, L = 64k, 21 ms a step without the L2 prefetch, 14 ms with it.
@@ -178,7 +178,9 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     constexpr std::size_t RB = lanes / C, MK = C >= 8 ? C : 8;
     const decode_shape sh(p);
     const std::size_t R = p.heads / p.kv_heads, d = sh.d, dp = sh.dp, nch = d / C, tail = nch * C;
-    const float scale = float(p.softmax_scale() * std::numbers::log2e); // the scalar tail's (rearrange_queries)
+    // the d % C dims are scored below in scalar from the unscaled queries: their scale is
+    // rearrange_queries' (log2 e included)
+    const float scale = float(p.softmax_scale() * std::numbers::log2e);
     auto& w = decode_local();
     decode_buffers::grow(w.s, sh.blocks * sh.s_floats());
     decode_buffers::grow(w.ml, sh.ml_floats());
