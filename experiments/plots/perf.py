@@ -296,8 +296,9 @@ def perf_table(perf, peak):
         table += (f"\n\n† {len(doubt)} rows: % of a peak that was measured low (the row is above 100 %, or other "
                   "processes kept half a CPU or more busy while `attnbench peak` ran: `peak_load_cpus` in perf.csv); "
                   "these shares overstate the kernel. Measure the peak again on a quiet machine. A † on the share "
-                  "alongside: the FMA probe run beside the case was slowed where the case was not (`fma_drift`); the "
-                  "share of peak.json's peak is the one to read for that row.")
+                  "alongside: the FMA probe run beside the case was slowed where the case was not (`fma_drift`); read "
+                  "that row's share of peak.json's peak, unless that peak too was measured under load "
+                  "(`peak_load_cpus` >= 0.5).")
     return table
 
 
