@@ -33,12 +33,12 @@ module;
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <numbers>
 #include <vector>
 #include <immintrin.h>
 export module attn.kernels:bf16dot;
 import :isa;
 import :gemm;
+import :softmax;
 import :tiled;
 import attn.core;
 
@@ -287,7 +287,7 @@ template <bool Amx>
                                                                        std::size_t b, std::size_t h, std::size_t i0,
                                                                        std::size_t tq, tiles t, scratch& w) {
     const std::size_t d = p.qk_dim(), dv = p.v_dim(), g = p.kv_head_of(h), d2 = w.d2;
-    const float scale = float(p.softmax_scale() * std::numbers::log2e);
+    const float scale = kernels::detail::base2_scale(p);
     for (std::size_t r = 0; r < tq; ++r) {
         const bf16* q = io.q.row(b, h, i0 + r);
         word* dst = w.qw.data() + r * d2;

@@ -56,7 +56,6 @@ module;
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <numbers>
 #include <type_traits>
 #include <xsimd/xsimd.hpp>
 export module attn.kernels:decode;
@@ -129,9 +128,6 @@ struct decode_buffers {
     // cr: each block's rescale; kw: MK keys of a narrow cache, widened; vw: the value tile in
     // fp32 (heads in the lanes)
     aligned_vector<float> qs, s, ml, cr, partials, kw, vw;
-    static inline void grow(aligned_vector<float>& v, std::size_t n) {
-        if (v.size() < n) v.resize(n);
-    }
 };
 
 inline decode_buffers& decode_local() {
@@ -140,17 +136,15 @@ inline decode_buffers& decode_local() {
 }
 
 /// The queries of (sequence b, key/value head g) as decode_item reads them: qs[(blk*nch + ch)*lanes
-/// + r*C + c] = scale * q_{blk*RB + r}[ch*C + c] (nch = d / C chunks of C dims), zero for padding
-/// heads; the scale carries log2 e (the softmax in base 2, as the tiled core's: the weights
-/// 2^(s' - m') are exp(s - m), each exponential isa::exp2_nonpos, 12 vector operations on AVX2
-/// where exp_nonpos takes 17; the chunks' maxima are in the same units). Once per (b, g) for
-/// all its key chunks (decode_core_dc): done per chunk, this scalar pass was ~6 % of GQA 2's
-/// step at L 4k (16 chunks of 256 keys).
+/// + r*C + c] = scale * q_{blk*RB + r}[ch*C + c] (nch = d / C chunks of C dims, scale base2_scale:
+/// the softmax in base 2, the chunks' maxima in the same units), zero for padding heads. Once
+/// per (b, g) for all its key chunks (decode_core_dc): done per chunk, this scalar pass was ~6 %
+/// of GQA 2's step at L 4k (16 chunks of 256 keys).
 template <class S>
 void rearrange_queries(const problem& p, const kv_core_io<S>& io, std::size_t b, std::size_t g, float* qs) {
     const decode_shape sh(p);
     const std::size_t R = p.heads / p.kv_heads, C = sh.c, RB = sh.rb, nch = sh.d / C;
-    const float scale = float(p.softmax_scale() * std::numbers::log2e);
+    const float scale = base2_scale(p);
     for (std::size_t blk = 0; blk < sh.blocks; ++blk)
         for (std::size_t ch = 0; ch < nch; ++ch)
             for (std::size_t r = 0; r < RB; ++r) {
@@ -178,13 +172,13 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     constexpr std::size_t RB = lanes / C, MK = C >= 8 ? C : 8;
     const decode_shape sh(p);
     const std::size_t R = p.heads / p.kv_heads, d = sh.d, dp = sh.dp, nch = d / C, tail = nch * C;
-    // the d % C dims are scored below in scalar from the unscaled queries: their scale is
-    // rearrange_queries' (log2 e included)
-    const float scale = float(p.softmax_scale() * std::numbers::log2e);
+    // the d % C dims are scored below in scalar from the unscaled queries, scaled as
+    // rearrange_queries scales the rest
+    const float scale = base2_scale(p);
     auto& w = decode_local();
-    decode_buffers::grow(w.s, sh.blocks * sh.s_floats());
-    decode_buffers::grow(w.ml, sh.ml_floats());
-    decode_buffers::grow(w.cr, sh.blocks * lanes);
+    grow(w.s, sh.blocks * sh.s_floats());
+    grow(w.ml, sh.ml_floats());
+    grow(w.cr, sh.blocks * lanes);
     alignas(64) float kk[lanes];
     for (std::size_t i = 0; i < lanes; ++i) kk[i] = float(i % C);
     const batch key_in_group = batch::load_aligned(kk), neg_inf(-std::numeric_limits<float>::infinity());
@@ -199,8 +193,8 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     // C < lanes: each key element feeds one FMA per C lanes, so it is widened once, into the
     // L1-resident block kw (MK keys), rather than at every broadcast
     constexpr bool block = !std::is_same_v<S, float> && C < lanes;
-    if constexpr (block) decode_buffers::grow(w.kw, MK * tail + lanes);
-    if constexpr (C == 1) decode_buffers::grow(w.vw, decode_tile * sh.dv);
+    if constexpr (block) grow(w.kw, MK * tail + lanes);
+    if constexpr (C == 1) grow(w.vw, decode_tile * sh.dv);
     const std::size_t ks = io.k.data.row_stride, vs = io.v.data.row_stride;
     float* s = w.s.data();
     const std::size_t s_stride = sh.s_floats(); // one block's scores
@@ -436,8 +430,8 @@ void decode_core_dc(const problem& p, const kv_core_io<S>& io, int threads) {
     const std::size_t items = p.batch * p.kv_heads * ks.chunks, stride = sh.partial_floats();
     const std::size_t heads_kv = p.batch * p.kv_heads, q_stride = sh.qs_floats();
     auto& own = decode_local();
-    decode_buffers::grow(own.partials, items * stride);
-    decode_buffers::grow(own.qs, heads_kv * q_stride);
+    grow(own.partials, items * stride);
+    grow(own.qs, heads_kv * q_stride);
     float* parts = own.partials.data();
     float* qs = own.qs.data();
     const std::size_t R = p.heads / p.kv_heads, rows = p.batch * p.heads;

@@ -57,6 +57,13 @@ struct uninit_allocator : xsimd::aligned_allocator<T, 64> {
 template <class T>
 using scratch_vector = std::vector<T, uninit_allocator<T>>;
 
+/// Grows v to at least n elements, never shrinks it: the per-thread buffers that the cores keep
+/// from call to call (tiled_scratch, decode's) allocate nothing once they are large enough.
+template <class V>
+void grow(V& v, std::size_t n) {
+    if (v.size() < n) v.resize(n);
+}
+
 inline std::size_t round_up(std::size_t n, std::size_t m) { return (n + m - 1) / m * m; }
 
 /// Floats needed to pack a K x N matrix.

@@ -5,11 +5,19 @@ module;
 #include <algorithm>
 #include <cstddef>
 #include <limits>
+#include <numbers>
 #include <xsimd/xsimd.hpp>
 export module attn.kernels:softmax;
 import :isa;
+import attn.core;
 
 export namespace attn::kernels::detail {
+
+/// The queries' scale for a softmax in base 2, the tiled and the decode cores' alike: the
+/// problem's softmax scale times log2 e, so that 2^(s' - m') of the scaled scores s' is
+/// exp(s - m) of the plain ones, each exponential one isa::exp2_nonpos (12 vector operations on
+/// AVX2, where exp_nonpos takes 17), and the running maxima are in the same base-2 units.
+inline float base2_scale(const problem& p) { return float(p.softmax_scale() * std::numbers::log2e); }
 
 /// max of x[0:n]
 inline float row_max(const float* x, std::size_t n) {

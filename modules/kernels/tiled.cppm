@@ -18,7 +18,6 @@ module;
 #include <cmath>
 #include <cstddef>
 #include <limits>
-#include <numbers>
 #include <type_traits>
 #include <vector>
 #include <xsimd/xsimd.hpp>
@@ -103,10 +102,6 @@ struct tiled_scratch {
         grow(l, rows);
         grow(lo, rows);
         grow(hi, rows);
-    }
-    template <class V>
-    static void grow(V& v, std::size_t n) {
-        if (v.size() < n) v.resize(n);
     }
     std::size_t bytes() const {
         return sizeof(float) * (qs.size() + kp.size() + vp.size() + s.size() + acc.size() + m.size() + l.size()) +
@@ -247,7 +242,7 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
     const std::size_t d = p.qk_dim(), dv = p.v_dim(), g = p.kv_head_of(h);
     // the softmax in base 2: the queries carry log2 e in their scale, so the weights are
     // 2^(s' - m') = exp(s - m) for s' = s log2 e (the same function; isa::exp2_nonpos)
-    const float scale = float(p.softmax_scale() * std::numbers::log2e);
+    const float scale = detail::base2_scale(p);
     for (std::size_t r = 0; r < tq; ++r) {
         float* qs = w.qs.data() + r * d;
         isa::widen(io.q.row(b, h, i0 + r), qs, d);
