@@ -13,6 +13,7 @@ import attn.variants;
 import attn.check;
 import attn.identities;
 import attn.reference;
+import attn.kernels;
 
 using attn::mode;
 using attn::problem;
@@ -132,6 +133,33 @@ TEST_CASE("a thread's kept tile scratch: a large case, a small one of other widt
         CHECK(attn::check::check_case<float>(v, big, mode::core, opt, 21).pass);
         CHECK(attn::check::check_case<float>(v, small, mode::core, opt, 23).pass);
     }
+}
+
+TEMPLATE_TEST_CASE("pack_b: B's element (k, n) at panel n / nr, row k, column n % nr; zeros past N",
+                   "[variants][tiles]", float, attn::bf16, attn::f16) {
+    // Both layouts of B (rows contiguous: V, W; columns contiguous: K^T, W^T, the in-register
+    // transposes of AVX2 and AVX-512), whole panels and tails, K below, at and past one transpose
+    // block. The values are small integers, exact in every storage type, and differ under a swap
+    // of k and n; the expected panel comes from the layout's definition, element by element.
+    namespace k = attn::kernels;
+    const std::size_t nr = k::nr;
+    for (const std::size_t K : {std::size_t(5), std::size_t(16), std::size_t(37), std::size_t(64)})
+        for (const std::size_t N : {std::size_t(3), nr, nr + 5, 2 * nr})
+            for (const bool transposed : {false, true}) {
+                const std::size_t ld_k = transposed ? 1 : N + 2, ld_n = transposed ? K + 3 : 1;
+                std::vector<TestType> b(K * ld_k + N * ld_n + 1);
+                auto value = [](std::size_t kk, std::size_t n) { return float(int((kk * 17 + n * 5) % 251) - 125); };
+                for (std::size_t kk = 0; kk < K; ++kk)
+                    for (std::size_t n = 0; n < N; ++n) b[kk * ld_k + n * ld_n] = TestType(value(kk, n));
+                k::aligned_vector<float> dst(k::packed_size(K, N), -1.0f);
+                k::pack_b(b.data(), ld_k, ld_n, K, N, dst.data());
+                std::size_t wrong = 0;
+                for (std::size_t n = 0; n < (N + nr - 1) / nr * nr; ++n)
+                    for (std::size_t kk = 0; kk < K; ++kk)
+                        wrong += dst[(n / nr * K + kk) * nr + n % nr] != (n < N ? value(kk, n) : 0.0f);
+                INFO("K " << K << ", N " << N << (transposed ? ", columns contiguous" : ", rows contiguous"));
+                CHECK(wrong == 0);
+            }
 }
 
 TEST_CASE("the vector exp is within 2 ulp of exp on [-104, 0]", "[variants][simd]") {

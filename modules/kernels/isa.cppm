@@ -69,6 +69,10 @@ inline constexpr int vector_registers = 32;
 /// a * b + c, one vfmadd.
 inline batch fused(batch a, batch b, batch c) { return batch(_mm512_fmadd_ps(a, b, c)); }
 
+/// The largest lane: a tree of 4 shuffles and maxima (a scalar loop over the lanes is a chain of
+/// 15 dependent vmaxss, 60 cycles of latency once per row and key tile of the tiled core).
+inline float hmax(batch x) { return _mm512_reduce_max_ps(x); }
+
 template <std::size_t C>
 batch broadcast_chunk(const float* p) {
     if constexpr (C == 2) {
@@ -122,16 +126,63 @@ using fma_batch = batch;
 inline fma_batch fma(fma_batch x, fma_batch y, fma_batch z) { return fused(x, y, z); }
 inline constexpr const char* fma_instruction = "vfmadd231ps zmm (AVX-512F)";
 
-/// pack_b's transposing case in registers: none in this section (0 rows done; the caller packs
-/// element by element).
+/// The 16 x 16 block r[0..16) transposed in place (lane j of r[i] <-> lane i of r[j]): pairs
+/// interleaved (vunpck[lh]ps), quads (vshufps), then 128-bit quarters in two rounds
+/// (vshuff32x4): 64 shuffles for 256 elements, a quarter a element where AVX2's 8 x 8 takes 3/8.
+inline void transpose16(batch* r) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    // u[4q + j], 128-bit quarter L: column 4L + j of rows 4q .. 4q + 3
+    for (int q = 0; q < 4; ++q) {
+        const __m512 *a = t + 4 * q, *b = t + 4 * q + 2;
+        u[4 * q + 0] = _mm512_shuffle_ps(a[0], b[0], 0x44);
+        u[4 * q + 1] = _mm512_shuffle_ps(a[0], b[0], 0xee);
+        u[4 * q + 2] = _mm512_shuffle_ps(a[1], b[1], 0x44);
+        u[4 * q + 3] = _mm512_shuffle_ps(a[1], b[1], 0xee);
+    }
+    // column 4L + j gathers quarter L of u[j], u[4 + j], u[8 + j], u[12 + j]: quarters (0, 2) and
+    // (1, 3) of two registers, then of those pairs again
+    for (int j = 0; j < 4; ++j) {
+        const __m512 a = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), b = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xdd);
+        const __m512 c = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88);
+        const __m512 d = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xdd);
+        r[j] = batch(_mm512_shuffle_f32x4(a, c, 0x88));
+        r[8 + j] = batch(_mm512_shuffle_f32x4(a, c, 0xdd));
+        r[4 + j] = batch(_mm512_shuffle_f32x4(b, d, 0x88));
+        r[12 + j] = batch(_mm512_shuffle_f32x4(b, d, 0xdd));
+    }
+}
+
+/// pack_b's transposing case in registers, as the AVX2 section's with 16 x 16 blocks (16 widened
+/// loads, 64 shuffles, 16 stores for 256 elements). Without it this section packed K^T element by
+/// element: 5 % of perf's samples of the core at d_head 64, N 1024 (Xeon, AVX-512, 1 thread).
 template <class S>
-std::size_t transpose_panel(const S*, std::size_t, std::size_t, std::size_t, float*, std::size_t) {
-    return 0;
+std::size_t transpose_panel(const S* b, std::size_t ld_n, std::size_t K, std::size_t cols, float* panel,
+                            std::size_t ld_dst) {
+    std::size_t k = 0;
+    for (; k + lanes <= K; k += lanes)
+        for (std::size_t c0 = 0; c0 < cols; c0 += lanes) {
+            batch r[lanes];
+            for (std::size_t i = 0; i < lanes; ++i) r[i] = widen(b + (c0 + i) * ld_n + k);
+            transpose16(r);
+            for (std::size_t j = 0; j < lanes; ++j) r[j].store_aligned(panel + (k + j) * ld_dst + c0);
+        }
+    return k;
 }
 
 #elif XSIMD_WITH_AVX
 // ---- AVX, AVX2 and FMA: 8 lanes, 16 vector registers ------------------------------------------
 inline constexpr int vector_registers = 16;
+
+/// The largest lane: a tree of 3 shuffles and maxima.
+inline float hmax(batch x) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    return _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+}
 
 /// a * b + c: one vfmadd with FMA3 and AVX2, a multiply and an add otherwise.
 inline batch fused(batch a, batch b, batch c) {
@@ -261,6 +312,15 @@ inline constexpr const char* fma_instruction = "xsimd::fma (no FMA instructions 
 inline constexpr int vector_registers = 16;
 
 inline batch fused(batch a, batch b, batch c) { return xsimd::fma(a, b, c); }
+
+/// The largest lane.
+inline float hmax(batch x) {
+    alignas(64) float t[lanes];
+    x.store_aligned(t);
+    float r = t[0];
+    for (std::size_t k = 1; k < lanes; ++k) r = t[k] > r ? t[k] : r;
+    return r;
+}
 
 template <std::size_t C>
 batch broadcast_chunk(const float* p) {

@@ -19,23 +19,29 @@ export namespace attn::kernels::detail {
 /// AVX2, where exp_nonpos takes 17), and the running maxima are in the same base-2 units.
 inline float base2_scale(const problem& p) { return float(p.softmax_scale() * std::numbers::log2e); }
 
-/// max of x[0:n]
+/// max of x[0:n]: two running maxima (one is a chain of dependent vmaxps, 4 cycles a batch),
+/// joined by a tree (isa::hmax)
 inline float row_max(const float* x, std::size_t n) {
-    batch mx(-std::numeric_limits<float>::infinity());
+    batch m0(-std::numeric_limits<float>::infinity()), m1 = m0;
     std::size_t j = 0;
-    for (; j + lanes <= n; j += lanes) mx = xsimd::max(mx, batch::load_unaligned(x + j));
-    alignas(64) float t[lanes];
-    mx.store_aligned(t);
-    float r = t[0];
-    for (std::size_t k = 1; k < lanes; ++k) r = std::max(r, t[k]);
+    for (; j + 2 * lanes <= n; j += 2 * lanes) {
+        m0 = xsimd::max(m0, batch::load_unaligned(x + j));
+        m1 = xsimd::max(m1, batch::load_unaligned(x + j + lanes));
+    }
+    if (j + lanes <= n) {
+        m0 = xsimd::max(m0, batch::load_unaligned(x + j));
+        j += lanes;
+    }
+    float r = isa::hmax(xsimd::max(m0, m1));
     for (; j < n; ++j) r = std::max(r, x[j]);
     return r;
 }
 
-/// x[j] = Exp(x[j] - m) for j < n (x has room for a whole batch past n); returns the sum.
-/// Exp: isa::exp_nonpos (exp_row) or isa::exp2_nonpos (exp2_row).
+/// x[j] = Exp(x[j] - m) for j < n (x has room for a whole batch past n); returns the sum, lane by
+/// lane (the tiled core keeps a row's running sum in lanes and adds them once, at the end).
+/// Exp: isa::exp_nonpos or isa::exp2_nonpos.
 template <batch (*Exp)(batch)>
-float exp_row_of(float* x, std::size_t n, float m) {
+batch exp_row_lanes(float* x, std::size_t n, float m) {
     const batch mb(m);
     batch sum(0.0f), sum1(0.0f);
     std::size_t j = 0;
@@ -62,14 +68,17 @@ float exp_row_of(float* x, std::size_t n, float m) {
         e.store_unaligned(x + j);
         sum += e;
     }
-    return xsimd::hadd(sum);
+    return sum;
 }
 
 /// x[j] = exp(x[j] - m) for j < n (x has room for a whole batch past n); returns the sum.
-inline float exp_row(float* x, std::size_t n, float m) { return exp_row_of<isa::exp_nonpos>(x, n, m); }
+inline float exp_row(float* x, std::size_t n, float m) { return xsimd::hadd(exp_row_lanes<isa::exp_nonpos>(x, n, m)); }
 
-/// x[j] = 2^(x[j] - m) for j < n, the same way; returns the sum.
-inline float exp2_row(float* x, std::size_t n, float m) { return exp_row_of<isa::exp2_nonpos>(x, n, m); }
+/// x[j] = 2^(x[j] - m) for j < n, the same way; returns the sum lane by lane (the tiled core's).
+inline batch exp2_row_lanes(float* x, std::size_t n, float m) { return exp_row_lanes<isa::exp2_nonpos>(x, n, m); }
+
+/// x[j] = 2^(x[j] - m) for j < n; returns the sum.
+inline float exp2_row(float* x, std::size_t n, float m) { return xsimd::hadd(exp2_row_lanes(x, n, m)); }
 
 /// The aligned batches s[0, n * lanes) become 2^(s - m), lane by lane; returns their sum as a
 /// batch (the decode core keeps one running maximum per lane group).

@@ -31,8 +31,10 @@ export namespace attn::kernels {
 
 /// Tile sizes; 0 in run_options means these measured defaults.
 struct tiles {
-    std::size_t q = 384;  ///< query rows per tile (a multiple of mr); measured: see variants/simd.cpp's header
-    std::size_t kv = 128; ///< keys per tile (a multiple of nr)
+    std::size_t q = 384; ///< query rows per tile (a multiple of mr); measured: see variants/simd.cpp's header
+    /// keys per tile (a multiple of nr): one L2 group of panels, 128 keys on AVX2, 256 on AVX-512
+    /// (Xeon, AVX-512, d_head 64, 1 thread: 256 keys 0.95-0.97x the time of 128 at N 256 to 2048)
+    std::size_t kv = nc_panels * nr;
 };
 
 inline tiles resolve_tiles(const run_options& o) {
@@ -81,7 +83,8 @@ inline tiles balanced_tiles(const problem& p, tiles t, int threads) {
 /// allocates nothing once its thread has run tiles as large (N 64 on 2 threads: 0.953x the time
 /// of a scratch allocated per call, faster in 7 of 10 alternating pairs; N 256: 0.977x, 6 of 10).
 struct tiled_scratch {
-    scratch_vector<float> qs, kp, vp, s, acc, m, l;
+    scratch_vector<float> qs, kp, vp, s, acc, m;
+    scratch_vector<float> l;            ///< each row's running sum, lane by lane (`lanes` floats a row)
     scratch_vector<std::size_t> lo, hi; ///< each row's keys [lo, hi) within the current key tile
     std::size_t s_ld = 0, acc_ld = 0;
 
@@ -99,7 +102,7 @@ struct tiled_scratch {
         grow(s, rows * s_ld);
         grow(acc, rows * acc_ld);
         grow(m, rows);
-        grow(l, rows);
+        grow(l, rows * lanes);
         grow(lo, rows);
         grow(hi, rows);
     }
@@ -165,7 +168,7 @@ inline bool rows_of_key_tile(const problem& p, std::size_t i0, std::size_t tq, s
 }
 
 /// A row's running maximum m, sum l and output row acc (acc_ld floats) brought up to a key tile
-/// whose weights 2^(s - m_new) sum to `sum` (the tiled cores' softmax steps end here).
+/// whose weights 2^(s - m_new) sum to `sum` (the bf16 products' core's softmax step ends here).
 inline void fold_tile(float m_new, float sum, float& m, float& l, float* acc, std::size_t acc_ld) {
     // 2^(m - m_new) rescales what came before: 1 when the maximum holds (most tiles
     // after the first few), nothing to rescale on the row's first tile (its l and output
@@ -179,10 +182,25 @@ inline void fold_tile(float m_new, float sum, float& m, float& l, float* acc, st
     m = m_new;
 }
 
+/// fold_tile with the running sum kept lane by lane (l: `lanes` floats), its lanes added once per
+/// row at the end rather than once per key tile: a horizontal sum is a chain of shuffles on the
+/// port the FMAs and the exponentials need, and it was ~3 % of perf's samples of the core on
+/// AVX-512 (d_head 64, N 1024). Only the order of the additions differs from fold_tile.
+inline void fold_tile_lanes(float m_new, batch sum, float& m, float* l, float* acc, std::size_t acc_ld) {
+    batch lv = batch::load_aligned(l);
+    if (m_new != m && m != neg_inf) {
+        const float corr = std::exp2(m - m_new);
+        lv *= batch(corr);
+        scale_row(acc, acc_ld, corr);
+    }
+    (lv + sum).store_aligned(l);
+    m = m_new;
+}
+
 /// One row's step of the online softmax over a key tile: its scores s[lo, hi) (in base 2) become
-/// the weights 2^(s - m_new) and the rest of s[0, tk_pad) zeros; the running maximum m, sum l and
-/// output row acc (acc_ld floats) are brought up to date. Both tiled cores take it (:bf16dot too).
-inline void softmax_row(float* sr, std::size_t lo, std::size_t hi, std::size_t tk_pad, float& m, float& l, float* acc,
+/// the weights 2^(s - m_new) and the rest of s[0, tk_pad) zeros; the running maximum m, sum l
+/// (`lanes` floats: fold_tile_lanes) and output row acc (acc_ld floats) are brought up to date.
+inline void softmax_row(float* sr, std::size_t lo, std::size_t hi, std::size_t tk_pad, float& m, float* l, float* acc,
                         std::size_t acc_ld) {
     // the row's keys [lo, hi) widened to whole batches [a0, a1) (a1 <= tk_pad): the other
     // columns of those batches become -inf, which the maximum passes over and the vector
@@ -193,10 +211,10 @@ inline void softmax_row(float* sr, std::size_t lo, std::size_t hi, std::size_t t
     std::fill(sr + a0, sr + lo, neg_inf);
     std::fill(sr + hi, sr + a1, neg_inf);
     const float m_new = std::max(m, row_max(sr + a0, a1 - a0));
-    const float sum = exp2_row(sr + a0, a1 - a0, m_new); // one vector exp per batch
-    std::fill(sr, sr + a0, 0.0f);                        // masked and padding columns weigh nothing
+    const batch sum = exp2_row_lanes(sr + a0, a1 - a0, m_new); // one vector exp per batch
+    std::fill(sr, sr + a0, 0.0f);                              // masked and padding columns weigh nothing
     std::fill(sr + a1, sr + tk_pad, 0.0f);
-    fold_tile(m_new, sum, m, l, acc, acc_ld);
+    fold_tile_lanes(m_new, sum, m, l, acc, acc_ld);
 }
 
 } // namespace detail
@@ -250,7 +268,7 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
     }
     std::fill(w.acc.begin(), w.acc.begin() + tq * w.acc_ld, 0.0f);
     std::fill(w.m.begin(), w.m.begin() + tq, detail::neg_inf);
-    std::fill(w.l.begin(), w.l.begin() + tq, 0.0f);
+    std::fill(w.l.begin(), w.l.begin() + tq * lanes, 0.0f);
     // both ends of a row's keys grow with the row index: the tile's keys are [first row's begin,
     // last row's end), and the rows that see any key of a key tile are one range [r0, r1)
     const std::size_t kv_begin = p.keys_begin(i0), kv_end = p.keys_end(i0 + tq - 1);
@@ -264,7 +282,7 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
         else
             gemm_rows(r0, r1, tk, d, w.qs.data(), d, w.kp.data(), w.s.data(), w.s_ld, false);
         for (std::size_t r = r0; r < r1; ++r)
-            detail::softmax_row(w.s.data() + r * w.s_ld, w.lo[r], w.hi[r], tk_pad, w.m[r], w.l[r],
+            detail::softmax_row(w.s.data() + r * w.s_ld, w.lo[r], w.hi[r], tk_pad, w.m[r], w.l.data() + r * lanes,
                                 w.acc.data() + r * w.acc_ld, w.acc_ld);
         pack_b(io.v.row(b, g, j0), io.v.row_stride, 1, tk, dv, w.vp.data()); // V
         if (p.window)
@@ -276,7 +294,8 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
         float* a = w.acc.data() + r * w.acc_ld;
         // no visible key: zeros, by definition (such a row's output was never accumulated: 0 x 0).
         // One vector pass over the row: its cost is per row, so it weighs most under a window
-        const float inv = w.l[r] == 0.0f ? 0.0f : 1.0f / w.l[r];
+        const float l = xsimd::hadd(batch::load_aligned(w.l.data() + r * lanes));
+        const float inv = l == 0.0f ? 0.0f : 1.0f / l;
         if constexpr (std::is_same_v<T, float>) {
             if (dv % lanes == 0) { // fp32: scaled as it is stored, one pass
                 float* out = io.out.row(b, h, i0 + r);

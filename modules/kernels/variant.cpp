@@ -54,7 +54,7 @@ variant tiled_variant(std::string name, std::string description, bool threaded) 
         const std::size_t f32 = attention_scratch_bytes(p, core_tiles(p, o), threads(o));
         // (the precision is not asked: where the bf16 core runs on AMX or vdpbf16ps, the larger of the two)
         if (bf16_core_engine(p) == isa::bf16_engine::convert) return f32;
-        return std::max(f32, bf16dot::scratch_bytes(p, resolve_tiles(p, o), threads(o)));
+        return std::max(f32, bf16dot::scratch_bytes(p, bf16dot_tiles(p, o), threads(o)));
     };
     return v;
 }
