@@ -247,7 +247,7 @@ attn::variant on_engine(attn::kernels::isa::bf16_engine e) {
     v.name = amx ? "parallel on AMX" : "parallel on vdpbf16ps";
     v.bf16.core = [amx](const problem& given, const attn::core_io<attn::bf16>& io, const attn::run_options& o) {
         const problem p = given.effective();
-        const auto t = attn::kernels::resolve_tiles(p, o);
+        const auto t = attn::kernels::bf16dot_tiles(p, o);
         if (amx)
             attn::kernels::bf16dot::core_amx(p, io, t, o.threads);
         else

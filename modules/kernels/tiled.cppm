@@ -37,22 +37,30 @@ struct tiles {
     std::size_t kv = nc_panels * nr;
 };
 
-inline tiles resolve_tiles(const run_options& o) {
-    tiles t;
-    if (o.tile_q) t.q = o.tile_q;
-    if (o.tile_kv) t.kv = o.tile_kv;
-    return t;
+/// The tiles for problem p from a kernel's defaults `base`: the asked ones, else base's, with
+/// query tiles twice as tall under a sliding window. A query tile packs the keys of its rows'
+/// windows, W + its height, so packing per score is 1/W + 1/height; the band the rows see
+/// (detail::band_scores) costs the same whatever the height. Measured (core, H 8, d_head 64, N
+/// 4096, W 512, 1 thread, 3 runs of 3 repetitions): 384 x 64 tiles 61-64 ms, 384 x 128 60-69,
+/// 768 x 128 56-57, 1152 x 128 57-61.
+inline tiles resolve_tiles(const problem& p, const run_options& o, tiles base) {
+    if (o.tile_q)
+        base.q = o.tile_q;
+    else if (p.window)
+        base.q *= 2;
+    if (o.tile_kv) base.kv = o.tile_kv;
+    return base;
 }
 
-/// The tiles for problem p: the asked ones, else the defaults, with query tiles twice as tall
-/// under a sliding window. A query tile packs the keys of its rows' windows, W + its height, so
-/// packing per score is 1/W + 1/height; the band the rows see (detail::band_scores) costs the
-/// same whatever the height. Measured (core, H 8, d_head 64, N 4096, W 512, 1 thread, 3 runs of
-/// 3 repetitions): 384 x 64 tiles 61-64 ms, 384 x 128 60-69, 768 x 128 56-57, 1152 x 128 57-61.
+/// The fp32 core's tiles for problem p. Without a mask its query tile is 64 blocks of mr rows:
+/// 384 on AVX2, 512 on AVX-512 (Xeon, 1 thread: 0.98-0.99x the time of 384 at d_head 64, N 1024
+/// to 4096, 0.98x at d_head 128, 0.97x at N 512, one tile a head). Under a causal mask it stays
+/// 384: a tile computes the masked scores of its diagonal, about N x height / 2 of them (causal N
+/// 2048 on 2 threads: 1.04x the time at 512 rows).
 inline tiles resolve_tiles(const problem& p, const run_options& o) {
-    tiles t = resolve_tiles(o);
-    if (p.window && !o.tile_q) t.q *= 2;
-    return t;
+    tiles base;
+    if (!p.causal) base.q = 64 * mr;
+    return resolve_tiles(p, o, base);
 }
 
 /// Query tiles that keep `threads` busy: the default tile leaves cores idle when batch x heads x
