@@ -214,7 +214,7 @@ inline __mmask16 keys_mask(std::size_t c, std::size_t lo, std::size_t hi) {
 /// becomes 2^(s scale - m_new) (one FMA: the scaled score is not rounded on its own), zero outside
 /// [lo, hi), summed unrounded, and stored as bf16 words in place: word k (columns 2k, 2k + 1) in
 /// bytes [4k, 4k + 4) of the row, below every column still to be read. The running m, l and
-/// output row by kernels::detail::fold_tile (tiled_core's fold_tile_lanes keeps its sum in lanes).
+/// output row as tiled_core's (kernels::detail::fold_tile, its sum a float here).
 [[gnu::target("avx512f,avx512bf16")]] inline void weights_row(float* s, std::size_t lo, std::size_t hi,
                                                               std::size_t tk_pad, float scale, float& m, float& l,
                                                               float* acc, std::size_t acc_ld) {

@@ -176,38 +176,28 @@ inline bool rows_of_key_tile(const problem& p, std::size_t i0, std::size_t tq, s
 }
 
 /// A row's running maximum m, sum l and output row acc (acc_ld floats) brought up to a key tile
-/// whose weights 2^(s - m_new) sum to `sum` (the bf16 products' core's softmax step ends here).
-inline void fold_tile(float m_new, float sum, float& m, float& l, float* acc, std::size_t acc_ld) {
+/// whose weights 2^(s - m_new) sum to `sum`: the tiled cores' softmax steps end here. S is the
+/// sum's type: a float (the bf16 products' core), or a batch (the fp32 core keeps a row's sum lane
+/// by lane and adds its lanes once, when the row is stored: a horizontal sum is a chain of
+/// shuffles on the port the FMAs and the exponentials need, ~3 % of perf's samples of the core
+/// on AVX-512 at d_head 64, N 1024, once per key tile). Only the order of the additions differs.
+template <class S>
+inline void fold_tile(float m_new, S sum, float& m, S& l, float* acc, std::size_t acc_ld) {
     // 2^(m - m_new) rescales what came before: 1 when the maximum holds (most tiles
     // after the first few), nothing to rescale on the row's first tile (its l and output
     // are 0): the scalar exp and the pass over the output row only when it grew
     if (m_new != m && m != neg_inf) {
         const float corr = std::exp2(m - m_new);
-        l *= corr;
+        l *= S(corr);
         scale_row(acc, acc_ld, corr);
     }
     l += sum;
     m = m_new;
 }
 
-/// fold_tile with the running sum kept lane by lane (l: `lanes` floats), its lanes added once per
-/// row at the end rather than once per key tile: a horizontal sum is a chain of shuffles on the
-/// port the FMAs and the exponentials need, and it was ~3 % of perf's samples of the core on
-/// AVX-512 (d_head 64, N 1024). Only the order of the additions differs from fold_tile.
-inline void fold_tile_lanes(float m_new, batch sum, float& m, float* l, float* acc, std::size_t acc_ld) {
-    batch lv = batch::load_aligned(l);
-    if (m_new != m && m != neg_inf) {
-        const float corr = std::exp2(m - m_new);
-        lv *= batch(corr);
-        scale_row(acc, acc_ld, corr);
-    }
-    (lv + sum).store_aligned(l);
-    m = m_new;
-}
-
 /// One row's step of the online softmax over a key tile: its scores s[lo, hi) (in base 2) become
 /// the weights 2^(s - m_new) and the rest of s[0, tk_pad) zeros; the running maximum m, sum l
-/// (`lanes` floats: fold_tile_lanes) and output row acc (acc_ld floats) are brought up to date.
+/// (`lanes` floats: fold_tile on a batch) and output row acc (acc_ld floats) are brought up to date.
 inline void softmax_row(float* sr, std::size_t lo, std::size_t hi, std::size_t tk_pad, float& m, float* l, float* acc,
                         std::size_t acc_ld) {
     // the row's keys [lo, hi) widened to whole batches [a0, a1) (a1 <= tk_pad): the other
@@ -222,7 +212,9 @@ inline void softmax_row(float* sr, std::size_t lo, std::size_t hi, std::size_t t
     const batch sum = exp2_row_lanes(sr + a0, a1 - a0, m_new); // one vector exp per batch
     std::fill(sr, sr + a0, 0.0f);                              // masked and padding columns weigh nothing
     std::fill(sr + a1, sr + tk_pad, 0.0f);
-    fold_tile_lanes(m_new, sum, m, l, acc, acc_ld);
+    batch lv = batch::load_aligned(l);
+    fold_tile(m_new, sum, m, lv, acc, acc_ld);
+    lv.store_aligned(l);
 }
 
 } // namespace detail

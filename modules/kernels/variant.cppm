@@ -50,12 +50,10 @@ inline isa::bf16_engine bf16_core_engine(const problem& p) {
     return p.n_q == 1 ? isa::bf16_engine::convert : isa::bf16_engine_here();
 }
 
-/// The bf16 products' core's tiles: 384 x 128 unless asked (twice as tall under a window) -- the
+/// The bf16 products' core's tiles: tiles::q x 128 unless asked (twice as tall under a window) -- the
 /// tiles it was measured and tested with on the Xeon's AMX and vdpbf16ps, where the f32 core on
 /// AVX-512 now takes 512 x 256 without a mask (resolve_tiles, tiles::kv).
-inline tiles bf16dot_tiles(const problem& p, const run_options& o) {
-    return resolve_tiles(p, o, tiles{.q = 384, .kv = 128});
-}
+inline tiles bf16dot_tiles(const problem& p, const run_options& o) { return resolve_tiles(p, o, tiles{.kv = 128}); }
 
 /// The bf16 or f16 kernels of a variant on these kernels; `f32` serves the decode step.
 template <class T, class Threads>
