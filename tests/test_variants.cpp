@@ -109,6 +109,51 @@ TEST_CASE("parallel splits one head into query tiles and keeps the same bytes", 
     CHECK(attn::check::check_case<float>(par, p, mode::core, two, 11).pass);
 }
 
+TEST_CASE("keys and values packed once per kv head, in rounds: the bytes of per-tile packing", "[variants][tiles]") {
+    // kernels::tiled_core packs each (sequence, kv head)'s K^T and V once, in rounds of pairs that
+    // the threads share, where more than one query tile reads them; each query tile packing its
+    // own key tiles (round 0) is the other path. The arithmetic is the same, so the bytes must be:
+    // rounds of 1, 2, 3 and all 6 pairs (the last round short: 6 = 4 + 2), on 1 and 2 threads
+    // (a team that does not divide a round takes uneven runs of it), with a last key tile shorter
+    // than a panel (n_kv 300), causal or not, in fp32 and bf16 (packed while widened).
+    namespace k = attn::kernels;
+    problem p = attn::gqa(240, 6, 3, 260); // d_head 40 (more than a panel), 2 query heads per kv head
+    p.batch = 2;
+    p.n_kv = 300;
+    p.causal = GENERATE(false, true);
+    const k::tiles t{.q = 48, .kv = 2 * k::nr}; // 6 query tiles, 5 key tiles of 2 panels
+    const std::size_t d = p.qk_dim(), rows_q = p.batch * p.n_q * p.heads * d,
+                      rows_kv = p.batch * p.n_kv * p.kv_heads * d;
+    auto run = [&]<class T>(T, int threads, std::size_t round) {
+        const auto q = attn::random_values<T>(rows_q, 5), kk = attn::random_values<T>(rows_kv, 6),
+                   v = attn::random_values<T>(rows_kv, 7);
+        std::vector<T> out(rows_q);
+        const attn::core_io<T> io{attn::interleaved_heads<const T>(q.data(), p.batch, p.n_q, p.heads, d),
+                                  attn::interleaved_heads<const T>(kk.data(), p.batch, p.n_kv, p.kv_heads, d),
+                                  attn::interleaved_heads<const T>(v.data(), p.batch, p.n_kv, p.kv_heads, d),
+                                  attn::interleaved_heads(out.data(), p.batch, p.n_q, p.heads, d)};
+        k::tiled_core(p, io, t, threads, round);
+        return out;
+    };
+    auto same_bytes = [](const auto& a, const auto& b) {
+        return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+    };
+    const auto per_tile = run(float{}, 1, 0);
+    const auto per_tile_bf16 = run(attn::bf16{}, 1, 0);
+    for (int threads : {1, 2})
+        for (std::size_t round : {1, 2, 3, 4, 6}) {
+            INFO(threads << " threads, rounds of " << round << " pairs, causal " << p.causal);
+            CHECK(same_bytes(run(float{}, threads, round), per_tile));
+            CHECK(same_bytes(run(attn::bf16{}, threads, round), per_tile_bf16));
+        }
+    // and the path the variants take for this problem (2 query heads a kv head: packed once)
+    // against the fp64 reference
+    attn::run_options opt;
+    opt.threads = 2;
+    CHECK(k::packs_kv_once(p, k::resolve_tiles(p, opt), 2));
+    CHECK(attn::check::check_case<float>(attn::find_variant("parallel"), p, mode::core, opt, 31).pass);
+}
+
 TEST_CASE("a thread's kept tile scratch: a large case, a small one of other widths, the large again",
           "[variants][tiles]") {
     // each thread keeps its scratch between calls (kernels::tiled_scratch, grown only): a small

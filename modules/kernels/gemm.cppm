@@ -11,6 +11,7 @@
 module;
 #include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <new>
 #include <utility>
 #include <vector>
@@ -31,18 +32,19 @@ inline constexpr std::size_t nc_panels = 8; ///< panels per L2 group
 template <class T>
 using aligned_vector = std::vector<T, xsimd::aligned_allocator<T, 64>>;
 
-/// xsimd's aligned allocator whose value-less construct() default-initialises: a vector's
-/// resize() leaves the floats as they are, for scratch that is written before it is read (the
-/// tiled core's: value-initialised, its 450 KiB of tiles at d_head 64 were zeroed at every call)
-template <class T>
-struct uninit_allocator : xsimd::aligned_allocator<T, 64> {
+/// An allocator whose value-less construct() default-initialises: a vector's resize() leaves the
+/// floats as they are, for scratch that is written before it is read (the tiled core's:
+/// value-initialised, its 450 KiB of tiles at d_head 64 were zeroed at every call). Base says
+/// where the memory comes from: 64-byte aligned blocks, or big_allocator's huge pages.
+template <class Base>
+struct uninit_allocator : Base {
     template <class U>
     struct rebind {
-        using other = uninit_allocator<U>;
+        using other = uninit_allocator<typename std::allocator_traits<Base>::template rebind_alloc<U>>;
     };
     uninit_allocator() noexcept = default;
-    template <class U>
-    uninit_allocator(const uninit_allocator<U>&) noexcept {}
+    template <class B>
+    uninit_allocator(const uninit_allocator<B>&) noexcept {}
     template <class U>
     void construct(U* q) noexcept {
         ::new (static_cast<void*>(q)) U;
@@ -55,7 +57,12 @@ struct uninit_allocator : xsimd::aligned_allocator<T, 64> {
 
 /// A vector on uninit_allocator: scratch whose every element is written before it is read.
 template <class T>
-using scratch_vector = std::vector<T, uninit_allocator<T>>;
+using scratch_vector = std::vector<T, uninit_allocator<xsimd::aligned_allocator<T, 64>>>;
+
+/// Scratch of a megabyte and more that is streamed (a whole head's packed keys and values): on
+/// huge pages, as the key/value cache (big_allocator).
+template <class T>
+using big_scratch_vector = std::vector<T, uninit_allocator<big_allocator<T>>>;
 
 /// Grows v to at least n elements, never shrinks it: the per-thread buffers that the cores keep
 /// from call to call (tiled_scratch, decode's) allocate nothing once they are large enough.
@@ -70,12 +77,14 @@ inline std::size_t round_up(std::size_t n, std::size_t m) { return (n + m - 1) /
 inline std::size_t packed_size(std::size_t k, std::size_t n) { return k * round_up(n, nr); }
 
 /// Packs B (element (k, n) at b[k*ld_k + n*ld_n]) into panels of nr columns, zero-padded:
-/// panel p, row k, column c lands at dst[(p*K + k)*nr + c]. S: float, bf16 or f16 (widened).
+/// panel p, row k, column c lands at dst[p*panel_ld + k*nr + c] (panel_ld >= K*nr: a key/value
+/// tile packed into its rows of a whole head's panels). S: float, bf16 or f16 (widened).
 template <class S>
-void pack_b(const S* b, std::size_t ld_k, std::size_t ld_n, std::size_t K, std::size_t N, float* dst) {
+void pack_b(const S* b, std::size_t ld_k, std::size_t ld_n, std::size_t K, std::size_t N, float* dst,
+            std::size_t panel_ld) {
     for (std::size_t p = 0; p * nr < N; ++p) {
         const std::size_t n0 = p * nr, cols = std::min(nr, N - n0);
-        float* panel = dst + p * K * nr;
+        float* panel = dst + p * panel_ld;
         if (ld_n == 1 && cols == nr) { // rows of B contiguous, a whole panel: two batches a row
             // (in fp32 the array copy below is a memcpy call per 16 floats: 4 % of perf's samples
             // of the core at d_head 64)
@@ -103,6 +112,12 @@ void pack_b(const S* b, std::size_t ld_k, std::size_t ld_n, std::size_t K, std::
             }
         }
     }
+}
+
+/// pack_b with the panels one after another: panel p at dst + p*K*nr.
+template <class S>
+void pack_b(const S* b, std::size_t ld_k, std::size_t ld_n, std::size_t K, std::size_t N, float* dst) {
+    pack_b(b, ld_k, ld_n, K, N, dst, K * nr);
 }
 
 /// pack_b of W^T for y = x W^T (W row-major [out, in]) with its panels shared by `threads`: every
@@ -168,9 +183,10 @@ inline void micro_rows(std::size_t rows, std::size_t K, const float* a, std::siz
 
 } // namespace detail
 
-/// C[m0:m1, 0:N] (+)= A[m0:m1, 0:K] * B, with B packed by pack_b; A and C row-major.
+/// C[m0:m1, 0:N] (+)= A[m0:m1, 0:K] * B, with B packed by pack_b (panel p at b_packed +
+/// p*panel_ld); A and C row-major.
 inline void gemm_rows(std::size_t m0, std::size_t m1, std::size_t N, std::size_t K, const float* a, std::size_t lda,
-                      const float* b_packed, float* c, std::size_t ldc, bool accumulate) {
+                      const float* b_packed, std::size_t panel_ld, float* c, std::size_t ldc, bool accumulate) {
     const std::size_t panels = (N + nr - 1) / nr;
     for (std::size_t k0 = 0; k0 < K; k0 += kc) {
         const std::size_t kl = std::min(kc, K - k0);
@@ -180,12 +196,18 @@ inline void gemm_rows(std::size_t m0, std::size_t m1, std::size_t N, std::size_t
             for (std::size_t i = m0; i < m1; i += mr) {
                 const std::size_t rows = std::min(mr, m1 - i);
                 for (std::size_t p = p0; p < p1; ++p) {
-                    detail::micro_rows(rows, kl, a + i * lda + k0, lda, b_packed + (p * K + k0) * nr,
+                    detail::micro_rows(rows, kl, a + i * lda + k0, lda, b_packed + p * panel_ld + k0 * nr,
                                        c + i * ldc + p * nr, ldc, std::min(nr, N - p * nr), acc);
                 }
             }
         }
     }
+}
+
+/// gemm_rows with B's panels one after another (pack_b's K*nr apart).
+inline void gemm_rows(std::size_t m0, std::size_t m1, std::size_t N, std::size_t K, const float* a, std::size_t lda,
+                      const float* b_packed, float* c, std::size_t ldc, bool accumulate) {
+    gemm_rows(m0, m1, N, K, a, lda, b_packed, K * nr, c, ldc, accumulate);
 }
 
 /// C[M x N] (+)= A[M x K] * B, rows of C split over `threads` OpenMP threads.
