@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 #include <xsimd/xsimd.hpp>
@@ -59,7 +60,12 @@ TEST_CASE("tile tails: tile sizes that do not divide N, one-key rows", "[variant
     problem rows_one_key = attn::mha(34, 2, 9); // causal, n_q > n_kv: some rows see exactly one key
     rows_one_key.n_kv = 4;
     rows_one_key.causal = true;
-    for (const problem& q : {p, rows_one_key}) {
+    // the same with d_head 64, a whole number of panels: the first key tile's P V stores the
+    // output rows (kernels::tile_core), and the rows that see no key must still come out zero
+    problem rows_no_key = attn::mha(128, 2, 9);
+    rows_no_key.n_kv = 4;
+    rows_no_key.causal = true;
+    for (const problem& q : {p, rows_one_key, rows_no_key}) {
         for (const char* name : {"blocked", "simd", "parallel"}) {
             for (std::size_t tq : {std::size_t(0), std::size_t(24)}) {
                 attn::run_options opt;
@@ -152,6 +158,36 @@ TEST_CASE("keys and values packed once per kv head, in rounds: the bytes of per-
     opt.threads = 2;
     CHECK(k::packs_kv_once(p, k::resolve_tiles(p, opt), 2));
     CHECK(attn::check::check_case<float>(attn::find_variant("parallel"), p, mode::core, opt, 31).pass);
+}
+
+TEST_CASE("a row that sees no key is zeros, whatever the kept scratch held", "[variants][tiles]") {
+    // tile_core stores the first key tile's P V into the output rows instead of adding it to zeros
+    // (no window, d_head a whole number of panels), so the rows that see no key (causal, n_q >
+    // n_kv) are the ones it zeroes itself; 0 x NaN is NaN, so a scratch left holding NaN (a call on
+    // a NaN query, made here on the calling thread, whose scratch the next call reuses) shows a
+    // row it missed
+    namespace k = attn::kernels;
+    auto core = [](const problem& p, float q_value) {
+        const std::size_t d = p.qk_dim();
+        std::vector<float> q(p.n_q * p.heads * d, q_value), kv(p.n_kv * p.heads * d, 0.5f), out(q.size(), -1.0f);
+        const attn::core_io<float> io{attn::interleaved_heads<const float>(q.data(), 1, p.n_q, p.heads, d),
+                                      attn::interleaved_heads<const float>(kv.data(), 1, p.n_kv, p.heads, d),
+                                      attn::interleaved_heads<const float>(kv.data(), 1, p.n_kv, p.heads, d),
+                                      attn::interleaved_heads(out.data(), 1, p.n_q, p.heads, d)};
+        k::tiled_core(p, io, k::tiles{}, 1);
+        return out;
+    };
+    (void)core(attn::mha(128, 2, 64), std::numeric_limits<float>::quiet_NaN()); // d_head 64
+    problem p = attn::mha(128, 2, 9);
+    p.n_kv = 4;
+    p.causal = true; // rows 0-4 see no key (row i sees keys up to i + n_kv - n_q), rows 5-8 1-4 keys
+    const auto out = core(p, 1.0f);
+    for (std::size_t i = 0; i < p.n_q; ++i) {
+        INFO("row " << i);
+        for (std::size_t c = 0; c < p.heads * p.qk_dim(); ++c)
+            // no key: zeros by definition; every key's value is 0.5, so any softmax gives 0.5
+            REQUIRE(out[i * p.heads * p.qk_dim() + c] == (i < 5 ? 0.0f : 0.5f));
+    }
 }
 
 TEST_CASE("a thread's kept tile scratch: a large case, a small one of other widths, the large again",
