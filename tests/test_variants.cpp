@@ -60,8 +60,7 @@ TEST_CASE("tile tails: tile sizes that do not divide N, one-key rows", "[variant
     problem rows_one_key = attn::mha(34, 2, 9); // causal, n_q > n_kv: some rows see exactly one key
     rows_one_key.n_kv = 4;
     rows_one_key.causal = true;
-    // the same with d_head 64, a whole number of panels: the first key tile's P V stores the
-    // output rows (kernels::tile_core), and the rows that see no key must still come out zero
+    // the same with d_head 64, a whole number of panels (no padding columns in the output rows)
     problem rows_no_key = attn::mha(128, 2, 9);
     rows_no_key.n_kv = 4;
     rows_no_key.causal = true;
@@ -161,9 +160,8 @@ TEST_CASE("keys and values packed once per kv head, in rounds: the bytes of per-
 }
 
 TEST_CASE("a row that sees no key is zeros, whatever the kept scratch held", "[variants][tiles]") {
-    // tile_core stores the first key tile's P V into the output rows instead of adding it to zeros
-    // (no window, d_head a whole number of panels), so the rows that see no key (causal, n_q >
-    // n_kv) are the ones it zeroes itself; 0 x NaN is NaN, so a scratch left holding NaN (a call on
+    // the rows that see no key (causal, n_q > n_kv) are never accumulated: their zeros come from
+    // tile_core's fill of the output rows; 0 x NaN is NaN, so a scratch left holding NaN (a call on
     // a NaN query, made here on the calling thread, whose scratch the next call reuses) shows a
     // row it missed
     namespace k = attn::kernels;
