@@ -334,7 +334,8 @@ inline std::size_t packed_kv_floats(const problem& p, tiles t) {
 /// holds them), a multiple of the threads, at least one per thread.
 inline std::size_t kv_round(const problem& p, tiles t, int threads) {
     const std::size_t budget = (std::size_t(32) << 20) / sizeof(float), n = std::size_t(std::max(threads, 1));
-    return std::min(p.batch * p.kv_heads, std::max<std::size_t>(1, budget / packed_kv_floats(p, t) / n) * n);
+    const std::size_t fit = budget / std::max<std::size_t>(1, packed_kv_floats(p, t)) / n; // of threads' worth
+    return std::min(p.batch * p.kv_heads, std::max<std::size_t>(1, fit) * n);
 }
 
 /// The rows [i0, i0+tq) of head h in sequence b; its keys and values packed in `kv`, or by the
