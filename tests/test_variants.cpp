@@ -118,7 +118,7 @@ TEST_CASE("keys and values packed once per kv head, in rounds: the bytes of per-
     // kernels::tiled_core packs each (sequence, kv head)'s K^T and V once, in rounds of pairs that
     // the threads share, where more than one query tile reads them; each query tile packing its
     // own key tiles (round 0) is the other path. The arithmetic is the same, so the bytes must be:
-    // rounds of 1, 2, 3 and all 6 pairs (the last round short: 6 = 4 + 2), on 1 and 2 threads
+    // rounds of 1, 2, 3, 4 (the last round short: 6 = 4 + 2) and all 6 pairs, on 1 and 2 threads
     // (a team that does not divide a round takes uneven runs of it), with a last key tile shorter
     // than a panel (n_kv 300), causal or not, in fp32 and bf16 (packed while widened).
     namespace k = attn::kernels;
@@ -127,12 +127,12 @@ TEST_CASE("keys and values packed once per kv head, in rounds: the bytes of per-
     p.n_kv = 300;
     p.causal = GENERATE(false, true);
     const k::tiles t{.q = 48, .kv = 2 * k::nr}; // 6 query tiles, 5 key tiles of 2 panels
-    const std::size_t d = p.qk_dim(), rows_q = p.batch * p.n_q * p.heads * d,
-                      rows_kv = p.batch * p.n_kv * p.kv_heads * d;
+    const std::size_t d = p.qk_dim(), q_elems = p.batch * p.n_q * p.heads * d,
+                      kv_elems = p.batch * p.n_kv * p.kv_heads * d;
     auto run = [&]<class T>(T, int threads, std::size_t round) {
-        const auto q = attn::random_values<T>(rows_q, 5), kk = attn::random_values<T>(rows_kv, 6),
-                   v = attn::random_values<T>(rows_kv, 7);
-        std::vector<T> out(rows_q);
+        const auto q = attn::random_values<T>(q_elems, 5), kk = attn::random_values<T>(kv_elems, 6),
+                   v = attn::random_values<T>(kv_elems, 7);
+        std::vector<T> out(q_elems);
         const attn::core_io<T> io{attn::interleaved_heads<const T>(q.data(), p.batch, p.n_q, p.heads, d),
                                   attn::interleaved_heads<const T>(kk.data(), p.batch, p.n_kv, p.kv_heads, d),
                                   attn::interleaved_heads<const T>(v.data(), p.batch, p.n_kv, p.kv_heads, d),
