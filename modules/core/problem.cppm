@@ -118,6 +118,9 @@ struct problem {
     std::size_t v_width() const { return kv_heads * v_dim(); }  ///< all value heads
     std::size_t o_width() const { return heads * v_dim(); }     ///< the concatenated context of every head
     std::size_t kv_head_of(std::size_t h) const { return h * kv_heads / heads; }
+    /// The first query head of kv head g: the heads h with kv_head_of(h) = g are [first_head_of(g),
+    /// first_head_of(g + 1)).
+    std::size_t first_head_of(std::size_t g) const { return (g * heads + kv_heads - 1) / kv_heads; }
     attn::family family() const { return named_family ? *named_family : family_of(d_model, heads, kv_heads, qk_dim()); }
     bool latent_family() const { return named_family == attn::family::mla; }
     /// MLA: the query/key head's part without the rotary embedding (qk_nope_head_dim).

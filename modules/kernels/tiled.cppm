@@ -248,11 +248,9 @@ template <class Scratch, class Pack, class Tile>
 void for_each_query_tile(const problem& p, tiles t, int threads, std::size_t round, const Pack& pack,
                          const Tile& tile) {
     const std::size_t n_tiles = (p.n_q + t.q - 1) / t.q, pairs = p.batch * p.kv_heads;
-    // the query heads of pair (b, g) are one run of b heads + h, from h = ceil(g H / G)
-    // (problem::kv_head_of(h) = h G / H), so a run of pairs' heads is one run too
-    auto first_bh = [&](std::size_t pair) {
-        return pair / p.kv_heads * p.heads + (pair % p.kv_heads * p.heads + p.kv_heads - 1) / p.kv_heads;
-    };
+    // the query heads of pair (b, g) are one run of b heads + h (problem::first_head_of), so a run
+    // of pairs' heads is one run too
+    auto first_bh = [&](std::size_t pair) { return pair / p.kv_heads * p.heads + p.first_head_of(pair % p.kv_heads); };
     // the query tiles of heads [bh0, bh0 + n_bh), heaviest first
     auto tiles_of = [&](std::size_t bh0, std::size_t n_bh, std::size_t it, std::size_t first, Scratch& w) {
         const std::size_t tile_index = n_tiles - 1 - it / n_bh, bh = bh0 + it % n_bh;
@@ -312,6 +310,15 @@ void for_each_query_tile(const problem& p, tiles t, int threads, const Tile& til
 struct packed_kv {
     const float* k = nullptr;
     const float* v = nullptr;
+
+    /// Floats of K^T's part: d x every key, rounded up to a panel.
+    static std::size_t k_floats(const problem& p) { return p.qk_dim() * round_up(p.n_kv, nr); }
+    /// Where the V rows from key j0 (a multiple of nr) start within V's part: in their key tile,
+    /// j0 - j0 % t.kv, that tile's panels t.kv x nr floats apart (v_panel_ld).
+    static std::size_t v_at(std::size_t j0, std::size_t dv, tiles t) {
+        return (j0 - j0 % t.kv) * round_up(dv, nr) + j0 % t.kv * nr;
+    }
+    static std::size_t v_panel_ld(tiles t) { return t.kv * nr; }
 };
 
 /// Whether tiled_core packs each (sequence, kv head)'s K^T and V once, before the query tiles that
@@ -326,7 +333,7 @@ inline bool packs_kv_once(const problem& p, tiles t, int threads) {
 
 /// Floats of one pair's packed K^T (every key, rounded up to a panel) and V (to a key tile).
 inline std::size_t packed_kv_floats(const problem& p, tiles t) {
-    return p.qk_dim() * round_up(p.n_kv, nr) + round_up(p.v_dim(), nr) * round_up(p.n_kv, t.kv);
+    return packed_kv::k_floats(p) + round_up(p.v_dim(), nr) * round_up(p.n_kv, t.kv);
 }
 
 /// The (sequence, kv head) pairs whose packed keys and values tiled_core holds at once: as many as
@@ -373,12 +380,13 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
         for (std::size_t r = r0; r < r1; ++r)
             detail::softmax_row(w.s.data() + r * w.s_ld, w.lo[r], w.hi[r], tk_pad, w.m[r], w.l.data() + r * lanes,
                                 w.acc.data() + r * w.acc_ld, w.acc_ld);
-        const float* vp = kv.k ? kv.v + j0 * round_up(dv, nr) : w.vp.data(); // V
+        const float* vp = kv.k ? kv.v + packed_kv::v_at(j0, dv, t) : w.vp.data(); // V
         if (!kv.k) pack_b(io.v.row(b, g, j0), io.v.row_stride, 1, tk, dv, w.vp.data());
         if (p.window)
             detail::band_pv(r0, r1, dv, tk, w);
         else
-            gemm_rows(r0, r1, dv, tk, w.s.data(), w.s_ld, vp, (kv.k ? t.kv : tk) * nr, w.acc.data(), w.acc_ld, true);
+            gemm_rows(r0, r1, dv, tk, w.s.data(), w.s_ld, vp, kv.k ? packed_kv::v_panel_ld(t) : tk * nr, w.acc.data(),
+                      w.acc_ld, true);
     }
     for (std::size_t r = 0; r < tq; ++r) {
         float* a = w.acc.data() + r * w.acc_ld;
@@ -412,7 +420,7 @@ void tiled_core(const problem& p, const core_io<T>& io, tiles t, int threads, st
                                                tiled_scratch& w) { tile_core(p, io, b, h, i0, tq, t, w); });
         return;
     }
-    const std::size_t d = p.qk_dim(), dv = p.v_dim(), dv_pad = round_up(dv, nr), k_floats = d * round_up(p.n_kv, nr);
+    const std::size_t d = p.qk_dim(), dv = p.v_dim(), k_floats = packed_kv::k_floats(p);
     const std::size_t pair_floats = packed_kv_floats(p, t);
     thread_local big_scratch_vector<float> kv;
     grow(kv, std::min(round, p.batch * p.kv_heads) * pair_floats);
@@ -422,12 +430,12 @@ void tiled_core(const problem& p, const core_io<T>& io, tiles t, int threads, st
         [&](std::size_t c0, std::size_t c1, std::size_t j0, std::size_t n, std::size_t first) {
             // every pair's slice of these n rows before the next rows: a row of K (and of V)
             // holds every head's, in one 4 KiB page where d_model is 1024
-            const std::size_t v_at = (j0 - j0 % t.kv) * dv_pad + j0 % t.kv * nr; // in its key tile
+            const std::size_t v_at = packed_kv::v_at(j0, dv, t);
             for (std::size_t pair = c0; pair < c1; ++pair) {
                 const std::size_t b = pair / p.kv_heads, g = pair % p.kv_heads;
                 float* k = base + (pair - first) * pair_floats;
                 pack_b(io.k.row(b, g, j0), 1, io.k.row_stride, d, n, k + j0 * d);
-                pack_b(io.v.row(b, g, j0), io.v.row_stride, 1, n, dv, k + k_floats + v_at, t.kv * nr);
+                pack_b(io.v.row(b, g, j0), io.v.row_stride, 1, n, dv, k + k_floats + v_at, packed_kv::v_panel_ld(t));
             }
         },
         [&](std::size_t b, std::size_t h, std::size_t i0, std::size_t tq, tiled_scratch& w, std::size_t s) {
