@@ -268,16 +268,18 @@ TEST_CASE("the softmax's vector exp: within 2 ulp of std::exp, exactly 0 for -in
     check_exp_row(attn::kernels::detail::exp_row, [](double a) { return std::exp(a); }, x, {0.0f, 3.5f}, -104.0f);
 }
 
-TEST_CASE("the tiled core's base-2 exp: within 2 ulp of exp2, exactly 0 below -127 and for -inf, 1 at 0, NaN kept",
+TEST_CASE("the tiled core's base-2 exp: within 2 ulp of exp2, exactly 0 from -150 and for -inf, 1 at 0, NaN kept",
           "[tiled][exp]") {
     // exp2_row (the tiled core's: its scores carry log2 e) over [-160, 0], the reduction's edges
     // (f = +-1/2) and the normal range's (-126, -127); a NaN score stays NaN, so an overflowed score
-    // reaches the non-finite check.
+    // reaches the non-finite check. Below the normal range (x < -126) the AVX-512 section gives the
+    // subnormal 2^x and the others 0 from -126.5 -- both within FLT_MIN; from -150 (2^-150 is half
+    // the smallest subnormal) both give exactly 0.
     const auto x = exp_arguments(-160.0, 0.0113,
                                  {0.0f, -0.0f, -1e-30f, -1e-7f, -0.5f, -0.49999997f, -0.50000006f, -1.5f, -125.5f,
-                                  -126.0f, -126.49f, -126.51f, -127.0f, -149.0f, -1e30f});
+                                  -126.0f, -126.49f, -126.51f, -127.0f, -149.0f, -149.49f, -149.51f, -150.0f, -1e30f});
     check_exp_row(
-        attn::kernels::detail::exp2_row, [](double a) { return std::exp2(a); }, x, {0.0f, 3.5f, -20.25f}, -127.0f);
+        attn::kernels::detail::exp2_row, [](double a) { return std::exp2(a); }, x, {0.0f, 3.5f, -20.25f}, -150.0f);
     std::vector<float> nan_row(24, -1.0f);
     nan_row[5] = std::numeric_limits<float>::quiet_NaN();
     attn::kernels::detail::exp2_row(nan_row.data(), 9, 0.0f);

@@ -189,18 +189,6 @@ inline void pack_keys(const heads_view<const bf16>& k, std::size_t b, std::size_
     }
 }
 
-/// isa::exp2_nonpos on 16 lanes (this unit's zmm, whatever the tree's batch is): the same
-/// constants (isa::exp2_poly) and the same operations in the same order, so the same bits.
-[[gnu::target("avx512f")]] inline __m512 exp2_nonpos(__m512 x) {
-    namespace e = isa::exp2_poly;
-    x = _mm512_max_ps(_mm512_set1_ps(e::lowest), x); // x for NaN, as there
-    const __m512 shifter = _mm512_set1_ps(e::shifter), t = _mm512_add_ps(x, shifter);
-    const __m512 f = _mm512_sub_ps(x, _mm512_sub_ps(t, shifter));
-    __m512 p = _mm512_set1_ps(e::lead);
-    for (const float c : e::rest) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(c));
-    return _mm512_mul_ps(p, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_castps_si512(t), 23)));
-}
-
 /// The lanes j of the 16 columns from c with lo <= c + j < hi.
 inline __mmask16 keys_mask(std::size_t c, std::size_t lo, std::size_t hi) {
     const std::size_t a = std::clamp(lo, c, c + 16) - c, z = std::clamp(hi, c, c + 16) - c;
@@ -229,9 +217,10 @@ inline __mmask16 keys_mask(std::size_t c, std::size_t lo, std::size_t hi) {
         __m512bh w = (__m512bh)_mm512_setzero_si512();
         if (c + nr > lo && c < hi) {
             const __mmask16 k0 = keys_mask(c, lo, hi), k1 = keys_mask(c + 16, lo, hi);
-            const __m512 e0 = _mm512_maskz_mov_ps(k0, exp2_nonpos(_mm512_fmsub_ps(_mm512_loadu_ps(s + c), sc, mb)));
+            const __m512 e0 =
+                _mm512_maskz_mov_ps(k0, isa::exp2_nonpos_zmm(_mm512_fmsub_ps(_mm512_loadu_ps(s + c), sc, mb)));
             const __m512 e1 =
-                _mm512_maskz_mov_ps(k1, exp2_nonpos(_mm512_fmsub_ps(_mm512_loadu_ps(s + c + 16), sc, mb)));
+                _mm512_maskz_mov_ps(k1, isa::exp2_nonpos_zmm(_mm512_fmsub_ps(_mm512_loadu_ps(s + c + 16), sc, mb)));
             sum0 = _mm512_add_ps(sum0, e0);
             sum1 = _mm512_add_ps(sum1, e1);
             w = _mm512_cvtne2ps_pbh(e1, e0); // e0's 16 in the low half
