@@ -231,6 +231,60 @@ inline void softmax_row(float* sr, std::size_t lo, std::size_t hi, std::size_t t
     lv.store_aligned(l);
 }
 
+/// How far (in base 2) a row's scores may rise above its running maximum before the maximum moves
+/// (softmax_row_stale): weights up to 2^8, which the fp32 sums and output rows carry.
+inline constexpr float stale_slack = 8.0f;
+
+/// softmax_row in one pass, for a row that has seen keys before (m finite): the weights are taken
+/// against the row's running maximum m as it stands, 2^(s - m), while the pass finds the tile's own
+/// maximum. Where that is at most m + stale_slack, m stays (and the output row is not rescaled):
+/// FlashAttention-4's conditional rescaling, here to spare the separate maximum pass and its
+/// wait for the horizontal maximum before the exponentials. Where it is higher but the weights
+/// are still finite and normal (within 100), m moves to it and the weights are scaled by 2^(m_old
+/// - m_new); beyond that the scores are gone: returns false, and the caller recomputes them and
+/// calls softmax_row (NaN and infinite scores take that way too).
+inline bool softmax_row_stale(float* sr, std::size_t lo, std::size_t hi, std::size_t tk_pad, float& m, float* l,
+                              float* acc, std::size_t acc_ld) {
+    const std::size_t a0 = lo / lanes * lanes, a1 = round_up(hi, lanes);
+    std::fill(sr + a0, sr + lo, neg_inf); // as softmax_row: whole batches, -inf weighs 0
+    std::fill(sr + hi, sr + a1, neg_inf);
+    const batch mb(m);
+    batch mx0(neg_inf), mx1 = mx0, sum0(0.0f), sum1(0.0f);
+    std::size_t j = a0;
+    for (; j + 2 * lanes <= a1; j += 2 * lanes) { // two independent chains, as exp_row_lanes
+        const batch x0 = batch::load_aligned(sr + j), x1 = batch::load_aligned(sr + j + lanes);
+        mx0 = xsimd::max(mx0, x0);
+        mx1 = xsimd::max(mx1, x1);
+        const batch e0 = isa::exp2_nonpos(x0 - mb), e1 = isa::exp2_nonpos(x1 - mb);
+        e0.store_aligned(sr + j);
+        e1.store_aligned(sr + j + lanes);
+        sum0 += e0;
+        sum1 += e1;
+    }
+    if (j < a1) {
+        const batch x0 = batch::load_aligned(sr + j);
+        mx0 = xsimd::max(mx0, x0);
+        const batch e0 = isa::exp2_nonpos(x0 - mb);
+        e0.store_aligned(sr + j);
+        sum0 += e0;
+    }
+    const float m_tile = isa::hmax(xsimd::max(mx0, mx1));
+    if (!(m_tile <= m + 100.0f)) return false; // NaN too
+    std::fill(sr, sr + a0, 0.0f);
+    std::fill(sr + a1, sr + tk_pad, 0.0f);
+    batch sum = sum0 + sum1, lv = batch::load_aligned(l);
+    if (m_tile > m + stale_slack) {
+        const float c = std::exp2(m - m_tile);
+        scale_row(sr + a0, a1 - a0, c);
+        sum *= batch(c);
+        fold_tile(m_tile, sum, m, lv, acc, acc_ld);
+    } else {
+        lv += sum;
+    }
+    lv.store_aligned(l);
+    return true;
+}
+
 } // namespace detail
 
 /// The work items of a tiled core, (batch x heads x query tiles), spread over `threads`: each
@@ -377,9 +431,20 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
             detail::band_scores(r0, r1, d, tk, w, w.s.data());
         else
             gemm_rows(r0, r1, tk, d, w.qs.data(), d, kp, w.s.data(), w.s_ld, false);
-        for (std::size_t r = r0; r < r1; ++r)
-            detail::softmax_row(w.s.data() + r * w.s_ld, w.lo[r], w.hi[r], tk_pad, w.m[r], w.l.data() + r * lanes,
-                                w.acc.data() + r * w.acc_ld, w.acc_ld);
+        for (std::size_t r = r0; r < r1; ++r) {
+            float* sr = w.s.data() + r * w.s_ld;
+            float *l = w.l.data() + r * lanes, *acc = w.acc.data() + r * w.acc_ld;
+            if (w.m[r] != detail::neg_inf) {
+                if (detail::softmax_row_stale(sr, w.lo[r], w.hi[r], tk_pad, w.m[r], l, acc, w.acc_ld)) continue;
+                // the row's maximum rose by more than the weights carry: its scores again
+                if (p.window) {
+                    detail::band_scores(r, r + 1, d, tk, w, w.s.data());
+                } else {
+                    gemm_rows(r, r + 1, tk, d, w.qs.data(), d, kp, w.s.data(), w.s_ld, false);
+                }
+            }
+            detail::softmax_row(sr, w.lo[r], w.hi[r], tk_pad, w.m[r], l, acc, w.acc_ld);
+        }
         const float* vp = kv.k ? kv.v + packed_kv::v_at(j0, dv, t) : w.vp.data(); // V
         if (!kv.k) pack_b(io.v.row(b, g, j0), io.v.row_stride, 1, tk, dv, w.vp.data());
         if (p.window)
