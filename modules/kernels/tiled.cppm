@@ -1,20 +1,21 @@
 // attn.kernels:tiled -- the attention core in tiles with a streaming (online) softmax, on the
 // SIMD GEMM. One work item is (batch, head, query tile): the scaled query tile is packed once,
 // then each key/value tile is packed, scored with one GEMM, folded into a running row maximum
-// m and row sum l (rescaling the running output by 2^(m_old - m_new) when the maximum grows:
-// the scores are in base 2, the queries scaled by log2 e as they are packed),
-// and accumulated with a second GEMM. The n_q x n_kv score matrix never exists: the extra
-// memory per thread is the tiles, independent of sequence length; where a head's keys and values
-// are read by several query tiles (or query heads), they are packed once, in rounds of (sequence,
-// kv head) pairs of up to 32 MiB (tiled_core).
+// m and row sum l (the scores are in base 2, the queries scaled by log2 e as they are packed),
+// and accumulated with a second GEMM, the softmax in one pass over each row of a key tile: the
+// weights against m as it stands (on a row's first tile, its first two batches' maximum), m moved
+// (and the running output rescaled) only where the tile's scores rise more than 8 above it
+// (softmax_row_one_pass; FlashAttention-4's conditional rescaling). The n_q x n_kv score matrix
+// never exists: the extra memory per thread is the tiles, independent of sequence length; where
+// a head's keys and values are read by several query tiles (or query heads), they are packed
+// once, in rounds of (sequence, kv head) pairs of up to 32 MiB (tiled_core).
 // In bf16 and f16 (storage), Q, K and V are widened to fp32 as they are packed, so the GEMMs,
 // the softmax and the running output are fp32 exactly as in an fp32 run; P stays fp32 (it is
 // never rounded to the storage format); the output row is rounded to nearest even as it is stored.
 // Measured level and not kept (2-vCPU Zen 3, d_head 64 and 128, 1 and 2 threads): the scores turned
-// into weights in the micro-kernel's registers, the row maximum moved only past a slack of 8
-// (FlashAttention-4's conditional rescaling), P V per block of mr rows right after its weights; the
-// separate softmax pass and that epilogue each took ~14 % of perf's samples -- the exponentials
-// are not what holds the core (issue 46's note of 2026-11-28 has the figures).
+// into weights in the micro-kernel's registers, and P V per block of mr rows right after its
+// weights; a slack of 8 on the maximum with its separate pass kept was level there too. The one
+// pass (Xeon, AVX-512) is 0.95-0.96x the two where rows span several key tiles.
 module;
 #include <algorithm>
 #include <cmath>
@@ -231,25 +232,30 @@ inline void softmax_row(float* sr, std::size_t lo, std::size_t hi, std::size_t t
     lv.store_aligned(l);
 }
 
-/// How far (in base 2) a row's scores may rise above its running maximum before the maximum moves
-/// (softmax_row_stale): weights up to 2^8, which the fp32 sums and output rows carry.
-inline constexpr float stale_slack = 8.0f;
+/// How far (in base 2) a row's scores may rise above the maximum its weights are taken against
+/// before that maximum moves (softmax_row_one_pass): weights up to 2^8, which the fp32 sums and
+/// output rows carry.
+inline constexpr float held_slack = 8.0f;
 
-/// softmax_row in one pass, for a row that has seen keys before (m finite): the weights are taken
-/// against the row's running maximum m as it stands, 2^(s - m), while the pass finds the tile's own
-/// maximum. Where that is at most m + stale_slack, m stays (and the output row is not rescaled):
-/// FlashAttention-4's conditional rescaling, here to spare the separate maximum pass and its
-/// wait for the horizontal maximum before the exponentials. Where it is higher but the weights
-/// are still finite and normal (within 100), m moves to it and the weights are scaled by 2^(m_old
-/// - m_new); beyond that the scores are gone: returns false, and the caller recomputes them and
+/// softmax_row in one pass: the weights 2^(s - m_ref) are taken against a reference maximum while
+/// the pass finds the tile's own -- the row's running maximum m where it has seen keys before, on
+/// its first key tile the largest of the tile's first two batches. Where the tile's maximum is at
+/// most m_ref + held_slack, m becomes m_ref (a running one stays, and the output row is not
+/// rescaled): FlashAttention-4's conditional rescaling, here to spare the separate maximum pass
+/// and the exponentials' wait for its horizontal maximum. Where it is higher but the weights are
+/// still finite and normal (within 100), m moves to it and the weights are scaled by 2^(m_ref -
+/// m_new); beyond that the scores are gone: returns false, and the caller computes them again and
 /// calls softmax_row (NaN and infinite scores take that way too).
-inline bool softmax_row_stale(float* sr, std::size_t lo, std::size_t hi, std::size_t tk_pad, float& m, float* l,
-                              float* acc, std::size_t acc_ld) {
+inline bool softmax_row_one_pass(float* sr, std::size_t lo, std::size_t hi, std::size_t tk_pad, float& m, float* l,
+                                 float* acc, std::size_t acc_ld) {
     const std::size_t a0 = lo / lanes * lanes, a1 = round_up(hi, lanes);
     std::fill(sr + a0, sr + lo, neg_inf); // as softmax_row: whole batches, -inf weighs 0
     std::fill(sr + hi, sr + a1, neg_inf);
-    const batch mb(m);
-    batch mx0(neg_inf), mx1 = mx0, sum0(0.0f), sum1(0.0f);
+    batch mx0 = batch::load_aligned(sr + a0), mx1(neg_inf); // the first batch holds key lo
+    if (a0 + lanes < a1) mx1 = batch::load_aligned(sr + a0 + lanes);
+    const float m_ref = m != neg_inf ? m : isa::hmax(xsimd::max(mx0, mx1));
+    const batch mb(m_ref);
+    batch sum0(0.0f), sum1(0.0f);
     std::size_t j = a0;
     for (; j + 2 * lanes <= a1; j += 2 * lanes) { // two independent chains, as exp_row_lanes
         const batch x0 = batch::load_aligned(sr + j), x1 = batch::load_aligned(sr + j + lanes);
@@ -269,17 +275,18 @@ inline bool softmax_row_stale(float* sr, std::size_t lo, std::size_t hi, std::si
         sum0 += e0;
     }
     const float m_tile = isa::hmax(xsimd::max(mx0, mx1));
-    if (!(m_tile <= m + 100.0f)) return false; // NaN too
+    if (!(m_tile <= m_ref + 100.0f)) return false; // NaN and -inf too
     std::fill(sr, sr + a0, 0.0f);
     std::fill(sr + a1, sr + tk_pad, 0.0f);
     batch sum = sum0 + sum1, lv = batch::load_aligned(l);
-    if (m_tile > m + stale_slack) {
-        const float c = std::exp2(m - m_tile);
+    if (m_tile > m_ref + held_slack) {
+        const float c = std::exp2(m_ref - m_tile);
         scale_row(sr + a0, a1 - a0, c);
         sum *= batch(c);
-        fold_tile(m_tile, sum, m, lv, acc, acc_ld);
+        fold_tile(m_tile, sum, m, lv, acc, acc_ld); // a running m is m_ref: its rescale is c
     } else {
-        lv += sum;
+        lv += sum; // a first tile's l is 0
+        m = m_ref;
     }
     lv.store_aligned(l);
     return true;
@@ -434,15 +441,12 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
         for (std::size_t r = r0; r < r1; ++r) {
             float* sr = w.s.data() + r * w.s_ld;
             float *l = w.l.data() + r * lanes, *acc = w.acc.data() + r * w.acc_ld;
-            if (w.m[r] != detail::neg_inf) {
-                if (detail::softmax_row_stale(sr, w.lo[r], w.hi[r], tk_pad, w.m[r], l, acc, w.acc_ld)) continue;
-                // the row's maximum rose by more than the weights carry: its scores again
-                if (p.window) {
-                    detail::band_scores(r, r + 1, d, tk, w, w.s.data());
-                } else {
-                    gemm_rows(r, r + 1, tk, d, w.qs.data(), d, kp, w.s.data(), w.s_ld, false);
-                }
-            }
+            if (detail::softmax_row_one_pass(sr, w.lo[r], w.hi[r], tk_pad, w.m[r], l, acc, w.acc_ld)) continue;
+            // the scores rose by more than the weights carry: the row's scores again, two passes
+            if (p.window)
+                detail::band_scores(r, r + 1, d, tk, w, w.s.data());
+            else
+                gemm_rows(r, r + 1, tk, d, w.qs.data(), d, kp, w.s.data(), w.s_ld, false);
             detail::softmax_row(sr, w.lo[r], w.hi[r], tk_pad, w.m[r], l, acc, w.acc_ld);
         }
         const float* vp = kv.k ? kv.v + packed_kv::v_at(j0, dv, t) : w.vp.data(); // V
