@@ -242,9 +242,10 @@ inline constexpr float held_slack = 8.0f;
 /// its first key tile the largest of the tile's first two batches. Where the tile's maximum is at
 /// most m_ref + held_slack, m becomes m_ref (a running one stays, and the output row is not
 /// rescaled): FlashAttention-4's conditional rescaling, here to spare the separate maximum pass
-/// and the exponentials' wait for its horizontal maximum. Where it is higher but the weights are
-/// still finite and normal (within 100), m moves to it and the weights are scaled by 2^(m_ref -
-/// m_new); beyond that the scores are gone: returns false, and the caller computes them again and
+/// and the exponentials' wait for its horizontal maximum. Where it is higher but within 100 (the
+/// weights, up to 2^100, and their sums are finite), m moves to it and the weights are scaled by
+/// 2^(m_ref - m_new) -- a weight that this takes below FLT_MIN is one whose exact value is below
+/// it too; beyond that the scores are gone: returns false, and the caller computes them again and
 /// calls softmax_row (NaN and infinite scores take that way too).
 inline bool softmax_row_one_pass(float* sr, std::size_t lo, std::size_t hi, std::size_t tk_pad, float& m, float* l,
                                  float* acc, std::size_t acc_ld) {
