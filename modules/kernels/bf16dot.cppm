@@ -203,9 +203,9 @@ inline __mmask16 keys_mask(std::size_t c, std::size_t lo, std::size_t hi) {
 /// [lo, hi), summed unrounded, and stored as bf16 words in place: word k (columns 2k, 2k + 1) in
 /// bytes [4k, 4k + 4) of the row, below every column still to be read. The running m, l and
 /// output row as tiled_core's (kernels::detail::fold_tile, its sum a float here).
-[[gnu::target("avx512f,avx512bf16")]] inline void weights_row(float* s, std::size_t lo, std::size_t hi,
-                                                              std::size_t tk_pad, float scale, float& m, float& l,
-                                                              float* acc, std::size_t acc_ld) {
+[[gnu::target("avx512f,avx512dq,avx512bf16")]] inline void weights_row(float* s, std::size_t lo, std::size_t hi,
+                                                                       std::size_t tk_pad, float scale, float& m,
+                                                                       float& l, float* acc, std::size_t acc_ld) {
     __m512 mx = _mm512_set1_ps(kernels::detail::neg_inf);
     for (std::size_t c = lo / 16 * 16; c < hi; c += 16)
         mx = _mm512_mask_max_ps(mx, keys_mask(c, lo, hi), mx, _mm512_loadu_ps(s + c));
@@ -272,9 +272,9 @@ inline __mmask16 keys_mask(std::size_t c, std::size_t lo, std::size_t hi) {
 /// The rows [i0, i0 + tq) of head h in sequence b (tile_core's loop, on the bf16 products of
 /// AMX's tiles or, Amx false, of vdpbf16ps).
 template <bool Amx>
-[[gnu::target("avx512f,avx512bf16,amx-tile,amx-bf16")]] void tile_core(const problem& p, const core_io<bf16>& io,
-                                                                       std::size_t b, std::size_t h, std::size_t i0,
-                                                                       std::size_t tq, tiles t, scratch& w) {
+[[gnu::target("avx512f,avx512dq,avx512bf16,amx-tile,amx-bf16")]] void
+tile_core(const problem& p, const core_io<bf16>& io, std::size_t b, std::size_t h, std::size_t i0, std::size_t tq,
+          tiles t, scratch& w) {
     const std::size_t d = p.qk_dim(), dv = p.v_dim(), g = p.kv_head_of(h), d2 = w.d2;
     const float scale = kernels::detail::base2_scale(p);
     for (std::size_t r = 0; r < tq; ++r) {

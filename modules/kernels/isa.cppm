@@ -511,8 +511,9 @@ inline void narrow(const float* src, f16* dst, std::size_t n) {
 
 inline void narrow(const float* src, float* dst, std::size_t n) { std::memcpy(dst, src, n * sizeof(float)); }
 
-/// Whether this CPU has AVX512_BF16 (vdpbf16ps), asked at run time.
-inline bool cpu_has_avx512_bf16() { return __builtin_cpu_supports("avx512bf16"); }
+/// Whether this CPU has AVX512_BF16 (vdpbf16ps), asked at run time -- and AVX512DQ, whose vreduceps
+/// the bf16 core's exp2 uses (exp2_nonpos_zmm; every CPU with AVX512_BF16 so far has it).
+inline bool cpu_has_avx512_bf16() { return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512dq"); }
 
 /// Whether this CPU has AMX's bf16 tiles (tdpbf16ps), asked at run time.
 inline bool cpu_has_amx_bf16() { return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16"); }
