@@ -210,23 +210,34 @@ inline void fold_tile(float m_new, S sum, float& m, S& l, float* acc, std::size_
     m = m_new;
 }
 
+/// A row's keys [lo, hi) in a key tile widened to whole batches [a0, a1) (a1 <= tk_pad): of()
+/// makes the other columns of those batches -inf, which a maximum passes over and the vector exp
+/// turns into exact zeros, so no batch is split into scalar work (a window's row has two such
+/// edges in each of its W / tile + 1 tiles; a causal row, lo = 0, sums the same lanes as one whose
+/// tail were padded: the same bits); zero_outside gives the columns outside [a0, a1) weight 0.
+struct row_batches {
+    std::size_t a0, a1;
+    static row_batches of(float* sr, std::size_t lo, std::size_t hi) {
+        const row_batches a{lo / lanes * lanes, round_up(hi, lanes)};
+        std::fill(sr + a.a0, sr + lo, neg_inf);
+        std::fill(sr + hi, sr + a.a1, neg_inf);
+        return a;
+    }
+    void zero_outside(float* sr, std::size_t tk_pad) const {
+        std::fill(sr, sr + a0, 0.0f);
+        std::fill(sr + a1, sr + tk_pad, 0.0f);
+    }
+};
+
 /// One row's step of the online softmax over a key tile: its scores s[lo, hi) (in base 2) become
 /// the weights 2^(s - m_new) and the rest of s[0, tk_pad) zeros; the running maximum m, sum l
 /// (`lanes` floats: fold_tile on a batch) and output row acc (acc_ld floats) are brought up to date.
 inline void softmax_row(float* sr, std::size_t lo, std::size_t hi, std::size_t tk_pad, float& m, float* l, float* acc,
                         std::size_t acc_ld) {
-    // the row's keys [lo, hi) widened to whole batches [a0, a1) (a1 <= tk_pad): the other
-    // columns of those batches become -inf, which the maximum passes over and the vector
-    // exp turns into exact zeros, so no batch is split into scalar work (a window's row
-    // has two such edges in each of its W / tile + 1 tiles). A causal row (lo = 0) sums
-    // the same lanes as one whose tail were padded: the same bits.
-    const std::size_t a0 = lo / lanes * lanes, a1 = round_up(hi, lanes);
-    std::fill(sr + a0, sr + lo, neg_inf);
-    std::fill(sr + hi, sr + a1, neg_inf);
-    const float m_new = std::max(m, row_max(sr + a0, a1 - a0));
-    const batch sum = exp2_row_lanes(sr + a0, a1 - a0, m_new); // one vector exp per batch
-    std::fill(sr, sr + a0, 0.0f);                              // masked and padding columns weigh nothing
-    std::fill(sr + a1, sr + tk_pad, 0.0f);
+    const row_batches a = row_batches::of(sr, lo, hi);
+    const float m_new = std::max(m, row_max(sr + a.a0, a.a1 - a.a0));
+    const batch sum = exp2_row_lanes(sr + a.a0, a.a1 - a.a0, m_new); // one vector exp per batch
+    a.zero_outside(sr, tk_pad);
     batch lv = batch::load_aligned(l);
     fold_tile(m_new, sum, m, lv, acc, acc_ld);
     lv.store_aligned(l);
@@ -249,9 +260,8 @@ inline constexpr float held_slack = 8.0f;
 /// calls softmax_row (NaN and infinite scores take that way too).
 inline bool softmax_row_one_pass(float* sr, std::size_t lo, std::size_t hi, std::size_t tk_pad, float& m, float* l,
                                  float* acc, std::size_t acc_ld) {
-    const std::size_t a0 = lo / lanes * lanes, a1 = round_up(hi, lanes);
-    std::fill(sr + a0, sr + lo, neg_inf); // as softmax_row: whole batches, -inf weighs 0
-    std::fill(sr + hi, sr + a1, neg_inf);
+    const row_batches a = row_batches::of(sr, lo, hi);
+    const auto [a0, a1] = a;
     batch mx0 = batch::load_aligned(sr + a0), mx1(neg_inf); // the first batch holds key lo
     if (a0 + lanes < a1) mx1 = batch::load_aligned(sr + a0 + lanes);
     const float m_ref = m != neg_inf ? m : isa::hmax(xsimd::max(mx0, mx1));
@@ -277,8 +287,7 @@ inline bool softmax_row_one_pass(float* sr, std::size_t lo, std::size_t hi, std:
     }
     const float m_tile = isa::hmax(xsimd::max(mx0, mx1));
     if (!(m_tile <= m_ref + 100.0f)) return false; // NaN and -inf too
-    std::fill(sr, sr + a0, 0.0f);
-    std::fill(sr + a1, sr + tk_pad, 0.0f);
+    a.zero_outside(sr, tk_pad);
     batch sum = sum0 + sum1, lv = batch::load_aligned(l);
     if (m_tile > m_ref + held_slack) {
         const float c = std::exp2(m_ref - m_tile);
@@ -435,19 +444,18 @@ void tile_core(const problem& p, const core_io<T>& io, std::size_t b, std::size_
         if (!detail::rows_of_key_tile(p, i0, tq, j0, tk, r0, r1, w.lo.data(), w.hi.data())) continue;
         const float* kp = kv.k ? kv.k + j0 * d : w.kp.data(); // K^T
         if (!kv.k) pack_b(io.k.row(b, g, j0), 1, io.k.row_stride, d, tk, w.kp.data());
-        if (p.window)
-            detail::band_scores(r0, r1, d, tk, w, w.s.data());
-        else
-            gemm_rows(r0, r1, tk, d, w.qs.data(), d, kp, w.s.data(), w.s_ld, false);
+        auto scores = [&](std::size_t from, std::size_t to) { // rows [from, to)
+            if (p.window)
+                detail::band_scores(from, to, d, tk, w, w.s.data());
+            else
+                gemm_rows(from, to, tk, d, w.qs.data(), d, kp, w.s.data(), w.s_ld, false);
+        };
+        scores(r0, r1);
         for (std::size_t r = r0; r < r1; ++r) {
             float* sr = w.s.data() + r * w.s_ld;
             float *l = w.l.data() + r * lanes, *acc = w.acc.data() + r * w.acc_ld;
             if (detail::softmax_row_one_pass(sr, w.lo[r], w.hi[r], tk_pad, w.m[r], l, acc, w.acc_ld)) continue;
-            // the scores rose by more than the weights carry: the row's scores again, two passes
-            if (p.window)
-                detail::band_scores(r, r + 1, d, tk, w, w.s.data());
-            else
-                gemm_rows(r, r + 1, tk, d, w.qs.data(), d, kp, w.s.data(), w.s_ld, false);
+            scores(r, r + 1); // they rose by more than the weights carry: the row's again, two passes
             detail::softmax_row(sr, w.lo[r], w.hi[r], tk_pad, w.m[r], l, acc, w.acc_ld);
         }
         const float* vp = kv.k ? kv.v + packed_kv::v_at(j0, dv, t) : w.vp.data(); // V
