@@ -310,21 +310,29 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                     batch acc[1][MK];
                     if constexpr (C < lanes) {
                         score_heads<1, MK, C>(qa, 0, kf, nch, acc);
-                    } else { // C = lanes: one head, its dims in the lanes
-                        for (std::size_t i = 0; i < MK; ++i) acc[0][i] = batch(0.0f);
+                    } else {             // C = lanes: one head, its dims in the lanes
                         if (nch == DC) { // key by key, rows read in order, q in registers
                             batch qb[DC > 0 ? DC : 1];
                             for (std::size_t ch = 0; ch < DC; ++ch) qb[ch] = batch::load_aligned(qa + ch * lanes);
                             const std::size_t mk = kb + MK <= n ? MK : n - kb; // full groups: MK, unrolled
+                            // a key's sum is one register chain, stored once: accumulated in
+                            // acc[i] (which the compiler keeps on the stack) each key's first FMA
+                            // read back a zero fill written by narrower stores, a store-forwarding
+                            // stall per key (a sixth of the MHA int8 core's samples on AVX-512)
                             auto key = [&](std::size_t i) {
+                                batch a(0.0f);
                                 for (std::size_t ch = 0; ch < DC; ++ch)
-                                    acc[0][i] = isa::fused(isa::widen(kr[i] + ch * C), qb[ch], acc[0][i]);
+                                    a = isa::fused(isa::widen(kr[i] + ch * C), qb[ch], a);
+                                acc[0][i] = a;
                             };
-                            if (mk == MK)
+                            if (mk == MK) {
                                 for (std::size_t i = 0; i < MK; ++i) key(i);
-                            else
+                            } else {
                                 for (std::size_t i = 0; i < mk; ++i) key(i);
+                                for (std::size_t i = mk; i < MK; ++i) acc[0][i] = batch(0.0f);
+                            }
                         } else {
+                            for (std::size_t i = 0; i < MK; ++i) acc[0][i] = batch(0.0f);
                             for (std::size_t ch = 0; ch < nch; ++ch) {
                                 const batch qv = batch::load_aligned(qa + ch * lanes);
                                 for (std::size_t i = 0; i < MK; ++i)
