@@ -254,22 +254,36 @@ def plot_cache_size(dec, d):
     save(fig, d, "decode_cache_size")
 
 
-def dtype_point(dec):
-    """(batch, L) where the cache types are compared: the largest L, then batch, at which MHA ran
-    with more than one type."""
-    pts = {(r["batch"], r["context"]) for r in dec.all_rows
-           if r["kv_heads"] == dec.h and sum(1 for t in dec.dtypes if dec.getp(r["batch"], dec.h, r["context"], t)) > 1}
-    return max(pts, key=lambda p: (p[1], p[0])) if pts else None
+def short_count(n):
+    """524288 -> '512k', 4194304 -> '4M' (powers of 1024 that divide n), else n."""
+    for unit, div in (("M", 1 << 20), ("k", 1 << 10)):
+        if n >= div and n % div == 0:
+            return f"{n // div}{unit}"
+    return str(n)
+
+
+def dtype_points(dec):
+    """{(batch, G): L} where the cache types are compared: for each batch and family, the largest L
+    at which it ran with more than one type (decode-roof scales L with G to one cache size, so each
+    family has its own)."""
+    pts = {}
+    for r in dec.all_rows:
+        b, g, l = r["batch"], r["kv_heads"], r["context"]
+        if sum(1 for t in dec.dtypes if dec.getp(b, g, l, t)) > 1:
+            pts[(b, g)] = max(pts.get((b, g), l), l)
+    return pts
 
 
 def plot_dtypes(dec, d):
     """The cache's type: bytes per cached token, time per generated token and the share of the
-    type's roofline reached, per family, at one (batch, L)."""
-    at = dtype_point(dec)
-    if not at:
+    type's roofline reached, per family, at one batch (the one with the most families compared,
+    then the largest), each family at its dtype_points L."""
+    pts = dtype_points(dec)
+    if not pts:
         return
-    b, l = at
-    gs = [g for g in dec.gs if any(dec.getp(b, g, l, t) for t in dec.dtypes)]
+    b = max({bb for bb, _ in pts}, key=lambda bb: (sum(1 for x, _ in pts if x == bb), bb))
+    gs = [g for g in dec.gs if (b, g) in pts]
+    ls = {pts[(b, g)] for g in gs}
     fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
     fig.subplots_adjust(wspace=0.32)
     width = 0.8 / len(dec.dtypes)
@@ -282,7 +296,7 @@ def plot_dtypes(dec, d):
         for i, t in enumerate(dec.dtypes):
             xs, ys = [], []
             for j, g in enumerate(gs):
-                r = dec.getp(b, g, l, t)
+                r = dec.getp(b, g, pts[(b, g)], t)
                 v = r.get(key) if r else None
                 if v is None and key == "pct_roof_alongside" and r:
                     v = r.get("pct_roof")
@@ -293,7 +307,8 @@ def plot_dtypes(dec, d):
             # upright labels run into each other's digits on neighbouring bars (4096 4096)
             ax.bar_label(bars, labels=[fmt.format(v) for v in ys], fontsize=6, padding=2, rotation=90)
         ax.set_xticks(range(len(gs)))
-        ax.set_xticklabels([f"{family(g, dec.h)}\nG={g}" for g in gs])
+        ax.set_xticklabels([f"{family(g, dec.h)}\nG={g}" + (f"\nL={short_count(pts[(b, g)])}" if len(ls) > 1 else "")
+                            for g in gs])
         ax.set_ylabel(ylabel, fontsize=8)
         ax.grid(True, axis="y", alpha=0.3)
         ax.margins(y=0.18)
@@ -301,7 +316,8 @@ def plot_dtypes(dec, d):
     axes[2].axhline(70, color="gray", lw=1, ls=":", label="70 % of it")
     axes[2].legend(handles=axes[2].get_lines(), fontsize=7, loc="upper left")
     axes[0].legend(title="cache type", fontsize=8)
-    fig.suptitle(f"The key/value cache's type at L = {l} cached tokens, batch {b} (weights, queries and arithmetic "
+    at = f"L = {next(iter(ls))} cached tokens" if len(ls) == 1 else "each family's L (under its name)"
+    fig.suptitle(f"The key/value cache's type at {at}, batch {b} (weights, queries and arithmetic "
                  "fp32)\n" + dec.sub.replace(f"{dec.dtype} cache, ", ""), fontsize=9, y=1.04)
     save(fig, d, "decode_cache_dtype")
 

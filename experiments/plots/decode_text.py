@@ -209,21 +209,23 @@ def bandwidth_paragraph(dec, peak):
 
 
 def dtype_tables(dec):
-    """The cache's type: per family and type at one (batch, L), and MQA in fp32 against MHA in
-    int8 (and bf16) at every (batch, L) both ran."""
-    at = decode.dtype_point(dec)
-    if not at:
+    """The cache's type: per batch, family and type at the family's largest L with more than one
+    type (decode.dtype_points), and MQA in fp32 against MHA in int8 (and bf16) at every (batch, L)
+    both ran."""
+    pts = decode.dtype_points(dec)
+    if not pts:
         return ""
-    b, l = at
     out = [f"### The cache's type\n\nA decode case's precision is the type its key/value cache is stored in: f32, "
            "bf16 or f16 (rounded to nearest even when the token is appended), or int8 (symmetric, one fp32 scale per "
            "token and key/value head). Queries, weights, projections and every accumulation stay fp32; the core "
            "widens the cache as it reads it. Each case is checked against fp64 on the same rounded or dequantized "
            "cache (err/bound ≤ 1 passes); *unrounded* is the core's error against fp64 on the cache before rounding, "
            "what the narrower type gives up (max |error| with the inputs in ±1, and as a multiple of the fp32 "
-           f"bound). At L = {l}, batch {b}; speed-up: the family's f32 time per token over this type's.\n"]
+           "bound). Each batch and family at the largest L it ran in more than one type; speed-up: the family's f32 "
+           "time per token over this type's.\n"]
     rows, marks = [], set()
-    for g in dec.gs:
+    for (b, g) in sorted(pts):
+        l = pts[(b, g)]
         base = dec.getp(b, g, l, "f32")
         for t in dec.dtypes:
             r = dec.getp(b, g, l, t)
@@ -232,7 +234,7 @@ def dtype_tables(dec):
             roof = first(r, "pct_roof_alongside", "pct_roof")
             m = mark(r)
             marks.add(int(r.get("share_mark") or 0))
-            rows.append([name(dec, g), t, fmt(r["kv_bytes_per_cached_token"], 0), fmt(r["cache_mib"], 0),
+            rows.append([b, name(dec, g), l, t, fmt(r["kv_bytes_per_cached_token"], 0), fmt(r["cache_mib"], 0),
                          fmt(r["us_per_token"], 0),
                          f"{fmt(base['us_per_token'] / r['us_per_token'], 2)}×" if base else "–",
                          fmt(r["kv_gbs"], 1),
@@ -241,8 +243,8 @@ def dtype_tables(dec):
                          f"{r['check_ratio']:.2g}" if r.get("check_ratio") is not None else "–",
                          f"{r['unrounded_max_abs']:.2g}" if r.get("unrounded_max_abs") is not None else "–",
                          f"{r['unrounded_ratio']:.3g}" if r.get("unrounded_ratio") is not None else "–"])
-    out.append(md_table(["family", "cache", "bytes / cached token", "cache MiB", "µs / token", "speed-up vs f32",
-                         "core GB/s", f"% {dec.memory_name}", "% type's roof", "FLOP / cache byte",
+    out.append(md_table(["batch", "family", "L", "cache", "bytes / cached token", "cache MiB", "µs / token",
+                         "speed-up vs f32", "core GB/s", f"% {dec.memory_name}", "% type's roof", "FLOP / cache byte",
                          "err/bound (same cache)", "unrounded max err", "unrounded err / fp32 bound"], rows) + "\n")
     for k in sorted(marks & set(MARK_NOTES)):
         out.append(MARK_NOTES[k] + "\n")

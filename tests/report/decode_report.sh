@@ -2,7 +2,7 @@
 # attnbench report on a tiny decode sweep (tests/report/decode.toml) through the real harness:
 # one record per case, the G of one (batch, L) run together with the FMA, triad and read probes
 # beside them, the decode counters in perf.csv (the roofline alongside recomputed from them), and
-# report.md with one decoding section and its four figures.
+# report.md with one decoding section, its four figures and the cache's type table and figure.
 # usage: decode_report.sh ATTNBENCH PYTHON WORKDIR
 set -euo pipefail
 ab=$1 py=$2 work=$3
@@ -14,7 +14,7 @@ rm -rf "$work" && mkdir -p "$work"
 import csv, json, os, sys
 run = sys.argv[1]
 rows = list(csv.DictReader(open(os.path.join(run, "perf.csv"))))
-assert len(rows) == 12 and all(r["status"] == "ok" and r["mode"] == "decode" for r in rows), rows
+assert len(rows) == 14 and all(r["status"] == "ok" and r["mode"] == "decode" for r in rows), rows
 for r in rows:
     for c in ("time_ms", "core_time_ms", "us_per_token", "kv_gbs", "pct_triad", "pct_roof", "cache_mib", "weight_mib",
               "gflops_matmul", "triad_alongside_gbs", "pct_triad_alongside", "cache_ratio_to_mha", "read_ceiling_gbs",
@@ -28,7 +28,9 @@ perf = json.load(open(os.path.join(run, "perf.json")))["cases"]
 assert set(perf[0]) >= set(rows[0]), "perf.csv has columns perf.json lacks"
 for r in perf:
     rec = json.load(open(os.path.join(run, "cases", r["id"] + ".json")))
-    assert rec["case"]["kv_heads"] == r["kv_heads"] and len(rec["run_with"]) == 3, rec.get("run_with")
+    # the fp32 grid's G of one (batch, L) run together; each int8 case alone
+    together = 3 if r["precision"] == "f32" else 1
+    assert rec["case"]["kv_heads"] == r["kv_heads"] and len(rec.get("run_with", [r["id"]])) == together, rec.get("run_with")
     names = {b["run_name"].split("/")[0] for b in rec["benchmarks"]}
     assert names == {r["id"]} | {p + "-t" + str(r["threads"]) for p in ("triad", "read", "fma")}, names
 md = open(os.path.join(run, "report.md")).read()
@@ -36,6 +38,13 @@ assert md.count("## Incremental decoding") == 1 and "## Decoding with" not in md
 for stem in ("decode_time_vs_context", "decode_bandwidth_vs_context", "decode_time_vs_groups", "decode_cache_size"):
     assert f"figures/{stem}.png" in md and os.path.getsize(os.path.join(run, "figures", stem + ".svg")) > 0, stem
 assert "| batch 1: L |" in md and "| batch 2: L |" in md and "byte ratio" in md, "speed-up tables and prose"
+# the cache's type: each family that ran two types, at its own L (tests/report/decode.toml's int8 grids)
+types = md[md.index("### The cache's type"):]
+listed = [tuple(c.strip() for c in line.split("|")[1:5]) for line in types.splitlines()
+          if line.startswith("| 1 |") or line.startswith("| 2 |")]
+assert sorted(listed) == sorted([("1", "GQA G=4", "16", "f32"), ("1", "GQA G=4", "16", "int8"),
+                                 ("1", "MQA G=1", "300", "f32"), ("1", "MQA G=1", "300", "int8")]), listed
+assert os.path.getsize(os.path.join(run, "figures", "decode_cache_dtype.svg")) > 0, "the cache type figure"
 print("decode report ok:", len(rows), "cases")
 PY
 echo ok
