@@ -30,7 +30,8 @@
 //    the keys are widened MK at a time into an L1-resident block (2 KiB at d_head 64), once for
 //    every block of heads (the scores of all blocks are taken before the softmax), and
 //    broadcast from there, and V rows are widened in registers once per pass of up to 4 heads
-//    (decode_pv's blocking for narrow rows keeps its accumulators in the register file).
+//    (decode_pv's blocking for narrow rows keeps its accumulators in the register file); with
+//    more than 8 heads (4 passes or more) the value tile is widened once into fp32 instead.
 //    Widening whole 64-key tiles instead (two 16 KiB fp32 tiles) overflows a 32 KiB L1 together
 //    with the cache's own lines.
 // Rounding: one extra rescale per chunk of >= 256 keys, well inside attn.check's 2u per key tile.
@@ -111,11 +112,11 @@ struct decode_shape {
 
 /// Extra memory of decode_core on `threads` threads, in bytes: an upper bound over the cache types
 /// (a narrow cache's widened key block of at most 8 keys included, and with the heads in the lanes
-/// the fp32 value tile).
+/// or more than 8 query heads a key/value head the fp32 value tile).
 inline std::size_t decode_scratch_bytes(const problem& p, int threads) {
     const decode_shape sh(p);
     const std::size_t per_thread = sh.blocks * sh.s_floats() + sh.ml_floats() + sh.blocks * lanes + 8 * sh.d + lanes +
-                                   (sh.c == 1 ? decode_tile * sh.dv : 0);
+                                   (sh.c == 1 || sh.rows > 8 ? decode_tile * sh.dv : 0);
     const std::size_t partials =
         p.batch * p.kv_heads * (split_keys(p.n_kv).chunks * sh.partial_floats() + sh.qs_floats());
     return sizeof(float) * (per_thread * std::size_t(std::max(threads, 1)) + partials);
@@ -126,7 +127,7 @@ namespace detail {
 /// Grow-only buffers, one set per thread, reused by every call.
 struct decode_buffers {
     // cr: each block's rescale; kw: MK keys of a narrow cache, widened; vw: the value tile in
-    // fp32 (heads in the lanes)
+    // fp32 (heads in the lanes, or a narrow cache's over more than 8 query heads)
     aligned_vector<float> qs, s, ml, cr, partials, kw, vw;
 };
 
@@ -194,7 +195,12 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     // L1-resident block kw (MK keys), rather than at every broadcast
     constexpr bool block = !std::is_same_v<S, float> && C < lanes;
     if constexpr (block) grow(w.kw, MK * tail + lanes);
-    if constexpr (C == 1) grow(w.vw, decode_tile * sh.dv);
+    // a narrow cache's value tile widened once into fp32 where P V passes over it four times or
+    // more (more than 8 heads: decode_pv's passes hold up to 4), not in registers in every pass.
+    // MQA, H 16, AVX-512 (4 passes), L 4M, 2 threads: bf16 0.954x, int8 0.968x the time; with 2
+    // passes (GQA 2) the copy cost more than it saved (1.03x in cache)
+    const bool v_once = !std::is_same_v<S, float> && C > 1 && sh.rows > 8;
+    if (C == 1 || v_once) grow(w.vw, decode_tile * sh.dv);
     const std::size_t ks = io.k.data.row_stride, vs = io.v.data.row_stride;
     float* s = w.s.data();
     const std::size_t s_stride = sh.s_floats(); // one block's scores
@@ -344,6 +350,9 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                 }
             }
         }
+        if constexpr (C > 1)
+            if (v_once)
+                for (std::size_t j = 0; j < n; ++j) isa::widen(v + j * vs, w.vw.data() + j * sh.dv, sh.dv);
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
             float* const sb = s + blk * s_stride;
             if (tail < d) // the d % C dims, in scalar
@@ -370,8 +379,13 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             (l * corr + group_sum<C>(sum)).store_aligned(mp + lanes);
             float* cr = w.cr.data() + blk * lanes;
             corr.store_aligned(cr);
-            if constexpr (C > 1)
-                decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, blk == 0 ? v_next : next_rows{});
+            if constexpr (C > 1) {
+                const next_rows vn = blk == 0 ? v_next : next_rows{};
+                if (v_once)
+                    decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, w.vw.data(), sh.dv, n, vn);
+                else
+                    decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, vn);
+            }
         }
         if constexpr (C == 1) { // heads in the lanes, every block's outputs dim-major, blocks in pairs
             // the value tile read once, in order, into an fp32 tile (widened if narrow), so that
