@@ -407,12 +407,14 @@ inline batch exp2_nonpos(batch x) {
 }
 
 /// Two batches of a cache row (2 x lanes elements of type S at p) widened to fp32, lo and hi, in
-/// "pair order": for bf16 on AVX2, lo holds elements 0-3 and 8-11 and hi 4-7 and 12-15, because
-/// one 32-byte load and two unpacks with zero (vpunpck[lh]wd: each bf16 lands in the top half of
-/// a 32-bit lane) replace two zero-extending loads and two shifts; for every other type and ISA
-/// the natural order (lo elements 0-7, hi 8-15). to_pair_order / from_pair_order move two fp32
-/// batches of the natural order into that order and back (vperm2f128), so that accumulators fed
-/// by widen_pair are loaded and stored in the natural order; each lane's arithmetic is unchanged.
+/// "pair order": for bf16, one load and two unpacks with zero (vpunpck[lh]wd: each bf16 lands in
+/// the top half of a 32-bit lane) replace two zero-extending loads and two shifts, and the
+/// unpacks work within 128-bit lanes: on AVX2 lo holds elements 0-3 and 8-11 and hi 4-7 and
+/// 12-15, on AVX-512 lo 0-3, 8-11, 16-19, 24-27 and hi the other four-element runs; for every
+/// other type the natural order (lo elements 0 to lanes-1, hi the rest). to_pair_order /
+/// from_pair_order move two fp32 batches of the natural order into that order and back
+/// (vperm2f128; vshuff32x4 twice on AVX-512), so that accumulators fed by widen_pair are loaded
+/// and stored in the natural order; each lane's arithmetic is unchanged.
 template <class S>
 [[gnu::always_inline]] inline void widen_pair(const S* p, batch& lo, batch& hi) {
 #if XSIMD_WITH_AVX2 && !XSIMD_WITH_AVX512F // an AVX-512 build has AVX2 too, but 16-lane batches
@@ -420,6 +422,14 @@ template <class S>
         const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), z = _mm256_setzero_si256();
         lo = batch(_mm256_castsi256_ps(_mm256_unpacklo_epi16(z, x)));
         hi = batch(_mm256_castsi256_ps(_mm256_unpackhi_epi16(z, x)));
+        return;
+    }
+#endif
+#if XSIMD_WITH_AVX512BW
+    if constexpr (lanes == 16 && std::is_same_v<S, bf16>) {
+        const __m512i x = _mm512_loadu_si512(static_cast<const void*>(p)), z = _mm512_setzero_si512();
+        lo = batch(_mm512_castsi512_ps(_mm512_unpacklo_epi16(z, x)));
+        hi = batch(_mm512_castsi512_ps(_mm512_unpackhi_epi16(z, x)));
         return;
     }
 #endif
@@ -436,11 +446,28 @@ template <class S>
         hi = batch(_mm256_permute2f128_ps(a, b, 0x31)); // 4-7, 12-15
     }
 #endif
+#if XSIMD_WITH_AVX512BW
+    if constexpr (lanes == 16 && std::is_same_v<S, bf16>) {
+        const __m512 a = lo, b = hi;                  // 128-bit quarters a0 a1 a2 a3, b0 b1 b2 b3
+        lo = batch(_mm512_shuffle_f32x4(a, b, 0x88)); // a0 a2 b0 b2: elements 0-3, 8-11, 16-19, 24-27
+        hi = batch(_mm512_shuffle_f32x4(a, b, 0xdd)); // a1 a3 b1 b3
+    }
+#endif
 }
 
 template <class S>
 [[gnu::always_inline]] inline void from_pair_order(batch& lo, batch& hi) {
-    to_pair_order<S>(lo, hi); // the swap of the middle 128-bit halves is its own inverse
+#if XSIMD_WITH_AVX512BW
+    if constexpr (lanes == 16 && std::is_same_v<S, bf16>) {
+        // lo = a0 a2 b0 b2, hi = a1 a3 b1 b3 -> a = a0 a1 a2 a3, b = b0 b1 b2 b3
+        const __m512 t = _mm512_shuffle_f32x4(lo, hi, 0x44); // lo0 lo1 hi0 hi1 = a0 a2 a1 a3
+        const __m512 u = _mm512_shuffle_f32x4(lo, hi, 0xee); // lo2 lo3 hi2 hi3 = b0 b2 b1 b3
+        lo = batch(_mm512_shuffle_f32x4(t, t, 0xd8));        // quarters 0 2 1 3 of t
+        hi = batch(_mm512_shuffle_f32x4(u, u, 0xd8));
+        return;
+    }
+#endif
+    to_pair_order<S>(lo, hi); // AVX2: the swap of the middle 128-bit halves is its own inverse
 }
 
 // ---- bf16 and f16 <-> fp32 arrays ---------------------------------------------------------------
