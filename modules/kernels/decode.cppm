@@ -320,6 +320,12 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         if (nch == DC) { // key by key, rows read in order, q in registers
                             batch qb[DC > 0 ? DC : 1];
                             for (std::size_t ch = 0; ch < DC; ++ch) qb[ch] = batch::load_aligned(qa + ch * lanes);
+                            // a narrow row widened two batches at a time (isa::widen_pair), its
+                            // dims then in pair order: the queries put in the same order, so each
+                            // lane still multiplies a query and a key element of one dim
+                            constexpr bool paired = !std::is_same_v<S, float> && DC % 2 == 0;
+                            if constexpr (paired)
+                                for (std::size_t ch = 0; ch < DC; ch += 2) isa::to_pair_order<S>(qb[ch], qb[ch + 1]);
                             const std::size_t mk = kb + MK <= n ? MK : n - kb; // full groups: MK, unrolled
                             // a key's sum is one register chain, stored once: accumulated in
                             // acc[i] (which the compiler keeps on the stack) each key's first FMA
@@ -327,8 +333,16 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                             // stall per key (a sixth of the MHA int8 core's samples on AVX-512)
                             auto key = [&](std::size_t i) {
                                 batch a(0.0f);
-                                for (std::size_t ch = 0; ch < DC; ++ch)
-                                    a = isa::fused(isa::widen(kr[i] + ch * C), qb[ch], a);
+                                if constexpr (paired) {
+                                    for (std::size_t ch = 0; ch < DC; ch += 2) {
+                                        batch lo, hi;
+                                        isa::widen_pair(kr[i] + ch * C, lo, hi);
+                                        a = isa::fused(hi, qb[ch + 1], isa::fused(lo, qb[ch], a));
+                                    }
+                                } else {
+                                    for (std::size_t ch = 0; ch < DC; ++ch)
+                                        a = isa::fused(isa::widen(kr[i] + ch * C), qb[ch], a);
+                                }
                                 acc[0][i] = a;
                             };
                             if (mk == MK) {
