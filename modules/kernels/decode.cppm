@@ -364,9 +364,13 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                 }
             }
         }
-        if constexpr (C > 1)
-            if (v_once)
-                for (std::size_t j = 0; j < n; ++j) isa::widen(v + j * vs, w.vw.data() + j * sh.dv, sh.dv);
+        // the value tile read once, in order, into the fp32 tile (widened if narrow) where P V
+        // takes it from there: with the heads in the lanes, so that every value element is one
+        // load from L1 and the cache's rows are streamed once, not walked in strided passes (fp32
+        // read in place: GQA 2 at 256 MiB slower in some runs once P V's passes stopped
+        // spilling), and a narrow cache's over more than 8 heads (v_once)
+        if (C == 1 || v_once)
+            for (std::size_t j = 0; j < n; ++j) isa::widen(v + j * vs, w.vw.data() + j * sh.dv, sh.dv);
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
             float* const sb = s + blk * s_stride;
             if (tail < d) // the d % C dims, in scalar
@@ -401,15 +405,9 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                     decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, vn);
             }
         }
-        if constexpr (C == 1) { // heads in the lanes, every block's outputs dim-major, blocks in pairs
-            // the value tile read once, in order, into an fp32 tile (widened if narrow), so that
-            // every value element is one load from L1 and the cache's rows are streamed once, not
-            // walked in strided passes (fp32 read in place: GQA 2 at 256 MiB slower in some runs
-            // once P V's passes stopped spilling)
-            float* vw = w.vw.data();
-            for (std::size_t j = 0; j < n; ++j) isa::widen(v + j * vs, vw + j * sh.dv, sh.dv);
-            decode_pv_heads(part, lanes * dp, sh.blocks, sh.dv, w.cr.data(), s, s_stride, vw, sh.dv, n, v_lines);
-        }
+        if constexpr (C == 1) // heads in the lanes, every block's outputs dim-major, blocks in pairs
+            decode_pv_heads(part, lanes * dp, sh.blocks, sh.dv, w.cr.data(), s, s_stride, w.vw.data(), sh.dv, n,
+                            v_lines);
     }
     float* m_out = part + sh.rows * dp;
     float* l_out = m_out + sh.rows;
