@@ -108,15 +108,21 @@ struct decode_shape {
     inline std::size_t ml_floats() const { return 2 * blocks * lanes; }     ///< running max and sum
     /// partial results of one item: `rows` outputs of dp, then `rows` maxima and sums (aligned)
     inline std::size_t partial_floats() const { return round_up(rows * (dp + 2), lanes); }
+    /// Whether P V reads a tile's values from the thread's fp32 tile, copied (widened if narrow)
+    /// once a tile: always with the heads in the lanes; for a narrow cache where decode_pv would
+    /// widen each row in four or more passes (more than 8 heads: its passes hold up to 4). MQA, H
+    /// 16, AVX-512 (4 passes), L 4M, 2 threads: bf16 0.954x, int8 0.968x the time; with 2 passes
+    /// (GQA 2) the copy cost more than it saved (1.03x in cache).
+    inline bool values_in_tile(bool narrow) const { return c == 1 || (narrow && rows > 8); }
 };
 
 /// Extra memory of decode_core on `threads` threads, in bytes: an upper bound over the cache types
-/// (a narrow cache's widened key block of at most 8 keys included, and with the heads in the lanes
-/// or more than 8 query heads a key/value head the fp32 value tile).
+/// (a narrow cache's widened key block of at most 8 keys included, and the fp32 value tile where
+/// decode_shape::values_in_tile).
 inline std::size_t decode_scratch_bytes(const problem& p, int threads) {
     const decode_shape sh(p);
     const std::size_t per_thread = sh.blocks * sh.s_floats() + sh.ml_floats() + sh.blocks * lanes + 8 * sh.d + lanes +
-                                   (sh.c == 1 || sh.rows > 8 ? decode_tile * sh.dv : 0);
+                                   (sh.values_in_tile(true) ? decode_tile * sh.dv : 0);
     const std::size_t partials =
         p.batch * p.kv_heads * (split_keys(p.n_kv).chunks * sh.partial_floats() + sh.qs_floats());
     return sizeof(float) * (per_thread * std::size_t(std::max(threads, 1)) + partials);
@@ -127,7 +133,7 @@ namespace detail {
 /// Grow-only buffers, one set per thread, reused by every call.
 struct decode_buffers {
     // cr: each block's rescale; kw: MK keys of a narrow cache, widened; vw: the value tile in
-    // fp32 (heads in the lanes, or a narrow cache's over more than 8 query heads)
+    // fp32 (decode_shape::values_in_tile)
     aligned_vector<float> qs, s, ml, cr, partials, kw, vw;
 };
 
@@ -195,12 +201,8 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     // L1-resident block kw (MK keys), rather than at every broadcast
     constexpr bool block = !std::is_same_v<S, float> && C < lanes;
     if constexpr (block) grow(w.kw, MK * tail + lanes);
-    // a narrow cache's value tile widened once into fp32 where P V passes over it four times or
-    // more (more than 8 heads: decode_pv's passes hold up to 4), not in registers in every pass.
-    // MQA, H 16, AVX-512 (4 passes), L 4M, 2 threads: bf16 0.954x, int8 0.968x the time; with 2
-    // passes (GQA 2) the copy cost more than it saved (1.03x in cache)
-    const bool v_once = !std::is_same_v<S, float> && C > 1 && sh.rows > 8;
-    if (C == 1 || v_once) grow(w.vw, decode_tile * sh.dv);
+    const bool v_tile = sh.values_in_tile(!std::is_same_v<S, float>);
+    if (v_tile) grow(w.vw, decode_tile * sh.dv);
     const std::size_t ks = io.k.data.row_stride, vs = io.v.data.row_stride;
     float* s = w.s.data();
     const std::size_t s_stride = sh.s_floats(); // one block's scores
@@ -316,7 +318,8 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                     batch acc[1][MK];
                     if constexpr (C < lanes) {
                         score_heads<1, MK, C>(qa, 0, kf, nch, acc);
-                    } else {             // C = lanes: one head, its dims in the lanes
+                    } else {
+                        // C = lanes: one head, its dims in the lanes
                         if (nch == DC) { // key by key, rows read in order, q in registers
                             batch qb[DC > 0 ? DC : 1];
                             for (std::size_t ch = 0; ch < DC; ++ch) qb[ch] = batch::load_aligned(qa + ch * lanes);
@@ -365,11 +368,11 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             }
         }
         // the value tile read once, in order, into the fp32 tile (widened if narrow) where P V
-        // takes it from there: with the heads in the lanes, so that every value element is one
-        // load from L1 and the cache's rows are streamed once, not walked in strided passes (fp32
-        // read in place: GQA 2 at 256 MiB slower in some runs once P V's passes stopped
-        // spilling), and a narrow cache's over more than 8 heads (v_once)
-        if (C == 1 || v_once)
+        // takes it from there (values_in_tile): with the heads in the lanes, so that every value
+        // element is one load from L1 and the cache's rows are streamed once, not walked in
+        // strided passes (fp32 read in place: GQA 2 at 256 MiB slower in some runs once P V's
+        // passes stopped spilling)
+        if (v_tile)
             for (std::size_t j = 0; j < n; ++j) isa::widen(v + j * vs, w.vw.data() + j * sh.dv, sh.dv);
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
             float* const sb = s + blk * s_stride;
@@ -399,7 +402,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             corr.store_aligned(cr);
             if constexpr (C > 1) {
                 const next_rows vn = blk == 0 ? v_next : next_rows{};
-                if (v_once)
+                if (v_tile)
                     decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, w.vw.data(), sh.dv, n, vn);
                 else
                     decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, vn);
