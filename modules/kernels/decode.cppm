@@ -298,9 +298,10 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                 if constexpr (C < lanes) {
                     // blocks in pairs (R = lanes, which decode_shape splits in two): each broadcast
                     // chunk of a key feeds both blocks' FMAs, half the loads of one block at a time
-                    // (GQA 2 at H 16 on AVX2: 8 heads, two blocks of 4); MK / 2 keys a pass keeps the
-                    // 2 x MK / 2 accumulators, both query batches and the broadcast in registers
-                    constexpr std::size_t HK = MK / 2;
+                    // (GQA 2 at H 16 on AVX2: 8 heads, two blocks of 4); AVX2's 16 registers hold
+                    // 2 x MK / 2 accumulators, both query batches and the broadcast, AVX-512's 32 all
+                    // MK keys' (16 independent FMA chains, where 8 just cover 2 ports x 4 cycles)
+                    constexpr std::size_t HK = isa::vector_registers >= 32 ? MK : MK / 2;
                     for (; blk + 2 <= sh.blocks; blk += 2) {
                         batch acc[2][MK];
                         for (std::size_t h = 0; h < MK; h += HK) {
