@@ -201,6 +201,37 @@ TEST_CASE("key split: a function of the key count alone, at most 16 chunks", "[d
     }
 }
 
+TEST_CASE("paced prefetch: after k of S steps floor(k T / S) of the T lines asked for, in order", "[decode][split]") {
+    // rows of 3 lines (192 bytes) 256 bytes apart; requests are prefetches (no observable effect),
+    // so the cursor is what is checked: line_stream's (row, line) counts the lines asked for
+    std::vector<char> buf(64 * 256);
+    for (std::size_t rows : {0, 1, 7, 64})
+        for (std::size_t steps : {1, 5, 64, 128, 200, 256}) {
+            const attn::kernels::detail::next_rows r{buf.data(), 256, 192, rows};
+            attn::kernels::detail::paced_lines p(r, steps);
+            const std::size_t total = 3 * rows;
+            INFO("rows " << rows << ", steps " << steps);
+            for (std::size_t k = 1; k <= steps; ++k) {
+                p.step();
+                REQUIRE(p.s.row * 3 + p.s.line == k * total / steps);
+            }
+            CHECK(p.s.row == rows);
+            CHECK(p.s.line == 0);
+        }
+}
+
+TEST_CASE("decode_pv's passes over a tile: register blocks of heads and batches", "[decode][split]") {
+    using attn::kernels::lanes;
+    using attn::kernels::detail::pv_blocking;
+    using attn::kernels::detail::pv_passes;
+    // hand count from pv_blocking: RB / RV head blocks times (whole DB blocks + batches left)
+    constexpr std::size_t RB2 = lanes / 2, RV2 = pv_blocking<RB2, 4, float>::RV;
+    CHECK(pv_passes<2, 4, float>(4 * lanes) == RB2 / RV2);
+    CHECK(pv_passes<2, 4, float>(6 * lanes) == RB2 / RV2 * 3); // one block of 4, then 2 single batches
+    CHECK(pv_passes<lanes, 4, float>(4 * lanes) == 1);         // one head (MHA): one pass
+    CHECK(pv_passes<lanes, 4, float>(lanes - 1) == 0);         // no whole batch: the scalar tail only
+}
+
 namespace {
 
 /// A softmax row's exponential, row(x, n, m) (exp_row, exp2_row), against ref (std::exp or

@@ -17,7 +17,10 @@
 //    tile is copied (a narrow one widened) once, in order, into an fp32 tile, so that each
 //    broadcast is one load from L1 and the cache is streamed, not walked once per pass.
 //  - Overlap: the rows decode_prefetch keys ahead are prefetched into L2 (not L1: the current and
-//    next K and V tiles together exceed it), across chunk boundaries; items go to threads in
+//    next K and V tiles together exceed it), across chunk boundaries, their lines requested evenly
+//    over the tile's work where a tile's work is long (paced_lines, line_stream): a burst of
+//    requests fills the core's miss buffers and leaves them idle for the rest (with 1 < C <= 4
+//    and the heads in the lanes; MHA and GQA 8 keep a row's lines per key); items go to threads in
 //    contiguous runs (guided schedule), so a thread's next item continues the keys it streams.
 //  - Determinism: keys are split into chunks that depend on n_kv only; each chunk leaves
 //    (max m, sum l, unnormalised acc) per head and a final pass combines them in chunk order,
@@ -232,10 +235,21 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         // ms a step; the key lines spread over the scores' steps as well measured no better than
         // in bursts of MK rows, 31 ms)
         line_stream v_lines(v_next);
+        // 1 < C <= 4 (GQA 2, GQA 4, MQA at H 16 on AVX-512): the next tile's key lines paced
+        // over every chunk step of the score passes (paced_lines), not asked for MK rows at a
+        // time; their value lines likewise over every key step of every P V pass, not all in the
+        // first. Pairs at 0.5-1 GiB caches, 2 threads: MQA f32 0.78-0.84x the time, bf16 0.87x
+        // (batch 8), GQA 2 f32 0.87x, bf16 0.86x; with C = 8 (GQA 8, 8 chunk steps for MK keys)
+        // paced key lines were 1.02-1.03x, so there the bursts stay
+        constexpr std::size_t HK = isa::vector_registers >= 32 ? MK : MK / 2;
+        constexpr bool pace_keys = C > 1 && C <= 4;
+        paced_lines k_lines(pace_keys ? k_next : next_rows{},
+                            (n + MK - 1) / MK * (sh.blocks / 2 * (MK / HK) + sh.blocks % 2) * nch);
         // scores of every block of heads first, MK keys at a time, so that a narrow cache's keys
         // are widened once per tile whatever the number of blocks (MQA at H=16 on AVX2: 2)
         for (std::size_t kb = 0; kb < n; kb += MK) {
-            for (std::size_t i = kb; i < kb + MK; ++i) k_next.fetch(i);
+            if constexpr (!pace_keys)
+                for (std::size_t i = kb; i < kb + MK; ++i) k_next.fetch(i);
             const S* kr[MK];
             for (std::size_t i = 0; i < MK; ++i)
                 kr[i] = k + std::min(kb + i, n - 1) * ks; // past n: a real key, masked below
@@ -301,12 +315,12 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                     // (GQA 2 at H 16 on AVX2: 8 heads, two blocks of 4); AVX2's 16 registers hold
                     // 2 x MK / 2 accumulators, both query batches and the broadcast, AVX-512's 32 all
                     // MK keys' (16 independent FMA chains, where 8 just cover 2 ports x 4 cycles)
-                    constexpr std::size_t HK = isa::vector_registers >= 32 ? MK : MK / 2;
                     for (; blk + 2 <= sh.blocks; blk += 2) {
                         batch acc[2][MK];
                         for (std::size_t h = 0; h < MK; h += HK) {
                             batch a[2][HK];
-                            score_heads<2, HK, C>(qs + blk * nch * lanes, nch * lanes, kf + h, nch, a);
+                            score_heads<2, HK, C>(qs + blk * nch * lanes, nch * lanes, kf + h, nch, a,
+                                                  pace_keys ? &k_lines : nullptr);
                             for (std::size_t b = 0; b < 2; ++b)
                                 for (std::size_t i = 0; i < HK; ++i) acc[b][h + i] = a[b][i];
                         }
@@ -318,7 +332,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                     const float* qa = qs + blk * nch * lanes;
                     batch acc[1][MK];
                     if constexpr (C < lanes) {
-                        score_heads<1, MK, C>(qa, 0, kf, nch, acc);
+                        score_heads<1, MK, C>(qa, 0, kf, nch, acc, pace_keys ? &k_lines : nullptr);
                     } else {
                         // C = lanes: one head, its dims in the lanes
                         if (nch == DC) { // key by key, rows read in order, q in registers
@@ -375,6 +389,9 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         // passes stopped spilling)
         if (v_tile)
             for (std::size_t j = 0; j < n; ++j) isa::widen(v + j * vs, w.vw.data() + j * sh.dv, sh.dv);
+        // 1 < C < lanes: the next tile's value lines paced over every key step of every P V pass
+        paced_lines v_paced(v_next,
+                            sh.blocks * n * (v_tile ? pv_passes<C, DC, float>(sh.dv) : pv_passes<C, DC, S>(sh.dv)));
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
             float* const sb = s + blk * s_stride;
             if (tail < d) // the d % C dims, in scalar
@@ -402,11 +419,10 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             float* cr = w.cr.data() + blk * lanes;
             corr.store_aligned(cr);
             if constexpr (C > 1) {
-                const next_rows vn = blk == 0 ? v_next : next_rows{};
                 if (v_tile)
-                    decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, w.vw.data(), sh.dv, n, vn);
+                    decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, w.vw.data(), sh.dv, n, v_paced);
                 else
-                    decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, vn);
+                    decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, v_paced);
             }
         }
         if constexpr (C == 1) // heads in the lanes, every block's outputs dim-major, blocks in pairs

@@ -94,6 +94,25 @@ struct line_stream {
     }
 };
 
+/// A line_stream paced over `steps` calls of step(): the lines requested evenly, Bresenham-style
+/// (lines / steps of them a step, a fraction carried), so that no call requests a burst.
+struct paced_lines {
+    line_stream s;
+    std::size_t whole = 0, frac = 0, den = 1, acc = 0;
+    inline paced_lines(const next_rows& r, std::size_t steps) : s(r), den(steps ? steps : 1) {
+        whole = s.per_row * s.n / den;
+        frac = s.per_row * s.n % den;
+    }
+    [[gnu::always_inline]] inline void step() {
+        for (std::size_t i = 0; i < whole; ++i) s.next();
+        acc += frac;
+        if (acc >= den) {
+            acc -= den;
+            s.next();
+        }
+    }
+};
+
 /// The row scales of C keys from j0 repeated across the batch (lane r*C + c: key j0 + c), the
 /// last of the n repeated for keys past it.
 template <std::size_t C>
@@ -124,6 +143,15 @@ struct pv_blocking {
     static constexpr std::size_t DB = DC > 0 ? db() : 1;
 };
 
+/// The passes over a tile's keys decode_pv makes for value width d (its register blocks of RV
+/// heads x DB batches, then the whole batches left one at a time).
+template <std::size_t C, std::size_t DC, class E>
+constexpr std::size_t pv_passes(std::size_t d) {
+    constexpr std::size_t RB = lanes / C, RV = pv_blocking<RB, DC, E>::RV, DB = pv_blocking<RB, DC, E>::DB;
+    const std::size_t nb = d / lanes, blocked = DB ? nb / DB : 0;
+    return RB / RV * (blocked + (nb - blocked * DB));
+}
+
 /// out rows [0, RB) (each dp apart) = out * corr[r*C] + sum_{j<n} P[r, j] v_j, where P[r, j] is
 /// lane r*C + j%C of score group j/C. A pass holds RV heads x DB batches of the output
 /// (pv_blocking), so each V batch loaded and widened serves RV heads with one
@@ -133,7 +161,7 @@ struct pv_blocking {
 /// weights (the caller multiplies them once per tile).
 template <std::size_t C, std::size_t DC, class E>
 void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const E* v, std::size_t vs,
-               std::size_t n, const next_rows& v_next) {
+               std::size_t n, paced_lines& v_paced) {
     constexpr std::size_t RB = lanes / C, RV = pv_blocking<RB, DC, E>::RV, DB = pv_blocking<RB, DC, E>::DB;
     // batches widened two at a time (isa::widen_pair; its order is undone at the store)
     constexpr bool paired = !std::is_same_v<E, float> && DB % 2 == 0;
@@ -142,6 +170,8 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
     // batches left one at a time; only d % lanes dims are left to the scalar tail (MLA's absorbed
     // form with fewer heads than lanes has d = d_c = 512 against DC = 8 batches)
     const std::size_t nb = d / lanes, blocked = DB ? nb / DB * DB : 0;
+    // a local copy, which the compiler can keep in registers across the passes
+    paced_lines v_next = v_paced;
     for (std::size_t r0 = 0; r0 < RB; r0 += RV)
         for (std::size_t c0 = 0; c0 < blocked; c0 += DB) {
             batch a[RV][DB];
@@ -154,7 +184,7 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
             }
             for (std::size_t j = 0; j < n; ++j) {
                 const E* vj = v + j * vs + c0 * lanes;
-                if (r0 == 0 && c0 == 0) v_next.fetch(j);
+                v_next.step();
                 const float* pj = s + j / C * lanes + j % C + r0 * C;
                 batch pr[RV];
                 for (std::size_t r = 0; r < RV; ++r) pr[r] = batch(pj[r * C]);
@@ -184,12 +214,14 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
             for (std::size_t r = 0; r < RV; ++r)
                 a[r] = batch::load_aligned(out + (r0 + r) * dp + c0 * lanes) * batch(corr[(r0 + r) * C]);
             for (std::size_t j = 0; j < n; ++j) {
+                v_next.step();
                 const float* pj = s + j / C * lanes + j % C + r0 * C;
                 const batch vb = isa::widen(v + j * vs + c0 * lanes);
                 for (std::size_t r = 0; r < RV; ++r) a[r] = isa::fused(batch(pj[r * C]), vb, a[r]);
             }
             for (std::size_t r = 0; r < RV; ++r) a[r].store_aligned(out + (r0 + r) * dp + c0 * lanes);
         }
+    v_paced = v_next;
     for (std::size_t r = 0; r < RB; ++r) { // the d % lanes tail, in scalar
         float* o = out + r * dp;
         for (std::size_t t = nb * lanes; t < d; ++t) {
@@ -224,10 +256,11 @@ struct heads_blocking {
 /// score); with C > 1 decode_item adds each head's C lanes (transpose_sum).
 template <std::size_t NB, std::size_t K, std::size_t C = 1>
 [[gnu::always_inline]] inline void score_heads(const float* qa, std::size_t q_stride, const float* const* kf,
-                                               std::size_t nch, batch (&acc)[NB][K]) {
+                                               std::size_t nch, batch (&acc)[NB][K], paced_lines* lines = nullptr) {
     for (std::size_t b = 0; b < NB; ++b)
         for (std::size_t i = 0; i < K; ++i) acc[b][i] = batch(0.0f);
     for (std::size_t t = 0; t < nch; ++t) {
+        if (lines) lines->step();
         batch q[NB];
         for (std::size_t b = 0; b < NB; ++b) q[b] = batch::load_aligned(qa + b * q_stride + t * lanes);
         for (std::size_t i = 0; i < K; ++i) {
