@@ -133,14 +133,17 @@ template <std::size_t RB, std::size_t DC, class E>
 struct pv_blocking {
     static constexpr bool wide = std::is_same_v<E, float>;
     static constexpr std::size_t regs = std::size_t(isa::vector_registers) - 1;
-    static constexpr std::size_t RV = std::min<std::size_t>(RB, wide ? (DC <= 2 ? 8 : DC <= 4 ? 4 : 2) : 4);
-    static constexpr std::size_t db() {
-        if (wide) return DC;
+    /// the widest batch block, dividing DC, whose accumulators and weights for rv heads fit
+    static constexpr std::size_t db_for(std::size_t rv) {
         for (std::size_t b = DC; b > 1; --b)
-            if (DC % b == 0 && RV * b + RV <= regs) return b;
+            if (DC % b == 0 && rv * b + rv <= regs) return b;
         return 1;
     }
-    static constexpr std::size_t DB = DC > 0 ? db() : 1;
+    // narrow rows: 8 heads a pass where two or more batches still fit (AVX-512: 8 x 2), so each
+    // batch is widened once for 8 heads, not twice for 2 passes of 4
+    static constexpr std::size_t RV_narrow = std::min<std::size_t>(RB, db_for(8) >= 2 ? 8 : 4);
+    static constexpr std::size_t RV = wide ? std::min<std::size_t>(RB, DC <= 2 ? 8 : DC <= 4 ? 4 : 2) : RV_narrow;
+    static constexpr std::size_t DB = DC == 0 ? 1 : wide ? DC : db_for(RV);
 };
 
 /// The passes over a tile's keys decode_pv makes for value width d (its register blocks of RV
