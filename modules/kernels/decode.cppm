@@ -18,10 +18,12 @@
 //    broadcast is one load from L1 and the cache is streamed, not walked once per pass.
 //  - Overlap: the rows decode_prefetch keys ahead are prefetched into L2 (not L1: the current and
 //    next K and V tiles together exceed it), across chunk boundaries, their lines requested evenly
-//    over the tile's work where a tile's work is long (paced_lines, line_stream): a burst of
-//    requests fills the core's miss buffers and leaves them idle for the rest (with 1 < C <= 4
-//    and the heads in the lanes; MHA and GQA 8 keep a row's lines per key); items go to threads in
-//    contiguous runs (guided schedule), so a thread's next item continues the keys it streams.
+//    over the tile's work (paced_lines, line_stream): a burst of requests fills the core's miss
+//    buffers and leaves them idle for the rest. Value lines go over every key step of every P V
+//    pass; key lines over every chunk step of the scores where 1 < C <= 4, MK rows at a time
+//    otherwise (GQA 8, MHA: few chunk steps a key; heads in the lanes: spread measured no
+//    better). Items go to threads in contiguous runs (guided schedule), so a thread's next item
+//    continues the keys it streams.
 //  - Determinism: keys are split into chunks that depend on n_kv only; each chunk leaves
 //    (max m, sum l, unnormalised acc) per head and a final pass combines them in chunk order,
 //    out = sum_c 2^(m_c - M) acc_c / sum_c 2^(m_c - M) l_c (base 2, as the scores), so two
@@ -389,7 +391,8 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         // passes stopped spilling)
         if (v_tile)
             for (std::size_t j = 0; j < n; ++j) isa::widen(v + j * vs, w.vw.data() + j * sh.dv, sh.dv);
-        // 1 < C < lanes: the next tile's value lines paced over every key step of every P V pass
+        // C > 1: the next tile's value lines paced over every key step of every P V pass (one
+        // pass for GQA 8 and MHA: a row's lines a key)
         paced_lines v_paced(v_next,
                             sh.blocks * n * (v_tile ? pv_passes<C, DC, float>(sh.dv) : pv_passes<C, DC, S>(sh.dv)));
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
