@@ -202,22 +202,26 @@ TEST_CASE("key split: a function of the key count alone, at most 16 chunks", "[d
 }
 
 TEST_CASE("paced prefetch: after k of S steps floor(k T / S) of the T lines asked for, in order", "[decode][split]") {
-    // rows of 3 lines (192 bytes) 256 bytes apart; requests are prefetches (no observable effect),
-    // so the cursor is what is checked: line_stream's (row, line) counts the lines asked for
-    std::vector<char> buf(64 * 256);
-    for (std::size_t rows : {0, 1, 7, 64})
-        for (std::size_t steps : {1, 5, 64, 128, 200, 256}) {
-            const attn::kernels::detail::next_rows r{buf.data(), 256, 192, rows};
-            attn::kernels::detail::paced_lines p(r, steps);
-            const std::size_t total = 3 * rows;
-            INFO("rows " << rows << ", steps " << steps);
-            for (std::size_t k = 1; k <= steps; ++k) {
-                p.step();
-                REQUIRE(p.s.row * 3 + p.s.line == k * total / steps);
-            }
-            CHECK(p.s.row == rows);
-            CHECK(p.s.line == 0);
-        }
+    // requests are prefetches (no observable effect), so the cursor is what is checked:
+    // line_stream's next line, counted in lines from the first row's line. Rows of 3 lines
+    // (192 bytes) packed (T = 3 rows) or 256 bytes apart (T = 4 rows - 1: the gaps' lines too),
+    // from a line's start or 32 bytes into one (one line more: the last row ends mid-line)
+    alignas(64) static char buf[64 * 256 + 64];
+    for (std::size_t offset : {0, 32})
+        for (std::size_t stride : {192, 256})
+            for (std::size_t rows : {0, 1, 7, 64})
+                for (std::size_t steps : {1, 5, 64, 128, 200, 256}) {
+                    const attn::kernels::detail::next_rows r{buf + offset, stride, 192, rows};
+                    attn::kernels::detail::paced_lines p(r, steps);
+                    const std::size_t total =
+                        rows == 0 ? 0 : (stride == 192 ? 3 * rows : 4 * rows - 1) + (offset ? 1 : 0);
+                    INFO("offset " << offset << ", stride " << stride << ", rows " << rows << ", steps " << steps);
+                    for (std::size_t k = 1; k <= steps; ++k) {
+                        p.step();
+                        REQUIRE(std::size_t(p.s.p - (rows ? buf : p.s.p)) / 64 == k * total / steps);
+                    }
+                    CHECK(p.s.lines() == 0);
+                }
 }
 
 TEST_CASE("decode_pv's passes over a tile: register blocks of heads and batches", "[decode][split]") {
