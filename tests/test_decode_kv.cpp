@@ -57,8 +57,11 @@ TEMPLATE_TEST_CASE("a narrow cache: the decode core across the key split", "[dec
                    std::int8_t) {
     const std::size_t L = GENERATE(256, 1023, 4098);
     // mqa(360, 24): heads in the lanes in an odd number of blocks on AVX2, d_head 15 (the widened
-    // value tile's scalar tail and a register pass of fewer dims)
-    for (problem p : {attn::gqa(64, 4, 2, 1), attn::mha(256, 4, 1), attn::mqa(256, 16, 1), attn::mqa(360, 24, 1)}) {
+    // value tile's scalar tail and a register pass of fewer dims); d_head 32 and 64 with 2, 4
+    // and 16 heads a key/value head: a bf16 cache's keys widened in pair order on AVX2 and
+    // AVX-512 (decode_shape::keys_in_pair_order: d whole register pairs, C < lanes)
+    for (problem p : {attn::gqa(64, 4, 2, 1), attn::mha(256, 4, 1), attn::mqa(256, 16, 1), attn::mqa(360, 24, 1),
+                      attn::gqa(256, 8, 4, 1), attn::gqa(512, 8, 2, 1), attn::mqa(1024, 16, 1)}) {
         p.batch = 2;
         const problem step = attn::decode_problem(p, L);
         attn::run_options opt;

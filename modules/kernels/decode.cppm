@@ -119,6 +119,16 @@ struct decode_shape {
     /// 16, AVX-512 (4 passes), L 4M, 2 threads: bf16 0.954x, int8 0.968x the time; with 2 passes
     /// (GQA 2) the copy cost more than it saved (1.03x in cache).
     inline bool values_in_tile(bool narrow) const { return c == 1 || (narrow && rows > 8); }
+    /// Whether a narrow cache's keys go into decode_item's widened block (C < lanes) in
+    /// isa::widen_pair's order, as the pairs come (one load and two unpacks a pair for bf16,
+    /// where one at a time is a load, an extend and a shift a batch), the queries permuted to
+    /// match (rearrange_queries): where d is whole register pairs, as the unrolled widening
+    /// takes it (d = DC x lanes, DC = decode_register_batches even).
+    template <class S>
+    bool keys_in_pair_order() const {
+        const std::size_t dc = std::min<std::size_t>(std::min(d, dv) / lanes, 8);
+        return isa::pair_reorders<S> && c < lanes && d == dc * lanes && dc % 2 == 0;
+    }
 };
 
 /// Extra memory of decode_core on `threads` threads, in bytes: an upper bound over the cache types
@@ -157,13 +167,19 @@ void rearrange_queries(const problem& p, const kv_core_io<S>& io, std::size_t b,
     const decode_shape sh(p);
     const std::size_t R = p.heads / p.kv_heads, C = sh.c, RB = sh.rb, nch = sh.d / C;
     const float scale = base2_scale(p);
+    // the dim at position i of a key row in the widened block: pairs of batches as widen_pair
+    // leaves them where the keys go in its order
+    const bool paired = sh.keys_in_pair_order<S>();
+    auto dim = [&](std::size_t i) {
+        return paired ? i / (2 * lanes) * (2 * lanes) + isa::pair_element<S>(i % (2 * lanes)) : i;
+    };
     for (std::size_t blk = 0; blk < sh.blocks; ++blk)
         for (std::size_t ch = 0; ch < nch; ++ch)
             for (std::size_t r = 0; r < RB; ++r) {
                 const std::size_t h = blk * RB + r;
                 float* dst = qs + (blk * nch + ch) * lanes + r * C;
                 for (std::size_t c = 0; c < C; ++c)
-                    dst[c] = h < R ? io.q.row(b, g * R + h, 0)[ch * C + c] * scale : 0.0f;
+                    dst[c] = h < R ? io.q.row(b, g * R + h, 0)[dim(ch * C + c)] * scale : 0.0f;
             }
 }
 
@@ -206,6 +222,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     // L1-resident block kw (MK keys), rather than at every broadcast
     constexpr bool block = !std::is_same_v<S, float> && C < lanes;
     if constexpr (block) grow(w.kw, MK * tail + lanes);
+    [[maybe_unused]] const bool keys_paired = sh.keys_in_pair_order<S>(); // as rearrange_queries
     const bool v_tile = sh.values_in_tile(!std::is_same_v<S, float>);
     if (v_tile) grow(w.vw, decode_tile * sh.dv);
     const std::size_t ks = io.k.data.row_stride, vs = io.v.data.row_stride;
@@ -245,19 +262,30 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         // paced key lines were 1.02-1.03x, so there the bursts stay
         constexpr std::size_t HK = isa::vector_registers >= 32 ? MK : MK / 2;
         constexpr bool pace_keys = C > 1 && C <= 4;
-        paced_lines k_lines(pace_keys ? k_next : next_rows{},
-                            (n + MK - 1) / MK * (sh.blocks / 2 * (MK / HK) + sh.blocks % 2) * nch);
+        // otherwise MK rows' lines at each group of MK keys (the same cursor, one step a group)
+        paced_lines k_lines(k_next, pace_keys ? (n + MK - 1) / MK * (sh.blocks / 2 * (MK / HK) + sh.blocks % 2) * nch
+                                              : (n + MK - 1) / MK);
         // scores of every block of heads first, MK keys at a time, so that a narrow cache's keys
         // are widened once per tile whatever the number of blocks (MQA at H=16 on AVX2: 2)
         for (std::size_t kb = 0; kb < n; kb += MK) {
-            if constexpr (!pace_keys)
-                for (std::size_t i = kb; i < kb + MK; ++i) k_next.fetch(i);
+            if constexpr (!pace_keys) k_lines.step();
             const S* kr[MK];
             for (std::size_t i = 0; i < MK; ++i)
                 kr[i] = k + std::min(kb + i, n - 1) * ks; // past n: a real key, masked below
             if constexpr (block) {
                 float* kw = w.kw.data();
                 for (std::size_t i = 0; i < MK; ++i) {
+                    if constexpr (isa::pair_reorders<S> && DC % 2 == 0) {
+                        if (keys_paired) { // in widen_pair's order (the queries permuted to match)
+                            for (std::size_t t = 0; t < DC * lanes; t += 2 * lanes) {
+                                batch lo, hi;
+                                isa::widen_pair(kr[i] + t, lo, hi);
+                                lo.store_unaligned(kw + i * tail + t);
+                                hi.store_unaligned(kw + i * tail + t + lanes);
+                            }
+                            continue;
+                        }
+                    }
                     if (tail == DC * lanes) { // d_head a multiple of lanes, up to 8 batches: unrolled
                         for (std::size_t t = 0; t < DC * lanes; t += lanes)
                             isa::widen(kr[i] + t).store_unaligned(kw + i * tail + t);

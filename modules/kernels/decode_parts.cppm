@@ -55,24 +55,11 @@ void transpose_sum(batch* v) {
     }
 }
 
-/// Asks for the cache lines of a row of `bytes` (the next tile's, while this one is computed).
-/// Always inlined, like next_rows::fetch: they are called once per key inside loops that keep
-/// their accumulators in vector registers, and a call there makes the caller spill every one.
-/// (A member function defined in its class is not implicitly inline in a named module: `inline`
-/// is spelled out, or importers get a call.)
-[[gnu::always_inline]] inline void prefetch_row(const void* p, std::size_t bytes) {
-    const char* c = static_cast<const char*>(p);
-    for (std::size_t off = 0; off < bytes; off += 64) isa::prefetch_l2(c + off);
-}
-
 /// Where the rows after a tile lie in the cache, for prefetching: row j at at + j * stride, each
 /// `bytes` long.
 struct next_rows {
     const char* at = nullptr;
     std::size_t stride = 0, bytes = 0, n = 0;
-    [[gnu::always_inline]] inline void fetch(std::size_t j) const {
-        if (j < n) prefetch_row(at + j * stride, bytes);
-    }
 };
 
 /// The lines of next_rows requested one at a time, in address order: a cursor over the span from
@@ -93,6 +80,10 @@ struct line_stream {
     }
     /// lines left to ask for
     inline std::size_t lines() const { return p < end ? std::size_t(end - p + 63) / 64 : 0; }
+    // always inlined, like paced_lines::step: they are called once per key inside loops that
+    // keep their accumulators in vector registers, and a call there makes the caller spill
+    // every one (a member function defined in its class is not implicitly inline in a named
+    // module: `inline` is spelled out, or importers get a call)
     [[gnu::always_inline]] inline void next() {
         if (p < end) {
             isa::prefetch_l2(p);

@@ -437,6 +437,30 @@ template <class S>
     hi = widen(p + lanes);
 }
 
+/// Whether widen_pair reorders S's elements (bf16 on AVX2 and AVX-512BW) ...
+template <class S>
+inline constexpr bool pair_reorders =
+#if XSIMD_WITH_AVX512BW
+    lanes == 16 && std::is_same_v<S, bf16>;
+#elif XSIMD_WITH_AVX2
+    lanes == 8 && std::is_same_v<S, bf16>;
+#else
+    false;
+#endif
+
+/// ... and which: the element of the 2 x lanes that widen_pair puts at position i (lo's lanes
+/// 0 to lanes-1, then hi's). A consumer that stores widened pairs as they come (decode's key
+/// block) reads them against operands permuted the same way.
+template <class S>
+constexpr std::size_t pair_element(std::size_t i) {
+    if constexpr (!pair_reorders<S>) {
+        return i;
+    } else {
+        const std::size_t in = i % lanes; // four-element runs of one 128-bit lane: lo 0-3, 8-11, ...
+        return in / 4 * 8 + (i >= lanes ? 4 : 0) + in % 4;
+    }
+}
+
 template <class S>
 [[gnu::always_inline]] inline void to_pair_order([[maybe_unused]] batch& lo, [[maybe_unused]] batch& hi) {
 #if XSIMD_WITH_AVX2 && !XSIMD_WITH_AVX512F
