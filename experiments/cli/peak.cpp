@@ -78,8 +78,8 @@ std::string render_ceilings(const peak::ceilings& c, int repetitions) {
              format_number(c.read_all_gbs.median / c.read_1t_gbs.median, 2) + "x, triad " +
              format_number(c.triad_all_gbs.median / c.triad_1t_gbs.median, 2) + "x\n";
     if (!c.stream.empty()) {
-        s += "stream I FLOP/B: arrays b and c of the triad read once, each batch feeding 2I FMAs (I FLOP per byte "
-             "read); "
+        s += "stream I FLOP/B: arrays b and c of the triad read once as the read rows read them (four streams "
+             "prefetched ahead), each batch feeding 2I FMAs (I FLOP per byte read); "
              "against the roofline min(read, FMA / I) of the medians above:";
         for (const auto& p : c.stream) {
             const double roof = roofline_gbs(c.read_all_gbs.median, c.fma_all_gflops.median, p.flop_per_byte);
