@@ -225,6 +225,10 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     [[maybe_unused]] const bool keys_paired = sh.keys_in_pair_order<S>(); // as rearrange_queries
     const bool v_tile = sh.values_in_tile(!std::is_same_v<S, float>);
     if (v_tile) grow(w.vw, decode_tile * sh.dv);
+    // the value tile in bf16's pair order: for P V in register blocks (C > 1) of whole pairs
+    // (DC even, dv = DC x lanes: fp32 rows take all DC batches a block). MQA bf16, H 16, AVX-512.
+    constexpr bool pairs_ok = isa::pair_reorders<S> && C > 1 && DC % 2 == 0;
+    const bool vals_paired = pairs_ok && v_tile && sh.dv == DC * lanes;
     const std::size_t ks = io.k.data.row_stride, vs = io.v.data.row_stride;
     float* s = w.s.data();
     const std::size_t s_stride = sh.s_floats(); // one block's scores
@@ -423,8 +427,21 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         // element is one load from L1 and the cache's rows are streamed once, not walked in
         // strided passes (fp32 read in place: GQA 2 at 256 MiB slower in some runs once P V's
         // passes stopped spilling)
-        if (v_tile)
-            for (std::size_t j = 0; j < n; ++j) isa::widen(v + j * vs, w.vw.data() + j * sh.dv, sh.dv);
+        // (a bf16 tile whose width is whole pairs of the register blocks, C > 1: widened by pairs
+        // in widen_pair's order, which decode_pv's accumulators take as for a bf16 row in place)
+        if (v_tile) {
+            if (pairs_ok && vals_paired) {
+                for (std::size_t j = 0; j < n; ++j)
+                    for (std::size_t t = 0; t < DC * lanes; t += 2 * lanes) {
+                        batch lo, hi;
+                        isa::widen_pair(v + j * vs + t, lo, hi);
+                        lo.store_aligned(w.vw.data() + j * sh.dv + t);
+                        hi.store_aligned(w.vw.data() + j * sh.dv + t + lanes);
+                    }
+            } else {
+                for (std::size_t j = 0; j < n; ++j) isa::widen(v + j * vs, w.vw.data() + j * sh.dv, sh.dv);
+            }
+        }
         // C > 1: the next tile's value lines paced over every key step of every P V pass (one
         // pass for GQA 8 and MHA: a row's lines a key)
         paced_lines v_paced(v_next,
@@ -456,6 +473,12 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             float* cr = w.cr.data() + blk * lanes;
             corr.store_aligned(cr);
             if constexpr (C > 1) {
+                if constexpr (pairs_ok)
+                    if (vals_paired) {
+                        decode_pv<C, DC, float, S>(part + blk * RB * dp, dp, sh.dv, cr, sb, w.vw.data(), sh.dv, n,
+                                                   v_paced);
+                        continue;
+                    }
                 if (v_tile)
                     decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, w.vw.data(), sh.dv, n, v_paced);
                 else
