@@ -126,8 +126,22 @@ struct decode_shape {
     /// takes it (d = DC x lanes, DC = decode_register_batches even).
     template <class S>
     bool keys_in_pair_order() const {
+        return c < lanes && whole_pairs<S>(d);
+    }
+    /// Whether the fp32 value tile (values_in_tile) of a narrow cache is widened in
+    /// isa::widen_pair's order, decode_pv's accumulators moved into it as for a narrow row read in
+    /// place: P V in register blocks (C > 1) over a dv of whole pairs (MQA bf16 at H 16, AVX-512).
+    template <class S>
+    bool values_in_pair_order() const {
+        return c > 1 && values_in_tile(true) && whole_pairs<S>(dv);
+    }
+    /// Whether rows of `width` in S widen in isa::widen_pair's order and are whole pairs of the
+    /// register blocks: DC = decode_register_batches even and width = DC x lanes, as the
+    /// unrolled widening and decode_pv's blocks of DC batches take them.
+    template <class S>
+    bool whole_pairs(std::size_t width) const {
         const std::size_t dc = std::min<std::size_t>(std::min(d, dv) / lanes, 8);
-        return isa::pair_reorders<S> && c < lanes && d == dc * lanes && dc % 2 == 0;
+        return isa::pair_reorders<S> && width == dc * lanes && dc % 2 == 0;
     }
 };
 
@@ -225,10 +239,9 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     [[maybe_unused]] const bool keys_paired = sh.keys_in_pair_order<S>(); // as rearrange_queries
     const bool v_tile = sh.values_in_tile(!std::is_same_v<S, float>);
     if (v_tile) grow(w.vw, decode_tile * sh.dv);
-    // the value tile in bf16's pair order: for P V in register blocks (C > 1) of whole pairs
-    // (DC even, dv = DC x lanes: fp32 rows take all DC batches a block). MQA bf16, H 16, AVX-512.
+    // (pairs_ok: the instantiations that can take the value tile in pair order)
     constexpr bool pairs_ok = isa::pair_reorders<S> && C > 1 && DC % 2 == 0;
-    const bool vals_paired = pairs_ok && v_tile && sh.dv == DC * lanes;
+    const bool vals_paired = sh.values_in_pair_order<S>();
     const std::size_t ks = io.k.data.row_stride, vs = io.v.data.row_stride;
     float* s = w.s.data();
     const std::size_t s_stride = sh.s_floats(); // one block's scores
@@ -281,12 +294,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                 for (std::size_t i = 0; i < MK; ++i) {
                     if constexpr (isa::pair_reorders<S> && DC % 2 == 0) {
                         if (keys_paired) { // in widen_pair's order (the queries permuted to match)
-                            for (std::size_t t = 0; t < DC * lanes; t += 2 * lanes) {
-                                batch lo, hi;
-                                isa::widen_pair(kr[i] + t, lo, hi);
-                                lo.store_unaligned(kw + i * tail + t);
-                                hi.store_unaligned(kw + i * tail + t + lanes);
-                            }
+                            isa::widen_pairs(kr[i], kw + i * tail, DC * lanes);
                             continue;
                         }
                     }
@@ -427,21 +435,14 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         // element is one load from L1 and the cache's rows are streamed once, not walked in
         // strided passes (fp32 read in place: GQA 2 at 256 MiB slower in some runs once P V's
         // passes stopped spilling)
-        // (a bf16 tile whose width is whole pairs of the register blocks, C > 1: widened by pairs
-        // in widen_pair's order, which decode_pv's accumulators take as for a bf16 row in place)
-        if (v_tile) {
-            if (pairs_ok && vals_paired) {
-                for (std::size_t j = 0; j < n; ++j)
-                    for (std::size_t t = 0; t < DC * lanes; t += 2 * lanes) {
-                        batch lo, hi;
-                        isa::widen_pair(v + j * vs + t, lo, hi);
-                        lo.store_aligned(w.vw.data() + j * sh.dv + t);
-                        hi.store_aligned(w.vw.data() + j * sh.dv + t + lanes);
-                    }
-            } else {
-                for (std::size_t j = 0; j < n; ++j) isa::widen(v + j * vs, w.vw.data() + j * sh.dv, sh.dv);
+        // (in widen_pair's order where decode_shape::values_in_pair_order)
+        if (v_tile)
+            for (std::size_t j = 0; j < n; ++j) {
+                if (vals_paired)
+                    isa::widen_pairs(v + j * vs, w.vw.data() + j * sh.dv, sh.dv);
+                else
+                    isa::widen(v + j * vs, w.vw.data() + j * sh.dv, sh.dv);
             }
-        }
         // C > 1: the next tile's value lines paced over every key step of every P V pass (one
         // pass for GQA 8 and MHA: a row's lines a key)
         paced_lines v_paced(v_next,

@@ -461,6 +461,18 @@ constexpr std::size_t pair_element(std::size_t i) {
     }
 }
 
+/// n elements of S (n a multiple of 2 x lanes) widened by widen_pair into dst, each pair stored as
+/// it comes: dst holds pair_element's order (the natural one where !pair_reorders<S>).
+template <class S>
+[[gnu::always_inline]] inline void widen_pairs(const S* src, float* dst, std::size_t n) {
+    for (std::size_t i = 0; i < n; i += 2 * lanes) {
+        batch lo, hi;
+        widen_pair(src + i, lo, hi);
+        lo.store_unaligned(dst + i);
+        hi.store_unaligned(dst + i + lanes);
+    }
+}
+
 template <class S>
 [[gnu::always_inline]] inline void to_pair_order([[maybe_unused]] batch& lo, [[maybe_unused]] batch& hi) {
 #if XSIMD_WITH_AVX2 && !XSIMD_WITH_AVX512F

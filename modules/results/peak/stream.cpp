@@ -20,33 +20,43 @@ namespace attn::peak {
 
 namespace {
 
-/// Reads x[0, n) once (n a multiple of the batch size), each batch feeding Fmas FMAs into as
-/// many accumulators, as four streams side by side, each prefetched 8 KiB ahead into L2 (as the
-/// read probe, read_chains, reads). The accumulators start apart and the multiplier is not 1, so
-/// no two chains are the same computation and none folds into an add; values grow by at most 8
-/// per batch read. One stream left to the hardware prefetchers (this probe before) measured how
-/// far the core's out-of-order window reaches, not where memory and arithmetic stop overlapping:
-/// Intel Xeon VM (family 6 model 207), 2 threads, 1 GiB: 72 / 55 / 47 % of the roofline at 2 / 4
-/// / 8 FLOP/B against 90 / 85 / 82 % prefetched so (the decode core, which prefetches its K and
-/// V streams, reached 80-87 % at 2 and 4 FLOP/B with the old probe's figures at 72 and 55 %).
-template <int Fmas>
-float stream_chains(const float* x, std::size_t n) {
+/// Walks x[0, n) once (n a multiple of the batch size) as four streams side by side, each over
+/// its quarter and each prefetched 8 KiB ahead into L2, calling feed(v, k) with each batch v read
+/// from stream k (the batches past the four quarters from stream 0). A single stream with four
+/// accumulators (the read probe before) read 15-30 % slower than this on a 2-vCPU Zen 4 VM over
+/// 2 x 256 MiB, 2 threads, and slower than the decode core reads its cache (which prefetches 128
+/// rows ahead, from a K and a V stream): up to 129 % of it in the decode preset. What a kernel
+/// can get from memory is what the fastest stream found gets, so both probes read this way.
+template <class Feed>
+[[gnu::always_inline]] inline void prefetched_streams(const float* x, std::size_t n, Feed&& feed) {
     constexpr std::size_t streams = 4, ahead = 8192 / sizeof(float), line = 64 / sizeof(float);
-    batch acc[Fmas];
-    for (int i = 0; i < Fmas; ++i) acc[i] = batch(float(i));
-    const batch a(0.5f);
     const std::size_t per = n / streams / batch::size * batch::size;
     const float* s[streams] = {x, x + per, x + 2 * per, x + 3 * per};
-    auto feed = [&](const batch v) {
-#pragma unroll
-        for (int k = 0; k < Fmas; ++k) acc[k] = fused(v, a, acc[k]);
-    };
     for (std::size_t i = 0; i < per; i += batch::size) {
         if (i % line == 0 && i + ahead < per)
             for (std::size_t k = 0; k < streams; ++k) kernels::isa::prefetch_l2(s[k] + i + ahead);
-        for (std::size_t k = 0; k < streams; ++k) feed(batch::load_aligned(s[k] + i));
+        for (std::size_t k = 0; k < streams; ++k) feed(batch::load_aligned(s[k] + i), k);
     }
-    for (std::size_t i = streams * per; i < n; i += batch::size) feed(batch::load_aligned(x + i));
+    for (std::size_t i = streams * per; i < n; i += batch::size) feed(batch::load_aligned(x + i), std::size_t(0));
+}
+
+/// Reads x[0, n) once (prefetched_streams), each batch feeding Fmas FMAs into as many
+/// accumulators. The accumulators start apart and the multiplier is not 1, so no two chains are
+/// the same computation and none folds into an add; values grow by at most 8 per batch read. One
+/// stream left to the hardware prefetchers (this probe before) measured how far the core's
+/// out-of-order window reaches, not where memory and arithmetic stop overlapping: Intel Xeon VM
+/// (family 6 model 207), 2 threads, 1 GiB: 72 / 55 / 47 % of the roofline at 2 / 4 / 8 FLOP/B
+/// against 90 / 85 / 82 % prefetched so (the decode core, which prefetches its K and V streams,
+/// reached 80-87 % at 2 and 4 FLOP/B with the old probe's figures at 72 and 55 %).
+template <int Fmas>
+float stream_chains(const float* x, std::size_t n) {
+    batch acc[Fmas];
+    for (int i = 0; i < Fmas; ++i) acc[i] = batch(float(i));
+    const batch a(0.5f);
+    prefetched_streams(x, n, [&](const batch v, std::size_t) {
+#pragma unroll
+        for (int k = 0; k < Fmas; ++k) acc[k] = fused(v, a, acc[k]);
+    });
     batch sum = acc[0];
     for (int i = 1; i < Fmas; ++i) sum += acc[i];
     return xsimd::hadd(sum);
@@ -76,24 +86,10 @@ stream_kernel stream_kernel_for(int fmas) {
     }
 }
 
-/// Sums x[0, n) (n a multiple of the batch size) as four streams side by side, each over its
-/// quarter and each prefetched 8 KiB ahead into L2: one add per batch read into four independent
-/// accumulators. A single stream with four accumulators (this probe before) read 15-30 % slower
-/// than this on a 2-vCPU Zen 4 VM over 2 x 256 MiB, 2 threads, and slower than the decode core
-/// reads its cache (which prefetches 128 rows ahead, from a K and a V stream): up to 129 % of it
-/// in the decode preset. What a read-only kernel can get from memory is the fastest read-only
-/// stream, so the probe reads the way the fastest one found does.
+/// Sums x[0, n) (prefetched_streams): one add per batch read, into the stream's own accumulator.
 float read_chains(const float* x, std::size_t n) {
-    constexpr std::size_t streams = 4, ahead = 8192 / sizeof(float), line = 64 / sizeof(float);
-    batch acc[streams] = {batch(0.0f), batch(0.0f), batch(0.0f), batch(0.0f)};
-    const std::size_t per = n / streams / batch::size * batch::size;
-    const float* s[streams] = {x, x + per, x + 2 * per, x + 3 * per};
-    for (std::size_t i = 0; i < per; i += batch::size) {
-        if (i % line == 0 && i + ahead < per)
-            for (std::size_t k = 0; k < streams; ++k) kernels::isa::prefetch_l2(s[k] + i + ahead);
-        for (std::size_t k = 0; k < streams; ++k) acc[k] += batch::load_aligned(s[k] + i);
-    }
-    for (std::size_t i = streams * per; i < n; i += batch::size) acc[0] += batch::load_aligned(x + i);
+    batch acc[4] = {batch(0.0f), batch(0.0f), batch(0.0f), batch(0.0f)};
+    prefetched_streams(x, n, [&](const batch v, std::size_t k) { acc[k] += v; });
     return xsimd::hadd((acc[0] + acc[1]) + (acc[2] + acc[3]));
 }
 
