@@ -201,26 +201,42 @@ TEST_CASE("key split: a function of the key count alone, at most 16 chunks", "[d
     }
 }
 
-TEST_CASE("paced prefetch: after k of S steps floor(k T / S) of the T lines asked for, in order", "[decode][split]") {
-    // requests are prefetches (no observable effect), so the cursor is what is checked:
-    // line_stream's next line, counted in lines from the first row's line. Rows of 3 lines
-    // (192 bytes) packed (T = 3 rows) or 256 bytes apart (T = 4 rows - 1: the gaps' lines too),
-    // from a line's start or 32 bytes into one (one line more: the last row ends mid-line)
-    alignas(64) static char buf[64 * 256 + 64];
+namespace {
+std::vector<const char*> asked; // the lines paced_lines_by<record_request> asked for
+struct record_request {
+    void operator()(const char* line) const { asked.push_back(line); }
+};
+} // namespace
+
+TEST_CASE("paced prefetch: every line asked for once, in order, k / S of them after k of S steps", "[decode][split]") {
+    // Rows of 3 lines (192 bytes) packed (T = 3 rows lines) or 256 bytes apart (T = 4 rows - 1:
+    // the gaps' lines too), from a line's start or 32 bytes into one (one line more: the last
+    // row ends mid-line). Hand bounds: after k steps at least floor(k T / S) lines asked for and
+    // fewer than k T / S + k / 64 + 1 (the cursor's rounding up, at most a byte a step); each
+    // line once, from the first row's; at the end every line, and at most (S - 1) / 64 + 1 past
+    // the last
+    alignas(64) static char buf[64 * 512 + 64];
     for (std::size_t offset : {0, 32})
         for (std::size_t stride : {192, 256})
             for (std::size_t rows : {0, 1, 7, 64})
-                for (std::size_t steps : {1, 5, 64, 128, 200, 256}) {
+                for (std::size_t steps : {1, 5, 64, 128, 200, 256, 1000}) {
                     const attn::kernels::detail::next_rows r{buf + offset, stride, 192, rows};
-                    attn::kernels::detail::paced_lines p(r, steps);
+                    asked.clear();
+                    attn::kernels::detail::paced_lines_by<record_request> p(r, steps);
                     const std::size_t total =
                         rows == 0 ? 0 : (stride == 192 ? 3 * rows : 4 * rows - 1) + (offset ? 1 : 0);
                     INFO("offset " << offset << ", stride " << stride << ", rows " << rows << ", steps " << steps);
                     for (std::size_t k = 1; k <= steps; ++k) {
                         p.step();
-                        REQUIRE(std::size_t(p.s.p - (rows ? buf : p.s.p)) / 64 == k * total / steps);
+                        const std::size_t n = asked.size();
+                        REQUIRE(n >= k * total / steps);
+                        REQUIRE(double(n) < double(k * total) / double(steps) + double(k) / 64 + 1);
                     }
-                    CHECK(p.s.lines() == 0);
+                    for (std::size_t i = 0; i < asked.size(); ++i) // line i is the i-th asked for
+                        REQUIRE(asked[i] == buf + 64 * i);
+                    CHECK(asked.size() >= total);
+                    CHECK(asked.size() <= total + (steps - 1) / 64 + 1);
+                    if (!total) CHECK(asked.empty());
                 }
 }
 
