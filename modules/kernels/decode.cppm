@@ -20,9 +20,9 @@
 //    next K and V tiles together exceed it), across chunk boundaries, their lines requested evenly
 //    over the tile's work (paced_lines, line_stream): a burst of requests fills the core's miss
 //    buffers and leaves them idle for the rest. Value lines go over every key step of every P V
-//    pass; key lines over every chunk step of the scores where 1 < C <= 4, MK rows at a time
-//    otherwise (GQA 8, MHA: few chunk steps a key; heads in the lanes: spread measured no
-//    better). Items go to threads in contiguous runs (guided schedule), so a thread's next item
+//    pass; key lines over every chunk step of the scores where 1 < C < lanes, MK rows at a time
+//    otherwise (MHA: one chunk step a key; heads in the lanes: spread measured no better).
+//    Items go to threads in contiguous runs (guided schedule), so a thread's next item
 //    continues the keys it streams.
 //  - Determinism: keys are split into chunks that depend on n_kv only; each chunk leaves
 //    (max m, sum l, unnormalised acc) per head and a final pass combines them in chunk order,
@@ -271,14 +271,16 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         // ms a step; the key lines spread over the scores' steps as well measured no better than
         // in bursts of MK rows, 31 ms)
         line_stream v_lines(v_next);
-        // 1 < C <= 4 (GQA 2, GQA 4, MQA at H 16 on AVX-512): the next tile's key lines paced
-        // over every chunk step of the score passes (paced_lines), not asked for MK rows at a
-        // time; their value lines likewise over every key step of every P V pass, not all in the
-        // first. Pairs at 0.5-1 GiB caches, 2 threads: MQA f32 0.78-0.84x the time, bf16 0.87x
-        // (batch 8), GQA 2 f32 0.87x, bf16 0.86x; with C = 8 (GQA 8, 8 chunk steps for MK keys)
-        // paced key lines were 1.02-1.03x, so there the bursts stay
+        // 1 < C < lanes (GQA 2, 4 and 8, MQA at H 16 on AVX-512): the next tile's key lines
+        // paced over every chunk step of the score passes (paced_lines), not asked for MK rows
+        // at a time; their value lines likewise over every key step of every P V pass, not all
+        // in the first. Pairs at 0.5-1 GiB caches, 2 threads: MQA f32 0.78-0.84x the time, bf16
+        // 0.87x (batch 8), GQA 2 f32 0.87x, bf16 0.86x; GQA 8 (C = 8: 8 chunk steps for MK keys)
+        // 1.02-1.03x with the Bresenham cursor, 0.92-0.97x with the two-pointer one (bf16, f16,
+        // f32); MHA (C = lanes) paced one step a key measured level (in cache 1.006-1.017x, out
+        // 0.977-0.985x, minima either way)
         constexpr std::size_t HK = isa::vector_registers >= 32 ? MK : MK / 2;
-        constexpr bool pace_keys = C > 1 && C <= 4;
+        constexpr bool pace_keys = C > 1 && C < lanes;
         // otherwise MK rows' lines at each group of MK keys (the same cursor, one step a group)
         paced_lines k_lines(k_next, pace_keys ? (n + MK - 1) / MK * (sh.blocks / 2 * (MK / HK) + sh.blocks % 2) * nch
                                               : (n + MK - 1) / MK);
