@@ -240,6 +240,36 @@ TEST_CASE("paced prefetch: every line asked for once, in order, k / S of them af
                 }
 }
 
+TEST_CASE("heads in the lanes: P V steps the value lines' cursor pv_heads_steps times", "[decode][split]") {
+    using attn::kernels::lanes;
+    using attn::kernels::detail::heads_blocking;
+    using attn::kernels::detail::pv_heads_steps;
+    // hand count: one step a pair of keys a pass, ceil(d / TB) passes a pair of blocks or a lone one
+    constexpr std::size_t t2 = heads_blocking<2>::TB, t1 = heads_blocking<1>::TB;
+    CHECK(pv_heads_steps(2, 64, 64) == (64 + t2 - 1) / t2 * 32);
+    CHECK(pv_heads_steps(3, 512, 63) == ((512 + t2 - 1) / t2 + (512 + t1 - 1) / t1) * 31);
+    // decode_pv_heads itself, with a cursor that records: over L >= T lines (a line or more a
+    // step), T steps ask for exactly ceil(T delta / 64) lines, delta = ceil(64 L / T); one step
+    // more or fewer asks for at least one line more or fewer
+    alignas(64) static char rows[64 * 4096];
+    for (std::size_t blocks : {1, 2, 3})
+        for (std::size_t d : {16, 64, 100, 512})
+            for (std::size_t n : {1, 63, 64}) {
+                const std::size_t t = pv_heads_steps(blocks, d, n), dp = (d + lanes - 1) / lanes * lanes;
+                const std::size_t l = t + 5, delta = (64 * l + t - 1) / std::max<std::size_t>(t, 1);
+                INFO("blocks " << blocks << ", d " << d << ", n " << n);
+                // (aligned: the accumulators, weights and rescales are loaded as whole batches)
+                attn::kernels::aligned_vector<float> out(blocks * lanes * dp, 0.0f), corr(blocks * lanes, 1.0f);
+                attn::kernels::aligned_vector<float> sc(blocks * n * lanes, 0.5f), v(n * d, 1.0f);
+                asked.clear();
+                attn::kernels::detail::paced_lines_by<record_request> cursor({rows, 64, 64, l}, t);
+                attn::kernels::detail::decode_pv_heads(out.data(), lanes * dp, blocks, d, corr.data(), sc.data(),
+                                                       n * lanes, v.data(), d, n, cursor);
+                CHECK(asked.size() == (t ? (t * delta + 63) / 64 : 0));
+                CHECK(out[0] == Approx(0.5 * double(n))); // head 0, dim 0: n weights of 0.5 times 1
+            }
+}
+
 TEST_CASE("decode_pv's passes over a tile: register blocks of heads and batches", "[decode][split]") {
     using attn::kernels::lanes;
     using attn::kernels::detail::pv_blocking;

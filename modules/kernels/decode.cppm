@@ -18,7 +18,7 @@
 //    broadcast is one load from L1 and the cache is streamed, not walked once per pass.
 //  - Overlap: the rows decode_prefetch keys ahead are prefetched into L2 (not L1: the current and
 //    next K and V tiles together exceed it), across chunk boundaries, their lines requested evenly
-//    over the tile's work (paced_lines, line_stream): a burst of requests fills the core's miss
+//    over the tile's work (paced_lines): a burst of requests fills the core's miss
 //    buffers and leaves them idle for the rest. Value lines go over every key step of every P V
 //    pass; key lines over every chunk step of the scores where 1 < C < lanes, MK rows at a time
 //    otherwise (MHA: one chunk step a key; heads in the lanes: spread measured no better).
@@ -266,11 +266,12 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                              x.data.dim * sizeof(S), n_next};
         };
         const next_rows k_next = ahead(io.k), v_next = ahead(io.v);
-        // heads in the lanes: the next tile's value lines requested one per key of each P V pass
-        // (line_stream), not a row's lines at once (MQA f32 at L = 512k, 2 threads: 30-33 -> 27-28
-        // ms a step; the key lines spread over the scores' steps as well measured no better than
-        // in bursts of MK rows, 31 ms)
-        line_stream v_lines(v_next);
+        // heads in the lanes: the next tile's value lines paced over every pair of keys of every
+        // P V pass (pv_heads_steps), not a row's lines at once (MQA f32 at L = 512k, 2 threads:
+        // 30-33 -> 27-28 ms a step; the key lines spread over the scores' steps as well measured
+        // no better than in bursts of MK rows, 31 ms). One line a pair of keys, as this asked
+        // before, left lines unasked where the passes are fewer than a tile's lines need.
+        paced_lines v_lines(C == 1 ? v_next : next_rows{}, C == 1 ? pv_heads_steps(sh.blocks, sh.dv, n) : 1);
         // 1 < C < lanes (GQA 2, 4 and 8, MQA at H 16 on AVX-512): the next tile's key lines
         // paced over every chunk step of the score passes (paced_lines), not asked for MK rows
         // at a time; their value lines likewise over every key step of every P V pass, not all

@@ -62,32 +62,16 @@ struct next_rows {
     std::size_t stride = 0, bytes = 0, n = 0;
 };
 
-/// The lines of next_rows requested one at a time, in address order: a cursor over the span from
-/// the first row's line to the last row's end, so that a loop calling next() once per step
-/// spreads the rows' requests over its work instead of asking for a row's lines at once. One
-/// compare, one prefetch and one add a request: the (row, line) cursor this replaces took ~14
-/// scalar instructions a request, as many as the 8 FMAs of the score step it was paced over
-/// (GQA 2, fp32). Rows with a gap between them (MLA's values, a view of the latent rows' first
-/// d_c dims) get the gap's lines too: there they are the key rows' own lines, asked for anyway.
-struct line_stream {
-    const char* p = nullptr;   ///< the next line to ask for
-    const char* end = nullptr; ///< one past the last row's last byte
-    inline explicit line_stream(const next_rows& r) {
+/// The lines next_rows covers: from the first row's line to the last row's end. Rows with a gap
+/// between them (MLA's values, a view of the latent rows' first d_c dims) get the gap's lines
+/// too: there they are the key rows' own lines, asked for anyway.
+struct line_span {
+    const char* first = nullptr; ///< the first row's line
+    std::size_t lines = 0;
+    inline explicit line_span(const next_rows& r) {
         if (r.n) {
-            p = r.at - reinterpret_cast<std::uintptr_t>(r.at) % 64;
-            end = r.at + (r.n - 1) * r.stride + r.bytes;
-        }
-    }
-    /// lines left to ask for
-    inline std::size_t lines() const { return p < end ? std::size_t(end - p + 63) / 64 : 0; }
-    // always inlined, like paced_lines::step: they are called once per key inside loops that
-    // keep their accumulators in vector registers, and a call there makes the caller spill
-    // every one (a member function defined in its class is not implicitly inline in a named
-    // module: `inline` is spelled out, or importers get a call)
-    [[gnu::always_inline]] inline void next() {
-        if (p < end) {
-            isa::prefetch_l2(p);
-            p += 64;
+            first = r.at - reinterpret_cast<std::uintptr_t>(r.at) % 64;
+            lines = std::size_t(r.at + (r.n - 1) * r.stride + r.bytes - first + 63) / 64;
         }
     }
 };
@@ -99,7 +83,7 @@ struct line_stream {
 /// after k steps, and at most (steps - 1) / 64 + 1 lines past the rows' end (rows that come
 /// next in the cache, or nothing: a prefetch never faults). Three registers and 3-6
 /// instructions a step: the Bresenham cursor it replaces (whole and fractional lines a step,
-/// a carry, the line_stream's bound) kept six, which the score loop's eight key pointers pushed
+/// a carry, the bound of the lines) kept six, which the score loop's eight key pointers pushed
 /// to the stack, ~12 instructions a step (in cache, 1 thread, with no pacing at all: MQA fp32
 /// 0.85x, GQA 2 fp32 0.74x, GQA 4 bf16 0.85x the time). A cursor asking for the lines from
 /// itself every step (no branch) asked for each line twice where a step is half a line (MQA
@@ -111,13 +95,16 @@ struct paced_lines_by {
     const char* a = nullptr;  ///< the next line to ask for
     std::ptrdiff_t delta = 0; ///< bytes the cursor moves a step
     inline paced_lines_by(const next_rows& r, std::size_t steps) {
-        const line_stream s(r);
-        const std::size_t lines = s.lines(), t = steps ? steps : 1;
-        if (!lines) return;
-        p = a = s.p;
-        delta = std::ptrdiff_t((64 * lines + t - 1) / t);
+        const line_span s(r);
+        const std::size_t t = steps ? steps : 1;
+        if (!s.lines) return;
+        p = a = s.first;
+        delta = std::ptrdiff_t((64 * s.lines + t - 1) / t);
     }
-    // always inlined, like line_stream::next
+    // always inlined: called once per key or chunk step inside loops that keep their
+    // accumulators in vector registers, where a call makes the caller spill every one (a
+    // member function defined in its class is not implicitly inline in a named module:
+    // `inline` is spelled out, or importers get a call)
     [[gnu::always_inline]] inline void step() {
         p += delta;
         for (; a < p; a += 64) Ask{}(a);
@@ -325,10 +312,10 @@ template <std::size_t K, std::size_t C>
 /// block b's outputs are dim-major at out + b * out_stride ([d][lanes]: one accumulator is one
 /// output dim of the block's heads), its weights of key j one vector at s + b * s_stride + j *
 /// lanes, its running-max rescale cr[b]. Each value element is broadcast once for the NB blocks.
-template <std::size_t NB, std::size_t TB>
+template <std::size_t NB, std::size_t TB, class Lines>
 [[gnu::always_inline]] inline void pv_heads_pass(float* out, std::size_t out_stride, std::size_t t0, const batch* cr,
                                                  const float* s, std::size_t s_stride, const float* v, std::size_t vs,
-                                                 std::size_t n, line_stream& v_next) {
+                                                 std::size_t n, Lines& v_next) {
     batch a[NB][TB];
     for (std::size_t b = 0; b < NB; ++b)
         for (std::size_t i = 0; i < TB; ++i)
@@ -342,12 +329,11 @@ template <std::size_t NB, std::size_t TB>
             for (std::size_t b = 0; b < NB; ++b) a[b][i] = isa::fused(pj[b], x, a[b][i]);
         }
     };
-    // two keys an iteration, one next-tile line requested per pair: a pass over a tile of 64 keys
-    // requests 32 of the next tile's lines, and a tile's d / TB passes at least the 4 lines a row
-    // of 64 fp32 dims needs (NB = 1 at d_head 64: 8 passes, 256 lines, exactly)
+    // two keys an iteration, one step of the next tile's value lines per pair (pv_heads_steps
+    // counts them: the lines go evenly over all the passes, however many the width makes)
     std::size_t j = 0;
     for (; j + 2 <= n; j += 2) {
-        v_next.next();
+        v_next.step();
         key(j);
         key(j + 1);
     }
@@ -358,10 +344,9 @@ template <std::size_t NB, std::size_t TB>
 
 /// The last d % TB dims: one pass of exactly `rest` (< TB) dims, so every pass keeps its
 /// accumulators in registers for the whole tile.
-template <std::size_t NB, std::size_t R>
+template <std::size_t NB, std::size_t R, class Lines>
 void pv_heads_rest(std::size_t rest, float* out, std::size_t out_stride, std::size_t t0, const batch* cr,
-                   const float* s, std::size_t s_stride, const float* v, std::size_t vs, std::size_t n,
-                   line_stream& v_next) {
+                   const float* s, std::size_t s_stride, const float* v, std::size_t vs, std::size_t n, Lines& v_next) {
     if constexpr (R > 0) {
         if (rest == R)
             pv_heads_pass<NB, R>(out, out_stride, t0, cr, s, s_stride, v, vs, n, v_next);
@@ -370,9 +355,9 @@ void pv_heads_rest(std::size_t rest, float* out, std::size_t out_stride, std::si
     }
 }
 
-template <std::size_t NB>
+template <std::size_t NB, class Lines>
 void pv_heads_blocks(float* out, std::size_t out_stride, std::size_t d, const float* corr, const float* s,
-                     std::size_t s_stride, const float* v, std::size_t vs, std::size_t n, line_stream& v_next) {
+                     std::size_t s_stride, const float* v, std::size_t vs, std::size_t n, Lines& v_next) {
     constexpr std::size_t TB = heads_blocking<NB>::TB;
     batch cr[NB];
     for (std::size_t b = 0; b < NB; ++b) cr[b] = batch::load_aligned(corr + b * lanes);
@@ -381,16 +366,26 @@ void pv_heads_blocks(float* out, std::size_t out_stride, std::size_t d, const fl
     if (t0 < d) pv_heads_rest<NB, TB - 1>(d - t0, out, out_stride, t0, cr, s, s_stride, v, vs, n, v_next);
 }
 
+/// The steps of the next tile's value lines decode_pv_heads takes over n keys of `blocks`
+/// blocks at value width d: one a pair of keys in each pass, ceil(d / TB) passes a pair of
+/// blocks (TB of heads_blocking<2>), and of a block left alone (heads_blocking<1>).
+inline std::size_t pv_heads_steps(std::size_t blocks, std::size_t d, std::size_t n) {
+    const std::size_t t2 = heads_blocking<2>::TB, t1 = heads_blocking<1>::TB;
+    return (blocks / 2 * ((d + t2 - 1) / t2) + blocks % 2 * ((d + t1 - 1) / t1)) * (n / 2);
+}
+
 /// The P V update with the heads in the lanes (C = 1: R >= lanes query heads share the key/value
 /// head, MQA and MLA's absorbed form), for `blocks` blocks of `lanes` heads: block b's outputs
 /// dim-major at out + b * out_stride, its weights (score group j = key j, one lane per head) at
 /// s + b * s_stride, its rescale per head at corr + b * lanes. Per key, each value element is
 /// broadcast once and multiplies the weights of two blocks (heads_blocking): one FMA per element
 /// of v_j and head block, whatever d is (MLA's d_c = 512: a runtime loop of register passes).
-/// v is the value tile in fp32 (decode_item copies, or widens, the cache's tile into it).
-inline void decode_pv_heads(float* out, std::size_t out_stride, std::size_t blocks, std::size_t d, const float* corr,
-                            const float* s, std::size_t s_stride, const float* v, std::size_t vs, std::size_t n,
-                            line_stream& v_next) {
+/// v is the value tile in fp32 (decode_item copies, or widens, the cache's tile into it); v_next
+/// the next tile's value lines (paced_lines over pv_heads_steps; the tests count with another).
+template <class Lines>
+void decode_pv_heads(float* out, std::size_t out_stride, std::size_t blocks, std::size_t d, const float* corr,
+                     const float* s, std::size_t s_stride, const float* v, std::size_t vs, std::size_t n,
+                     Lines& v_next) {
     for (std::size_t blk = 0; blk < blocks; blk += 2) {
         float* o = out + blk * out_stride;
         if (blk + 2 <= blocks)
