@@ -266,12 +266,6 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                              x.data.dim * sizeof(S), n_next};
         };
         const next_rows k_next = ahead(io.k), v_next = ahead(io.v);
-        // heads in the lanes: the next tile's value lines paced over every pair of keys of every
-        // P V pass (pv_heads_steps), not a row's lines at once (MQA f32 at L = 512k, 2 threads:
-        // 30-33 -> 27-28 ms a step; the key lines spread over the scores' steps as well measured
-        // no better than in bursts of MK rows, 31 ms). One line a pair of keys, as this asked
-        // before, left lines unasked where the passes are fewer than a tile's lines need.
-        paced_lines v_lines(C == 1 ? v_next : next_rows{}, C == 1 ? pv_heads_steps(sh.blocks, sh.dv, n) : 1);
         // 1 < C < lanes (GQA 2, 4 and 8, MQA at H 16 on AVX-512): the next tile's key lines
         // paced over every chunk step of the score passes (paced_lines), not asked for MK rows
         // at a time; their value lines likewise over every key step of every P V pass, not all
@@ -379,8 +373,12 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                     if constexpr (C < lanes) {
                         // two chains a key where the chunks are many (C <= 4: 16 or more
                         // a key at d_head 64) and the registers hold them: GQA 2 fp32 and GQA 4
-                        // bf16 in cache 0.98x (3 of 3); GQA 8 (8 chunks) 1.02x, not taken
-                        if constexpr (C <= 4 && isa::vector_registers >= 32)
+                        // bf16 in cache 0.98x (3 of 3); GQA 8 (8 chunks) 1.02x, not taken. Not
+                        // for int8 at C = 2: there clang keeps one of the 16 accumulators on the
+                        // stack (stored and reloaded every chunk step), and GQA 2 int8 ran
+                        // 1.37x slower at 2 threads after an unrelated change moved the stack
+                        // slot; one chain a key: 0.92x the time before that change (3 of 3)
+                        if constexpr (C <= 4 && isa::vector_registers >= 32 && !(scaled && C == 2))
                             score_block_split<MK, C>(qa, kf, nch, acc, pace_keys ? &k_lines : nullptr);
                         else
                             score_heads<1, MK, C>(qa, 0, kf, nch, acc, pace_keys ? &k_lines : nullptr);
@@ -489,9 +487,19 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                     decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, v_paced);
             }
         }
-        if constexpr (C == 1) // heads in the lanes, every block's outputs dim-major, blocks in pairs
+        if constexpr (C == 1) { // heads in the lanes, every block's outputs dim-major, blocks in pairs
+            // the next tile's value lines paced over every pair of keys of every P V pass
+            // (pv_heads_steps), not a row's lines at once (MQA f32 at L = 512k, 2 threads: 30-33
+            // -> 27-28 ms a step; the key lines spread over the scores' steps as well measured no
+            // better than in bursts of MK rows, 31 ms). One line a pair of keys, as this asked
+            // before, left lines unasked where the passes are fewer than a tile's lines need.
+            // (Declared here, not with the other cursors: an unused one there for C = 2 moved
+            // int8's score registers so that one accumulator went through the stack every
+            // chunk step, 1.36x the time of GQA 2 int8 at 2 threads.)
+            paced_lines v_lines(v_next, pv_heads_steps(sh.blocks, sh.dv, n));
             decode_pv_heads(part, lanes * dp, sh.blocks, sh.dv, w.cr.data(), s, s_stride, w.vw.data(), sh.dv, n,
                             v_lines);
+        }
     }
     float* m_out = part + sh.rows * dp;
     float* l_out = m_out + sh.rows;
