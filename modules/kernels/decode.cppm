@@ -376,8 +376,9 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         // bf16 in cache 0.98x (3 of 3); GQA 8 (8 chunks) 1.02x, not taken. Not
                         // for int8 at C = 2: there clang keeps one of the 16 accumulators on the
                         // stack (stored and reloaded every chunk step), and GQA 2 int8 ran
-                        // 1.37x slower at 2 threads after an unrelated change moved the stack
-                        // slot; one chain a key: 0.92x the time before that change (3 of 3)
+                        // 1.37x slower at 2 threads once an unrelated change had moved that
+                        // slot (same loop, perf's samples beside the spill 5 -> 22 %); one
+                        // chain a key: 0.92x the time before that change (3 of 3)
                         if constexpr (C <= 4 && isa::vector_registers >= 32 && !(scaled && C == 2))
                             score_block_split<MK, C>(qa, kf, nch, acc, pace_keys ? &k_lines : nullptr);
                         else
@@ -493,9 +494,6 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             // -> 27-28 ms a step; the key lines spread over the scores' steps as well measured no
             // better than in bursts of MK rows, 31 ms). One line a pair of keys, as this asked
             // before, left lines unasked where the passes are fewer than a tile's lines need.
-            // (Declared here, not with the other cursors: an unused one there for C = 2 moved
-            // int8's score registers so that one accumulator went through the stack every
-            // chunk step, 1.36x the time of GQA 2 int8 at 2 threads.)
             paced_lines v_lines(v_next, pv_heads_steps(sh.blocks, sh.dv, n));
             decode_pv_heads(part, lanes * dp, sh.blocks, sh.dv, w.cr.data(), s, s_stride, w.vw.data(), sh.dv, n,
                             v_lines);

@@ -91,15 +91,17 @@ struct line_span {
 /// (isa::prefetch_l2; the tests record).
 template <class Ask>
 struct paced_lines_by {
-    const char* p = nullptr;  ///< the cursor: lines below it have been asked for
-    const char* a = nullptr;  ///< the next line to ask for
-    std::ptrdiff_t delta = 0; ///< bytes the cursor moves a step
+    // addresses, not pointers: the cursor may run past the rows' allocation (a prefetch there is
+    // harmless; pointer arithmetic there would not be)
+    std::uintptr_t p = 0;     ///< the cursor: lines below it have been asked for
+    std::uintptr_t a = 0;     ///< the next line to ask for
+    std::uintptr_t delta = 0; ///< bytes the cursor moves a step
     inline paced_lines_by(const next_rows& r, std::size_t steps) {
         const line_span s(r);
         const std::size_t t = steps ? steps : 1;
         if (!s.lines) return;
-        p = a = s.first;
-        delta = std::ptrdiff_t((64 * s.lines + t - 1) / t);
+        p = a = reinterpret_cast<std::uintptr_t>(s.first);
+        delta = (64 * s.lines + t - 1) / t;
     }
     // always inlined: called once per key or chunk step inside loops that keep their
     // accumulators in vector registers, where a call makes the caller spill every one (a
@@ -107,7 +109,7 @@ struct paced_lines_by {
     // `inline` is spelled out, or importers get a call)
     [[gnu::always_inline]] inline void step() {
         p += delta;
-        for (; a < p; a += 64) Ask{}(a);
+        for (; a < p; a += 64) Ask{}(reinterpret_cast<const char*>(a));
     }
 };
 
