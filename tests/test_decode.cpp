@@ -209,7 +209,7 @@ struct record_request {
 } // namespace
 
 TEST_CASE("paced prefetch: every line asked for once, in order, k / S of them after k of S steps", "[decode][split]") {
-    // Rows of 3 lines (192 bytes) packed (T = 3 rows lines) or 256 bytes apart (T = 4 rows - 1:
+    // Rows of 3 lines (192 bytes) packed (T = 3 x rows lines) or 256 bytes apart (T = 4 rows - 1:
     // the gaps' lines too), from a line's start or 32 bytes into one (one line more: the last
     // row ends mid-line). Hand bounds: after k steps at least floor(k T / S) lines asked for and
     // fewer than k T / S + k / 64 + 1 (the cursor's rounding up, at most a byte a step); each
