@@ -76,6 +76,154 @@ TEMPLATE_TEST_CASE("a narrow cache: the decode core across the key split", "[dec
     }
 }
 
+// ---- an int8 cache in integer products (AVX512-VNNI): the fixed point and its charge -----------
+
+namespace {
+using int8_dots = attn::kernels::isa::int8_dots<std::int8_t>;
+
+/// The checks below on D = int8_dots where the build has AVX512-VNNI (a template: elsewhere
+/// D's pieces do not exist).
+template <class D>
+void check_int8_scores() {
+    using dots = D;
+    {
+        for (const std::size_t d : {32, 64, 128}) {
+            alignas(64) float q[128];
+            std::int8_t k[128];
+            for (std::size_t t = 0; t < d; ++t) {
+                q[t] = float(std::sin(0.37 * double(t) + 1.0)) * (t == 5 ? 40.0f : 1.0f); // one large element
+                k[t] = std::int8_t(int((t * 37) % 255) - 127);
+            }
+            const auto qq = dots::quantize(q, d);
+            std::int16_t q16[128];
+            std::memcpy(q16, &qq.q, sizeof q16);
+            double qmax = 0;
+            for (std::size_t t = 0; t < d; ++t) qmax = std::max(qmax, double(std::abs(q[t])));
+            CHECK(double(qq.scale) * dots::top(d) == Approx(qmax).epsilon(1e-6));
+            std::int64_t want = 0; // the exact integer dot product
+            for (std::size_t t = 0; t < d; ++t) {
+                INFO("d " << d << " dim " << t);
+                CHECK(std::abs(double(q16[t]) * qq.scale - q[t]) <= 0.51 * qmax / dots::top(d));
+                want += std::int64_t(q16[t]) * k[t];
+            }
+            alignas(64) float lanes_out[16];
+            attn::kernels::batch sum = d == 32   ? dots::template score<1>(k, qq)
+                                       : d == 64 ? dots::template score<2>(k, qq)
+                                                 : dots::template score<4>(k, qq);
+            sum.store_aligned(lanes_out);
+            double got = 0;
+            for (const float x : lanes_out) got += x; // each lane exact (|sum| < 2^24 here)
+            CHECK(got == double(want));
+        }
+    }
+}
+
+template <class D>
+void check_int8_pv() {
+    using dots = D;
+    {
+        for (const std::size_t d : {64, 128})
+            for (const std::size_t n : {1, 3, 4, 17, 64}) {
+                const std::size_t vs = d + 8; // rows with a gap, as a cache's heads interleave
+                std::vector<std::int8_t> v(n * vs);
+                for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::int8_t(int((i * 53 + 7) % 255) - 127);
+                alignas(64) float s[64] = {}; // weights, keys past n weigh 0
+                for (std::size_t j = 0; j < n; ++j)
+                    s[j] = j % 5 == 3 ? 0.0f : float(0.1 + 0.9 * std::abs(std::cos(double(j))));
+                std::vector<float> out(d);
+                for (std::size_t t = 0; t < d; ++t) out[t] = float(t % 7) - 3.0f;
+                const std::vector<float> before = out;
+                const float corr = 0.75f;
+                attn::kernels::detail::paced_lines none({}, 1); // no lines to ask for
+                attn::kernels::detail::decode_pv_i8<dots>(out.data(), d, corr, s, v.data(), vs, n, none);
+                double w = 0;
+                for (std::size_t j = 0; j < n; ++j) w = std::max(w, double(s[j]));
+                for (std::size_t t = 0; t < d; ++t) {
+                    double want = double(before[t]) * corr, mag = std::abs(want), ints = 0;
+                    for (std::size_t j = 0; j < n; ++j) {
+                        want += double(s[j]) * v[j * vs + t];
+                        mag += double(s[j]) * std::abs(v[j * vs + t]);
+                        ints += std::abs(v[j * vs + t]);
+                    }
+                    INFO("d " << d << " n " << n << " dim " << t);
+                    // the fixed point's half step a weight, and fp32's roundings of the sums
+                    CHECK(std::abs(out[t] - want) <= 0.51 * w / dots::weight_top * ints + 1e-6 * mag);
+                }
+            }
+    }
+}
+
+} // namespace
+
+TEST_CASE("int8 dots: the query's fixed point, and a score exact in integers", "[decode][kv][int8dots]") {
+    if constexpr (int8_dots::available)
+        check_int8_scores<int8_dots>();
+    else
+        SUCCEED("this build has no AVX512-VNNI: the int8 core computes in fp32");
+}
+
+TEST_CASE("int8 dots: P V in byte planes against fp64, every dim in its place", "[decode][kv][int8dots]") {
+    if constexpr (int8_dots::available)
+        check_int8_pv<int8_dots>();
+    else
+        SUCCEED("this build has no AVX512-VNNI: the int8 core computes in fp32");
+}
+
+TEST_CASE("the fixed point's charges, by hand", "[decode][kv][int8dots]") {
+    // one head, two keys, d 2: the queries' charge scale 0.51 max|q| / top max_j sum|k_j| into
+    // expm1(2 x that) (P|V|); the weights' 0.51 max_j P_j s_j / top (1 + 2^-10) sum_j |v_j| / s_j
+    attn::problem p = attn::mha(2, 1, 2);
+    p.n_q = 1;
+    attn::check::inputs in;
+    in.q = {1.0f, -4.0f};
+    in.k = {1.0f, 2.0f, 3.0f, -1.0f};
+    in.v = {2.0f, 0.5f, -3.0f, 1.0f};
+    attn::check::expectation e;
+    e.ref.assign(2, 0.0);
+    const std::vector<double> pv = {1.0, 2.0};
+    attn::check::charge_fixed_queries(e, p, in, pv, 100);
+    const double delta = p.softmax_scale() * (1 + 0x1.0p-24) * 0.51 * 4.0 / 100 * 4.0; // max|q| 4, max sum|k| 4
+    CHECK(e.store[0] == Approx(std::expm1(2 * delta) * 1.0).epsilon(1e-12));
+    CHECK(e.store[1] == Approx(std::expm1(2 * delta) * 2.0).epsilon(1e-12));
+    // weights: q . k_j = 1*1 - 4*2 = -7 and 1*3 + 4 = 7, scale 1/sqrt(2): P = (1, e^{14/sqrt 2}) / sum
+    attn::check::expectation f;
+    f.ref.assign(2, 0.0);
+    const std::vector<float> scales = {0.5f, 0.25f};
+    attn::check::charge_fixed_weights(f, p, in, scales, 100);
+    const double x = 14.0 / std::sqrt(2.0), p1 = 1.0 / (1.0 + std::exp(-x)), p0 = 1.0 - p1;
+    const double w = std::max(p0 * 0.5, p1 * 0.25);
+    CHECK(f.store[0] == Approx(0.51 * w * (1 + 0x1.0p-10) / 100 * (2.0 / 0.5 + 3.0 / 0.25)).epsilon(1e-9));
+    CHECK(f.store[1] == Approx(0.51 * w * (1 + 0x1.0p-10) / 100 * (0.5 / 0.5 + 1.0 / 0.25)).epsilon(1e-9));
+    CHECK_THROWS_WITH(attn::check::charge_fixed_weights(f, p, in, std::vector<float>{0.5f}, 100),
+                      Catch::Contains("1 given, 2 rows"));
+}
+
+TEST_CASE("an int8 cache in integer products: which shapes, and the charged check at large magnitudes",
+          "[decode][kv][int8dots]") {
+    using dots = int8_dots;
+    const problem mha64 = attn::decode_problem(attn::mha(256, 4, 1), 1000),
+                  gqa64 = attn::decode_problem(attn::gqa(512, 8, 2, 1), 1000),
+                  mha16 = attn::decode_problem(attn::mha(64, 4, 1), 1000);
+    const auto fp = attn::kernels::decode_int8_fixed_point(mha64);
+    if constexpr (dots::available) {
+        CHECK(fp.query_top == 32767); // min(32767, 2^31 / (128 x 64))
+        CHECK(fp.weight_top == 65535);
+    } else {
+        CHECK(fp.query_top == 0);
+    }
+    CHECK(attn::kernels::decode_int8_fixed_point(gqa64).query_top == 0); // 4 heads a key/value head: fp32
+    CHECK(attn::kernels::decode_int8_fixed_point(mha16).query_top == 0); // d_head 16: fp32
+    // scores up to ~magnitude^2 sqrt(d): a peaked softmax and queries with one large element
+    for (const double magnitude : {1.0, 4.0, 16.0}) {
+        attn::run_options opt;
+        opt.threads = 2;
+        const auto r =
+            attn::check_decode_core<std::int8_t>(attn::find_variant("parallel"), {mha64, false}, opt, 5, magnitude);
+        INFO("magnitude " << magnitude << ": err/bound " << r.same.ratio);
+        CHECK(r.same.pass);
+    }
+}
+
 namespace {
 
 /// `simd` with its kv core for S replaced by `core` (the real one, given a changed problem or views).

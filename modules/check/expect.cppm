@@ -43,6 +43,7 @@ module;
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -173,19 +174,98 @@ inline void charge_rounded_queries(expectation& e, const problem& p, const input
             }
 }
 
-/// What variant `var` rounds to a 16-bit format on core problem p (mode m, storage t: decode's
-/// the cache's), charged on e: the stored weights (charge_stored_weights) and, in decode, the
-/// rounded queries (charge_rounded_queries). `in` as expect() takes it (decode: the cache's values).
-inline void charge_roundings(expectation& e, const variant& var, const problem& p, mode m, dtype t, const inputs& in) {
+/// A decode core whose queries are in fixed point (half_roundings::query_top): each element of
+/// query row i off by at most c_i = 0.51 max_t |q_it| / top, so each score by at most scale c_i
+/// sum_t |k_jt| (the scale multiplied in before), every weight by a factor within exp(+-2
+/// Delta_i), Delta_i the largest over the row's keys, and the output element (i, t) by
+/// (exp(2 Delta_i) - 1) (P|V|)_it, as charge_rounded_queries. Adds that to e.store.
+inline void charge_fixed_queries(expectation& e, const problem& p, const inputs& in, const std::vector<double>& pv,
+                                 std::int32_t top) {
+    const std::size_t dk = p.qk_dim(), dv = p.v_dim(), gs = p.heads / p.kv_heads;
+    const double scale = p.softmax_scale() * (1 + 0x1.0p-24);
+    const auto q = detail::widen(in.q), k = detail::widen(in.k);
+    e.store.resize(e.ref.size(), 0.0);
+    for (std::size_t b = 0; b < p.batch; ++b)
+        for (std::size_t i = 0; i < p.n_q; ++i)
+            for (std::size_t h = 0; h < p.heads; ++h) {
+                const double* qr = q.data() + ((b * p.n_q + i) * p.heads + h) * dk;
+                double qmax = 0;
+                for (std::size_t t = 0; t < dk; ++t) qmax = std::max(qmax, std::abs(qr[t]));
+                double ksum = 0;
+                for (std::size_t j = 0; j < p.n_kv; ++j) {
+                    const double* kr = k.data() + ((b * p.n_kv + j) * p.kv_heads + h / gs) * dk;
+                    double s = 0;
+                    for (std::size_t t = 0; t < dk; ++t) s += std::abs(kr[t]);
+                    ksum = std::max(ksum, s);
+                }
+                const double delta = scale * 0.51 * qmax / top * ksum;
+                const std::size_t at = ((b * p.n_q + i) * p.heads + h) * dv;
+                for (std::size_t t = 0; t < dv; ++t) e.store[at + t] += std::expm1(2 * delta) * pv[at + t];
+            }
+}
+
+/// A decode core over an int8 cache whose weights are in fixed point (half_roundings::
+/// weight_top): each weight P_j s_j (s_j key j's value row scale, `v_scales` [B, n_kv, G]) off by
+/// at most 0.51 / top times the largest over its tile of keys, which is at most W_i = max_j P_j
+/// s_j over the row (P normalised, as the kernel's weights are once it divides by their sum), so
+/// the output element (i, t) by 0.51 W_i / top sum_j |v_jt| / s_j (|v| / s: the stored integers).
+/// The probabilities are the fp64 reference's (`in` the cache's values); the kernel's own differ
+/// from them by its fp32 error, inside the bound already: 2^-10 more is charged for it.
+inline void charge_fixed_weights(expectation& e, const problem& p, const inputs& in, std::span<const float> v_scales,
+                                 std::int32_t top) {
+    const std::size_t dk = p.qk_dim(), dv = p.v_dim(), gs = p.heads / p.kv_heads;
+    require(v_scales.size() == p.batch * p.n_kv * p.kv_heads,
+            "fixed-point weights are charged against the int8 cache's value scales (" +
+                std::to_string(v_scales.size()) + " given, " + std::to_string(p.batch * p.n_kv * p.kv_heads) +
+                " rows)");
+    const auto q = detail::widen(in.q), k = detail::widen(in.k), v = detail::widen(in.v);
+    reference::trace<double> tr;
+    std::vector<double> out(p.batch * p.n_q * p.heads * dv);
+    reference::core<double>(p,
+                            {interleaved_heads<const double>(q.data(), p.batch, p.n_q, p.heads, dk),
+                             interleaved_heads<const double>(k.data(), p.batch, p.n_kv, p.kv_heads, dk),
+                             interleaved_heads<const double>(v.data(), p.batch, p.n_kv, p.kv_heads, dv),
+                             interleaved_heads<double>(out.data(), p.batch, p.n_q, p.heads, dv)},
+                            &tr);
+    e.store.resize(e.ref.size(), 0.0);
+    for (std::size_t b = 0; b < p.batch; ++b)
+        for (std::size_t h = 0; h < p.heads; ++h) {
+            const std::vector<double>& probs = tr.probs[b * p.heads + h]; // n_q x n_kv
+            const std::size_t g = h / gs;
+            auto sc = [&](std::size_t j) { return double(v_scales[(b * p.n_kv + j) * p.kv_heads + g]); };
+            for (std::size_t i = 0; i < p.n_q; ++i) {
+                double w = 0;
+                for (std::size_t j = 0; j < p.n_kv; ++j) w = std::max(w, probs[i * p.n_kv + j] * sc(j));
+                const double c = 0.51 * w * (1 + 0x1.0p-10) / top;
+                const std::size_t at = ((b * p.n_q + i) * p.heads + h) * dv;
+                for (std::size_t t = 0; t < dv; ++t) {
+                    double stored = 0; // sum_j |v_jt| / s_j
+                    for (std::size_t j = 0; j < p.n_kv; ++j)
+                        if (sc(j) > 0) stored += std::abs(v[((b * p.n_kv + j) * p.kv_heads + g) * dv + t]) / sc(j);
+                    e.store[at + t] += c * stored;
+                }
+            }
+        }
+}
+
+/// What variant `var` rounds on core problem p (mode m, storage t: decode's the cache's) beyond
+/// fp32 arithmetic, charged on e: the stored weights (charge_stored_weights) and, in decode, the
+/// rounded queries (charge_rounded_queries), or queries and weights in fixed point over an int8
+/// cache (charge_fixed_queries, charge_fixed_weights: `v_scales` the cache's value row scales).
+/// `in` as expect() takes it (decode: the cache's values).
+inline void charge_roundings(expectation& e, const variant& var, const problem& p, mode m, dtype t, const inputs& in,
+                             std::span<const float> v_scales = {}) {
     // not in a layer: its bound charges the stored Q, K, V and context at the format's u, under
     // which the GPU's layers ran at 0.016-0.086 of it (an H100, 2026-11-26)
     if (m == mode::layer) return;
     const half_roundings r = var.roundings(p, m, t);
-    if (!r.weights && !r.queries) return;
-    const std::vector<double> pv = detail::weighted_abs_values(p, in); // both charges scale it: once
+    if (!r.weights && !r.queries && !r.query_top && !r.weight_top) return;
+    const std::vector<double> pv = detail::weighted_abs_values(p, in); // the charges scale it: once
     const double us = unit_roundoff(to_precision(r.format));
     if (r.weights) detail::charge_stored_weights(e, pv, us);
     if (r.queries) charge_rounded_queries(e, p, in, pv, us);
+    if (r.query_top) charge_fixed_queries(e, p, in, pv, r.query_top);
+    if (r.weight_top) charge_fixed_weights(e, p, in, v_scales, r.weight_top);
 }
 
 } // namespace attn::check

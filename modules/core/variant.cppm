@@ -223,6 +223,13 @@ struct half_roundings {
     bool weights = false;       ///< the softmax weights P stored in the format before P V
     bool queries = false;       ///< decode: the fp32 queries (times the scale) rounded to it before Q K^T
     dtype format = dtype::bf16; ///< the format of both (an int8 cache's tensor cores: bf16)
+    /// Decode over an int8 cache in integer products (the CPU core on AVX512-VNNI): each query
+    /// row in fixed point, its largest |q_t| mapped to the integer `query_top`, so each element
+    /// off by at most 0.51 max_t |q_t| / query_top (half a step, and fp32's roundings of the
+    /// factors); each weight times its value row's scale in fixed point against the largest of
+    /// its tile of keys, mapped to `weight_top` (off by at most 0.51 of that / weight_top).
+    /// 0: exact fp32.
+    std::int32_t query_top = 0, weight_top = 0;
 };
 
 /// One registered implementation. Empty kernels mean "not supported at this precision".

@@ -6,6 +6,7 @@ module;
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <xsimd/xsimd.hpp>
 export module attn.kernels:decode_parts;
@@ -244,6 +245,50 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
         }
     }
 }
+
+/// decode_pv of one head (C = lanes) over an int8 cache on D = isa::int8_dots<std::int8_t>: its
+/// weights s[0..n) (whole batches, keys past n weighing 0; the value rows' scales in them) in
+/// 16-bit fixed point against the tile's largest, w, as two byte planes (each weight off by at
+/// most w / 131070), every value element multiplied as a byte four keys at a time; d a multiple
+/// of 64, one pass of v_next's steps per quad of keys in each 64-dim group (pv_i8_steps).
+template <class D>
+void decode_pv_i8(float* out, std::size_t d, float corr, const float* s, const std::int8_t* v, std::size_t vs,
+                  std::size_t n, paced_lines& v_next) {
+    batch m(0.0f);
+    for (std::size_t j = 0; j < n; j += lanes) m = xsimd::max(m, batch::load_aligned(s + j));
+    const float w = isa::hmax(m);
+    alignas(64) std::uint8_t hb[64 + 16] = {}, lb[64 + 16] = {};
+    constexpr float top = float(D::weight_top);
+    D::planes(s, n, w > 0.0f ? top / w : 0.0f, hb, lb);
+    const float scale = w / top;
+    paced_lines next = v_next;
+    for (std::size_t t0 = 0; t0 < d; t0 += 64) {
+        typename D::pv_acc a;
+        D::clear(a);
+        auto quad = [&](std::size_t j, const std::int8_t* const* r) {
+            next.step();
+            std::uint32_t wh, wl;
+            std::memcpy(&wh, hb + j, 4);
+            std::memcpy(&wl, lb + j, 4);
+            D::pv_quad(a, r, wh, wl);
+        };
+        std::size_t j = 0;
+        for (const std::int8_t* vj = v + t0; j + 4 <= n; j += 4, vj += 4 * vs) {
+            const std::int8_t* r[4] = {vj, vj + vs, vj + 2 * vs, vj + 3 * vs};
+            quad(j, r);
+        }
+        if (j < n) { // the last keys; rows past n repeat key n - 1 (their weights are 0)
+            const std::int8_t* r[4];
+            for (std::size_t q = 0; q < 4; ++q) r[q] = v + (std::min(j + q, n - 1) * vs + t0);
+            quad(j, r);
+        }
+        D::finish(out + t0, corr, scale, a);
+    }
+    v_next = next;
+}
+
+/// The steps of v_next decode_pv_i8 takes over n keys at value width d.
+inline std::size_t pv_i8_steps(std::size_t d, std::size_t n) { return (n + 3) / 4 * (d / 64); }
 
 /// The register blocks of the heads-in-the-lanes pieces (C = 1), sized to the register file so
 /// that no accumulator is spilled: NB blocks of `lanes` heads share each broadcast key or value

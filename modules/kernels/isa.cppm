@@ -17,6 +17,7 @@
 // 16-bit shift of the zero-extended halves, f16 by F16C's vcvtph2ps, int8 by sign extension to
 // int32 and a convert (the caller applies the row's scale).
 module;
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -59,6 +60,19 @@ batch widen_generic(const S* p) {
     for (std::size_t i = 0; i < lanes; ++i) t[i] = float(p[i]);
     return batch::load_aligned(t);
 }
+
+/// Integer dot products over an int8 cache (the AVX-512 section specialises it for std::int8_t
+/// where the build has AVX512-VNNI); elsewhere, and for every other type, none.
+template <class S>
+struct int8_dots {
+    static constexpr bool available = false;
+    static constexpr std::size_t max_dim = 0;
+    static constexpr std::int32_t weight_top = 0;
+    static inline std::int32_t top(std::size_t) { return 0; }
+    struct query {
+        float scale = 1;
+    };
+};
 
 #if XSIMD_WITH_AVX512F
 // ---- AVX-512: 16 lanes, 32 vector registers --------------------------------------------------
@@ -172,6 +186,108 @@ std::size_t transpose_panel(const S* b, std::size_t ld_n, std::size_t K, std::si
         }
     return k;
 }
+
+#if defined(__AVX512VNNI__)
+/// AVX512-VNNI's integer dot products for a decode core over an int8 cache (decode_item, C =
+/// lanes: one head, its dims in the lanes). Scores: the query in 16-bit fixed point, each key
+/// element sign-extended to 16 bits (vpmovsxbw, 32 a uop) and multiplied in pairs (vpdpwssd): 3
+/// uops per 32 elements where widening to fp32 and an FMA take 6 per 16. P V: the weights in
+/// 16-bit fixed point as two byte planes, each value element multiplied as a byte (vpdpbusd,
+/// four keys to a dword) after two rounds of unpacks: no widening at all.
+template <>
+struct int8_dots<std::int8_t> {
+    static constexpr bool available = true;
+    static constexpr std::size_t max_dim = 128;       ///< widest query (4 registers of 32)
+    static constexpr std::int32_t weight_top = 65535; ///< a tile's largest weight in fixed point
+    /// A query in 16-bit fixed point: element t is q[t / 32] lane t % 32 times `scale`.
+    struct query {
+        __m512i q[max_dim / 32];
+        float scale = 1;
+    };
+    /// The largest |q_t| becomes `top` (int32 sums of d products with int8 keys cannot overflow:
+    /// top * 128 * d < 2^31); each element rounded to nearest, off by at most scale / 2.
+    static inline std::int32_t top(std::size_t d) {
+        return std::int32_t(std::min<std::size_t>(32767, 2147483647u / (128 * d)));
+    }
+    /// q[0..d), d a multiple of 32 up to max_dim, 64-byte aligned.
+    static inline query quantize(const float* q, std::size_t d) {
+        __m512 m = _mm512_setzero_ps();
+        for (std::size_t t = 0; t < d; t += 16) m = _mm512_max_ps(m, _mm512_abs_ps(_mm512_load_ps(q + t)));
+        const float mx = _mm512_reduce_max_ps(m);
+        query r;
+        r.scale = mx > 0 ? mx / float(top(d)) : 1.0f;
+        const __m512 inv = _mm512_set1_ps(1.0f / r.scale);
+        for (std::size_t c = 0; c < d / 32; ++c) {
+            const __m512i lo = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(q + 32 * c), inv));
+            const __m512i hi = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(q + 32 * c + 16), inv));
+            r.q[c] =
+                _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(lo)), _mm512_cvtepi32_epi16(hi), 1);
+        }
+        return r;
+    }
+    /// Partial sums of q . k over 32-element pieces of the key row k (Pieces of them), lane l
+    /// holding the products of dims 32c + 2l and 32c + 2l + 1 for every piece c, in units of
+    /// q.scale (exact in int32, rounded once to fp32).
+    template <std::size_t Pieces>
+    [[gnu::always_inline]] static inline batch score(const std::int8_t* k, const query& q) {
+        __m512i a = _mm512_setzero_si512();
+        for (std::size_t c = 0; c < Pieces; ++c)
+            a = _mm512_dpwssd_epi32(
+                a, _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + 32 * c))), q.q[c]);
+        return batch(_mm512_cvtepi32_ps(a));
+    }
+    /// int32 accumulators of a P V pass over 64 value dims: hi and lo byte planes, four each.
+    struct pv_acc {
+        __m512i hi[4], lo[4];
+    };
+    static inline void clear(pv_acc& a) {
+        for (int x = 0; x < 4; ++x) a.hi[x] = a.lo[x] = _mm512_setzero_si512();
+    }
+    /// The weights s[0..n) (n <= 64) times f rounded to unsigned 16-bit integers, as two byte
+    /// planes: hi[j] the high byte of key j's, lo[j] the low.
+    static inline void planes(const float* s, std::size_t n, float f, std::uint8_t* hi, std::uint8_t* lo) {
+        for (std::size_t j = 0; j < n; j += 16) {
+            const __mmask16 m = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+            const __m512i w = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), _mm512_set1_ps(f)));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + j), _mm512_cvtepi32_epi8(_mm512_srli_epi32(w, 8)));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + j), _mm512_cvtepi32_epi8(w));
+        }
+    }
+    /// Four keys' 64 value elements (rows r[0..4)) times their weights' bytes (whi, wlo: key q's
+    /// at bits 8q) into a: the rows interleaved by unpacks of bytes, then of words, so that lane
+    /// 4L + i of accumulator x holds dim 16L + 4x + i of the four keys, in key order.
+    [[gnu::always_inline]] static inline void pv_quad(pv_acc& a, const std::int8_t* const* r, std::uint32_t whi,
+                                                      std::uint32_t wlo) {
+        const __m512i r0 = _mm512_loadu_si512(r[0]), r1 = _mm512_loadu_si512(r[1]);
+        const __m512i r2 = _mm512_loadu_si512(r[2]), r3 = _mm512_loadu_si512(r[3]);
+        const __m512i t0 = _mm512_unpacklo_epi8(r0, r1), t1 = _mm512_unpackhi_epi8(r0, r1);
+        const __m512i t2 = _mm512_unpacklo_epi8(r2, r3), t3 = _mm512_unpackhi_epi8(r2, r3);
+        const __m512i x[4] = {_mm512_unpacklo_epi16(t0, t2), _mm512_unpackhi_epi16(t0, t2),
+                              _mm512_unpacklo_epi16(t1, t3), _mm512_unpackhi_epi16(t1, t3)};
+        const __m512i wh = _mm512_set1_epi32(int(whi)), wl = _mm512_set1_epi32(int(wlo));
+        for (int q = 0; q < 4; ++q) {
+            a.hi[q] = _mm512_dpbusd_epi32(a.hi[q], wh, x[q]);
+            a.lo[q] = _mm512_dpbusd_epi32(a.lo[q], wl, x[q]);
+        }
+    }
+    /// out[0..64) = out * corr + (hi * 256 + lo) * scale, the lanes put back in dim order (a 4 x 4
+    /// transpose of the accumulators' 128-bit quarters). Exact in int32 for up to 64 keys:
+    /// 16 quads x 4 x 255 x 128 x 256 < 2^31.
+    static inline void finish(float* out, float corr, float scale, const pv_acc& a) {
+        __m512 f[4];
+        for (int q = 0; q < 4; ++q)
+            f[q] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_slli_epi32(a.hi[q], 8), a.lo[q])),
+                                 _mm512_set1_ps(scale));
+        // natural batch L, quarter x = f[x]'s quarter L
+        const __m512 p = _mm512_shuffle_f32x4(f[0], f[1], 0x44), b = _mm512_shuffle_f32x4(f[0], f[1], 0xee);
+        const __m512 c = _mm512_shuffle_f32x4(f[2], f[3], 0x44), d = _mm512_shuffle_f32x4(f[2], f[3], 0xee);
+        const __m512 n[4] = {_mm512_shuffle_f32x4(p, c, 0x88), _mm512_shuffle_f32x4(p, c, 0xdd),
+                             _mm512_shuffle_f32x4(b, d, 0x88), _mm512_shuffle_f32x4(b, d, 0xdd)};
+        for (int L = 0; L < 4; ++L)
+            _mm512_storeu_ps(out + 16 * L, _mm512_fmadd_ps(_mm512_loadu_ps(out + 16 * L), _mm512_set1_ps(corr), n[L]));
+    }
+};
+#endif
 
 #elif XSIMD_WITH_AVX
 // ---- AVX, AVX2 and FMA: 8 lanes, 16 vector registers ------------------------------------------

@@ -38,7 +38,11 @@ variant tiled_variant(std::string name, std::string description, bool threaded) 
     v.roundings = [](const problem& p, attn::mode m, dtype t) {
         const bool products =
             m != attn::mode::decode && t == dtype::bf16 && bf16_core_engine(p) != isa::bf16_engine::convert;
-        return half_roundings{.weights = products, .queries = false, .format = dtype::bf16};
+        // a decode step over an int8 cache on AVX512-VNNI: queries and weights in fixed point
+        half_roundings r =
+            m == attn::mode::decode && t == dtype::int8 ? decode_int8_fixed_point(p.seen_keys()) : half_roundings{};
+        r.weights = products;
+        return r;
     };
     v.f16_path = isa::f16_path();
     auto kv = [threads]<class S>(attn::kv_kernels::core_fn<S>& slot) {

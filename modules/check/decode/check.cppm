@@ -227,7 +227,13 @@ kv_check check_decode_core(const variant& var, const decode_core& c, const run_o
     same_in.k = detail::cached(cache, false);
     same_in.v = detail::cached(cache, true);
     check::expectation same = check::expect(step, mode::core, same_in);
-    check::charge_roundings(same, var, step, mode::decode, kv_dtype_of<S>, same_in);
+    std::vector<float> v_scales; // an int8 cache's value row scales, [B, n_kv, G]
+    if constexpr (std::is_same_v<S, std::int8_t>)
+        for (std::size_t b = 0; b < B; ++b)
+            for (std::size_t j = 0; j < step.n_kv; ++j)
+                for (std::size_t g = 0; g < step.kv_heads; ++g)
+                    v_scales.push_back(*cache.value_rows().scale.row(b, g, j));
+    check::charge_roundings(same, var, step, mode::decode, kv_dtype_of<S>, same_in, v_scales);
     const auto plain = check::expect(step, mode::core, in);
     const double u = check::unit_roundoff<float>();
     return {check::compare(out, same.ref, same.bound, u, same.store), check::compare(out, plain.ref, plain.bound, u)};
