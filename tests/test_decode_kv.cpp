@@ -118,39 +118,46 @@ void check_int8_scores() {
     }
 }
 
-template <class D>
+/// decode_pv_i8<D, C> for RB = 16 / C heads sharing the values: score group j / C, lane r*C + c
+/// holds head r's weight of key j (C keys of a head contiguous), each head's output row and
+/// rescale its own.
+template <class D, std::size_t C>
 void check_int8_pv() {
-    using dots = D;
-    {
-        for (const std::size_t d : {64, 128})
-            for (const std::size_t n : {1, 3, 4, 17, 64}) {
-                const std::size_t vs = d + 8; // rows with a gap, as a cache's heads interleave
-                std::vector<std::int8_t> v(n * vs);
-                for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::int8_t(int((i * 53 + 7) % 255) - 127);
-                alignas(64) float s[64] = {}; // weights, keys past n weigh 0
-                for (std::size_t j = 0; j < n; ++j)
-                    s[j] = j % 5 == 3 ? 0.0f : float(0.1 + 0.9 * std::abs(std::cos(double(j))));
-                std::vector<float> out(d);
-                for (std::size_t t = 0; t < d; ++t) out[t] = float(t % 7) - 3.0f;
-                const std::vector<float> before = out;
-                const float corr = 0.75f;
-                attn::kernels::detail::paced_lines none({}, 1); // no lines to ask for
-                attn::kernels::detail::decode_pv_i8<dots>(out.data(), d, corr, s, v.data(), vs, n, none);
+    constexpr std::size_t RB = 16 / C;
+    for (const std::size_t d : {64, 128})
+        for (const std::size_t n : {1, 3, 4, 17, 64}) {
+            const std::size_t vs = d + 8; // rows with a gap, as a cache's heads interleave
+            std::vector<std::int8_t> v(n * vs);
+            for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::int8_t(int((i * 53 + 7) % 255) - 127);
+            auto weight = [](std::size_t r, std::size_t j) {
+                return j % 5 == 3 ? 0.0f : float((0.1 + 0.9 * std::abs(std::cos(double(j + 7 * r)))) / double(r + 1));
+            };
+            alignas(64) float s[64 / C * 16] = {}; // whole groups, keys past n weigh 0
+            for (std::size_t r = 0; r < RB; ++r)
+                for (std::size_t j = 0; j < n; ++j) s[j / C * 16 + r * C + j % C] = weight(r, j);
+            std::vector<float> out(RB * d);
+            for (std::size_t i = 0; i < out.size(); ++i) out[i] = float(i % 7) - 3.0f;
+            const std::vector<float> before = out;
+            alignas(64) float corr[16];
+            for (std::size_t i = 0; i < 16; ++i) corr[i] = 0.75f - 0.125f * float(i / C);
+            attn::kernels::detail::paced_lines none({}, 1); // no lines to ask for
+            attn::kernels::detail::decode_pv_i8<D, C>(out.data(), d, d, corr, s, v.data(), vs, n, none);
+            for (std::size_t r = 0; r < RB; ++r) {
                 double w = 0;
-                for (std::size_t j = 0; j < n; ++j) w = std::max(w, double(s[j]));
+                for (std::size_t j = 0; j < n; ++j) w = std::max(w, double(weight(r, j)));
                 for (std::size_t t = 0; t < d; ++t) {
-                    double want = double(before[t]) * corr, mag = std::abs(want), ints = 0;
+                    double want = double(before[r * d + t]) * corr[r * C], mag = std::abs(want), ints = 0;
                     for (std::size_t j = 0; j < n; ++j) {
-                        want += double(s[j]) * v[j * vs + t];
-                        mag += double(s[j]) * std::abs(v[j * vs + t]);
+                        want += double(weight(r, j)) * v[j * vs + t];
+                        mag += double(weight(r, j)) * std::abs(v[j * vs + t]);
                         ints += std::abs(v[j * vs + t]);
                     }
-                    INFO("d " << d << " n " << n << " dim " << t);
+                    INFO("C " << C << " head " << r << " d " << d << " n " << n << " dim " << t);
                     // the fixed point's half step a weight, and fp32's roundings of the sums
-                    CHECK(std::abs(out[t] - want) <= 0.51 * w / dots::weight_top * ints + 1e-6 * mag);
+                    CHECK(std::abs(out[r * d + t] - want) <= 0.51 * w / D::weight_top * ints + 1e-6 * mag);
                 }
             }
-    }
+        }
 }
 
 } // namespace
@@ -163,10 +170,13 @@ TEST_CASE("int8 dots: the query's fixed point, and a score exact in integers", "
 }
 
 TEST_CASE("int8 dots: P V in byte planes against fp64, every dim in its place", "[decode][kv][int8dots]") {
-    if constexpr (int8_dots::available)
-        check_int8_pv<int8_dots>();
-    else
+    if constexpr (int8_dots::available) {
+        check_int8_pv<int8_dots, 16>();
+        check_int8_pv<int8_dots, 8>();
+        check_int8_pv<int8_dots, 4>();
+    } else {
         SUCCEED("this build has no AVX512-VNNI: the int8 core computes in fp32");
+    }
 }
 
 TEST_CASE("the fixed point's charges, by hand", "[decode][kv][int8dots]") {
@@ -203,7 +213,8 @@ TEST_CASE("an int8 cache in integer products: which shapes, and the charged chec
     using dots = int8_dots;
     const problem mha64 = attn::decode_problem(attn::mha(256, 4, 1), 1000),
                   gqa64 = attn::decode_problem(attn::gqa(512, 8, 2, 1), 1000),
-                  mha16 = attn::decode_problem(attn::mha(64, 4, 1), 1000);
+                  mha16 = attn::decode_problem(attn::mha(64, 4, 1), 1000),
+                  gqa8 = attn::decode_problem(attn::gqa(1024, 16, 2, 1), 1000);
     const auto fp = attn::kernels::decode_int8_fixed_point(mha64);
     if constexpr (dots::available) {
         CHECK(fp.query_top == 32767); // min(32767, 2^31 / (128 x 64))
@@ -211,17 +222,23 @@ TEST_CASE("an int8 cache in integer products: which shapes, and the charged chec
     } else {
         CHECK(fp.query_top == 0);
     }
-    CHECK(attn::kernels::decode_int8_fixed_point(gqa64).query_top == 0); // 4 heads a key/value head: fp32
-    CHECK(attn::kernels::decode_int8_fixed_point(mha16).query_top == 0); // d_head 16: fp32
+    // 4 heads a key/value head: scores in fp32, P V in integers; 8: both in fp32; d_head 16: fp32
+    CHECK(attn::kernels::decode_int8_fixed_point(gqa64).query_top == 0);
+    CHECK(attn::kernels::decode_int8_fixed_point(gqa64).weight_top == (dots::available ? 65535 : 0));
+    CHECK(attn::kernels::decode_int8_fixed_point(gqa8).weight_top == 0);
+    CHECK(attn::kernels::decode_int8_fixed_point(mha16).query_top == 0);
+    CHECK(attn::kernels::decode_int8_fixed_point(mha16).weight_top == 0);
     // scores up to ~magnitude^2 sqrt(d): a peaked softmax and queries with one large element
-    for (const double magnitude : {1.0, 4.0, 16.0}) {
-        attn::run_options opt;
-        opt.threads = 2;
-        const auto r =
-            attn::check_decode_core<std::int8_t>(attn::find_variant("parallel"), {mha64, false}, opt, 5, magnitude);
-        INFO("magnitude " << magnitude << ": err/bound " << r.same.ratio);
-        CHECK(r.same.pass);
-    }
+    // (MHA: scores and P V in integers; 2 and 4 heads a key/value head: P V)
+    for (const problem& step : {mha64, gqa64, attn::decode_problem(attn::gqa(1024, 16, 8, 1), 1000)})
+        for (const double magnitude : {1.0, 4.0, 16.0}) {
+            attn::run_options opt;
+            opt.threads = 2;
+            const auto r =
+                attn::check_decode_core<std::int8_t>(attn::find_variant("parallel"), {step, false}, opt, 5, magnitude);
+            INFO(step.describe() << " magnitude " << magnitude << ": err/bound " << r.same.ratio);
+            CHECK(r.same.pass);
+        }
 }
 
 namespace {

@@ -164,33 +164,42 @@ inline std::size_t decode_scratch_bytes(const problem& p, int threads) {
     return sizeof(float) * (per_thread * std::size_t(std::max(threads, 1)) + partials);
 }
 
-/// Whether decode_core_kv<std::int8_t> scores and weighs p's int8 cache with integer products
-/// (isa::int8_dots: AVX512-VNNI): one query head per key/value head (C = lanes), d_qk a multiple of
-/// 32 up to 128 kept in registers, d_v a multiple of 64. Its queries and weights are then in 16-bit
-/// fixed point (decode_int8_fixed_point), charged by the checker.
-inline bool decode_int8_dots(const problem& p) {
+/// Whether decode_core_kv<std::int8_t> scores p's int8 cache with integer products (isa::
+/// int8_dots: AVX512-VNNI): one query head per key/value head (C = lanes), d_qk a multiple of 32
+/// up to 128 kept in registers. Its queries are then in 16-bit fixed point (decode_int8_fixed_point).
+inline bool decode_int8_dot_scores(const problem& p) {
     if constexpr (!isa::int8_dots<std::int8_t>::available) {
         (void)p;
         return false;
     } else {
         const decode_shape sh(p);
         const std::size_t dc = std::min<std::size_t>(std::min(sh.d, sh.dv) / lanes, 8);
-        return sh.c == lanes && sh.d % 32 == 0 && sh.d == dc * lanes && sh.d <= isa::int8_dots<std::int8_t>::max_dim &&
-               sh.dv % 64 == 0;
+        return sh.c == lanes && sh.d % 32 == 0 && sh.d == dc * lanes && sh.d <= isa::int8_dots<std::int8_t>::max_dim;
     }
 }
 
-/// The fixed point of decode_core_kv<std::int8_t> on p where it takes integer products
-/// (decode_int8_dots): the integers a query row's largest |q_t| and a tile's largest weight map
-/// to (attn::half_roundings' query_top and weight_top, which the checker charges); zeros where it
-/// computes in fp32.
+/// Whether its P V takes integer products (decode_pv_i8): up to 4 query heads per key/value head
+/// (C >= 4, four keys of a head to a dword of weight bytes), d_v a multiple of 64. Its weights are
+/// then in 16-bit fixed point.
+inline bool decode_int8_dot_values(const problem& p) {
+    if constexpr (!isa::int8_dots<std::int8_t>::available) {
+        (void)p;
+        return false;
+    } else {
+        const decode_shape sh(p);
+        return sh.c >= 4 && !sh.values_in_tile(true) && sh.dv % 64 == 0;
+    }
+}
+
+/// The fixed point of decode_core_kv<std::int8_t> on p where it takes integer products: the
+/// integers a query row's largest |q_t| (decode_int8_dot_scores) and a tile's largest weight of
+/// a head (decode_int8_dot_values) map to (attn::half_roundings' query_top and weight_top, which
+/// the checker charges); zeros where it computes in fp32.
 inline half_roundings decode_int8_fixed_point(const problem& p) {
     half_roundings r;
     if constexpr (isa::int8_dots<std::int8_t>::available) {
-        if (decode_int8_dots(p)) {
-            r.query_top = isa::int8_dots<std::int8_t>::top(p.qk_dim());
-            r.weight_top = isa::int8_dots<std::int8_t>::weight_top;
-        }
+        if (decode_int8_dot_scores(p)) r.query_top = isa::int8_dots<std::int8_t>::top(p.qk_dim());
+        if (decode_int8_dot_values(p)) r.weight_top = isa::int8_dots<std::int8_t>::weight_top;
     }
     return r;
 }
@@ -287,11 +296,12 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     // scores and P V (isa::int8_dots, decode_int8_dots), the query quantized once per item
     using dots = isa::int8_dots<S>;
     [[maybe_unused]] typename dots::query q16{};
-    [[maybe_unused]] bool int8_dots = false;
+    [[maybe_unused]] bool int8_scores = false, int8_values = false;
     if constexpr (dots::available && C == lanes) {
-        int8_dots = decode_int8_dots(p);
-        if (int8_dots) q16 = dots::quantize(qs, d);
+        int8_scores = decode_int8_dot_scores(p);
+        if (int8_scores) q16 = dots::quantize(qs, d);
     }
+    if constexpr (dots::available && C >= 4) int8_values = decode_int8_dot_values(p);
     for (std::size_t t0 = j0; t0 < j1; t0 += decode_tile) {
         const std::size_t n = std::min(decode_tile, j1 - t0), groups = (n + C - 1) / C;
         const S* k = io.k.data.row(b, g, t0);
@@ -331,7 +341,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         for (std::size_t kb = 0; kb < n; kb += MK) {
             if constexpr (!pace_keys) k_lines.step();
             if constexpr (dots::available && C == lanes) {
-                if (int8_dots) { // a key's 16 lanes of int32 partial sums (dots::score), rounded once
+                if (int8_scores) { // a key's 16 lanes of int32 partial sums (dots::score), rounded once
                     const std::size_t mk = std::min(MK, n - kb);
                     batch acc[MK];
                     const S* kp = k + kb * ks;
@@ -513,9 +523,10 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             }
         // C > 1: the next tile's value lines paced over every key step of every P V pass (one
         // pass for GQA 8 and MHA: a row's lines a key)
-        paced_lines v_paced(
-            v_next, int8_dots ? pv_i8_steps(sh.dv, n)
-                              : sh.blocks * n * (v_tile ? pv_passes<C, DC, float>(sh.dv) : pv_passes<C, DC, S>(sh.dv)));
+        paced_lines v_paced(v_next, int8_values
+                                        ? pv_i8_steps < C<4 ? 4 : C>(sh.dv, n)
+                                        : sh.blocks * n *
+                                              (v_tile ? pv_passes<C, DC, float>(sh.dv) : pv_passes<C, DC, S>(sh.dv)));
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
             float* const sb = s + blk * s_stride;
             if (tail < d) // the d % C dims, in scalar
@@ -549,9 +560,9 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                                                    v_paced);
                         continue;
                     }
-                if constexpr (dots::available && C == lanes)
-                    if (int8_dots) {
-                        decode_pv_i8<dots>(part, sh.dv, cr[0], sb, v, vs, n, v_paced);
+                if constexpr (dots::available && C >= 4)
+                    if (int8_values) {
+                        decode_pv_i8<dots, C>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, v_paced);
                         continue;
                     }
                 if (v_tile)

@@ -7,6 +7,7 @@ module;
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <xsimd/xsimd.hpp>
 export module attn.kernels:decode_parts;
@@ -246,49 +247,77 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
     }
 }
 
-/// decode_pv of one head (C = lanes) over an int8 cache on D = isa::int8_dots<std::int8_t>: its
-/// weights s[0..n) (whole batches, keys past n weighing 0; the value rows' scales in them) in
-/// 16-bit fixed point against the tile's largest, w, as two byte planes (each weight off by at
-/// most w / 131070), every value element multiplied as a byte four keys at a time; d a multiple
-/// of 64, one pass of v_next's steps per quad of keys in each 64-dim group (pv_i8_steps).
-template <class D>
-void decode_pv_i8(float* out, std::size_t d, float corr, const float* s, const std::int8_t* v, std::size_t vs,
-                  std::size_t n, paced_lines& v_next) {
+/// decode_pv over an int8 cache on D = isa::int8_dots<std::int8_t>, C >= 4 (RB = lanes / C
+/// heads): each head's weights (score groups at s, lane r*C + c of group j / C = head r, key j;
+/// whole groups, keys past n weighing 0; the value rows' scales in them) in 16-bit fixed point
+/// against the head's largest in the tile, w_r, as two byte planes (each weight off by at most
+/// w_r / 131070), so that four keys' bytes of a head are one dword; each value element
+/// multiplied as a byte four keys at a time (D::interleave, once a pass, serving the pass's
+/// heads), in passes of up to two heads (8 int32 accumulators a head) over 64-dim groups; d a
+/// multiple of 64; out rows dp apart, corr[r*C] head r's rescale. One step of v_next a quad of
+/// keys in each pass and group (pv_i8_steps).
+template <class D, std::size_t C>
+void decode_pv_i8(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const std::int8_t* v,
+                  std::size_t vs, std::size_t n, paced_lines& v_next) {
+    static_assert(C >= 4 && C <= lanes, "four keys of a head make one dword of its weight bytes");
+    constexpr std::size_t RB = lanes / C, NH = RB < 2 ? RB : 2;
+    const std::size_t groups = (n + C - 1) / C;
     batch m(0.0f);
-    for (std::size_t j = 0; j < n; j += lanes) m = xsimd::max(m, batch::load_aligned(s + j));
-    const float w = isa::hmax(m);
-    alignas(64) std::uint8_t hb[64 + 16] = {}, lb[64 + 16] = {};
+    for (std::size_t gi = 0; gi < groups; ++gi) m = xsimd::max(m, batch::load_aligned(s + gi * lanes));
+    m = group_max<C>(m); // lane r*C + c: head r's largest weight
     constexpr float top = float(D::weight_top);
-    D::planes(s, n, w > 0.0f ? top / w : 0.0f, hb, lb);
-    const float scale = w / top;
-    paced_lines next = v_next;
-    for (std::size_t t0 = 0; t0 < d; t0 += 64) {
-        typename D::pv_acc a;
-        D::clear(a);
-        auto quad = [&](std::size_t j, const std::int8_t* const* r) {
-            next.step();
-            std::uint32_t wh, wl;
-            std::memcpy(&wh, hb + j, 4);
-            std::memcpy(&wl, lb + j, 4);
-            D::pv_quad(a, r, wh, wl);
-        };
-        std::size_t j = 0;
-        for (const std::int8_t* vj = v + t0; j + 4 <= n; j += 4, vj += 4 * vs) {
-            const std::int8_t* r[4] = {vj, vj + vs, vj + 2 * vs, vj + 3 * vs};
-            quad(j, r);
-        }
-        if (j < n) { // the last keys; rows past n repeat key n - 1 (their weights are 0)
-            const std::int8_t* r[4];
-            for (std::size_t q = 0; q < 4; ++q) r[q] = v + (std::min(j + q, n - 1) * vs + t0);
-            quad(j, r);
-        }
-        D::finish(out + t0, corr, scale, a);
+    alignas(64) float scale[lanes], factor[lanes];
+    m.store_aligned(scale);
+    for (std::size_t i = 0; i < lanes; ++i) {
+        factor[i] = scale[i] > 0.0f ? top / scale[i] : 0.0f;
+        scale[i] /= top;
     }
+    const batch f = batch::load_aligned(factor);
+    // (n <= 64 keys: 64 / C groups of `lanes` weights, one more for the last quad's reach)
+    alignas(64) std::uint8_t hb[64 / C * lanes + lanes] = {}, lb[64 / C * lanes + lanes] = {};
+    if (n > 64) [[unlikely]]
+        require(false, "decode_pv_i8 takes a tile of at most 64 keys (got " + std::to_string(n) + ")");
+    for (std::size_t gi = 0; gi < groups; ++gi) D::planes(s + gi * lanes, f, hb + gi * lanes, lb + gi * lanes);
+    paced_lines next = v_next;
+    for (std::size_t r0 = 0; r0 < RB; r0 += NH)
+        for (std::size_t t0 = 0; t0 < d; t0 += 64) {
+            typename D::pv_acc a[NH];
+            for (std::size_t h = 0; h < NH; ++h) D::clear(a[h]);
+            auto quad = [&](std::size_t j, const std::int8_t* const* r) {
+                next.step();
+                const auto x = D::interleave(r);
+                for (std::size_t h = 0; h < NH; ++h) {
+                    const std::size_t at = j / C * lanes + (r0 + h) * C + j % C; // keys j..j+3 of head r0 + h
+                    std::uint32_t wh, wl;
+                    std::memcpy(&wh, hb + at, 4);
+                    std::memcpy(&wl, lb + at, 4);
+                    D::pv_add(a[h], x, wh, wl);
+                }
+            };
+            std::size_t j = 0;
+            for (const std::int8_t* vj = v + t0; j + 4 <= n; j += 4, vj += 4 * vs) {
+                const std::int8_t* r[4] = {vj, vj + vs, vj + 2 * vs, vj + 3 * vs};
+                quad(j, r);
+            }
+            if (j < n) { // the last keys; rows past n repeat key n - 1 (their weights are 0)
+                const std::int8_t* r[4];
+                for (std::size_t q = 0; q < 4; ++q) r[q] = v + (std::min(j + q, n - 1) * vs + t0);
+                quad(j, r);
+            }
+            for (std::size_t h = 0; h < NH; ++h) {
+                const std::size_t r = r0 + h;
+                D::finish(out + r * dp + t0, corr[r * C], scale[r * C], a[h]);
+            }
+        }
     v_next = next;
 }
 
-/// The steps of v_next decode_pv_i8 takes over n keys at value width d.
-inline std::size_t pv_i8_steps(std::size_t d, std::size_t n) { return (n + 3) / 4 * (d / 64); }
+/// The steps of v_next decode_pv_i8<D, C> takes over n keys at value width d.
+template <std::size_t C>
+constexpr std::size_t pv_i8_steps(std::size_t d, std::size_t n) {
+    constexpr std::size_t RB = lanes / C, NH = RB < 2 ? RB : 2;
+    return (n + 3) / 4 * (d / 64) * (RB / NH);
+}
 
 /// The register blocks of the heads-in-the-lanes pieces (C = 1), sized to the register file so
 /// that no accumulator is spilled: NB blocks of `lanes` heads share each broadcast key or value

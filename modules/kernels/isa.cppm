@@ -243,31 +243,33 @@ struct int8_dots<std::int8_t> {
     static inline void clear(pv_acc& a) {
         for (int x = 0; x < 4; ++x) a.hi[x] = a.lo[x] = _mm512_setzero_si512();
     }
-    /// The weights s[0..n) (n <= 64) times f rounded to unsigned 16-bit integers, as two byte
-    /// planes: hi[j] the high byte of key j's, lo[j] the low.
-    static inline void planes(const float* s, std::size_t n, float f, std::uint8_t* hi, std::uint8_t* lo) {
-        for (std::size_t j = 0; j < n; j += 16) {
-            const __mmask16 m = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
-            const __m512i w = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, s + j), _mm512_set1_ps(f)));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(hi + j), _mm512_cvtepi32_epi8(_mm512_srli_epi32(w, 8)));
-            _mm_storeu_si128(reinterpret_cast<__m128i*>(lo + j), _mm512_cvtepi32_epi8(w));
-        }
+    /// A batch of weights s (16 lanes) times f (lane by lane) rounded to unsigned 16-bit
+    /// integers, as two byte planes of 16: hi[i] the high byte of lane i's, lo[i] the low.
+    static inline void planes(const float* s, batch f, std::uint8_t* hi, std::uint8_t* lo) {
+        const __m512i w = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(s), f));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(hi), _mm512_cvtepi32_epi8(_mm512_srli_epi32(w, 8)));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(lo), _mm512_cvtepi32_epi8(w));
     }
-    /// Four keys' 64 value elements (rows r[0..4)) times their weights' bytes (whi, wlo: key q's
-    /// at bits 8q) into a: the rows interleaved by unpacks of bytes, then of words, so that lane
-    /// 4L + i of accumulator x holds dim 16L + 4x + i of the four keys, in key order.
-    [[gnu::always_inline]] static inline void pv_quad(pv_acc& a, const std::int8_t* const* r, std::uint32_t whi,
-                                                      std::uint32_t wlo) {
+    /// Four keys' 64 value elements (rows r[0..4)) interleaved by unpacks of bytes, then of words:
+    /// lane 4L + i of x[q] holds dim 16L + 4q + i of the four keys, one byte each, in key order.
+    struct quad {
+        __m512i x[4];
+    };
+    [[gnu::always_inline]] static inline quad interleave(const std::int8_t* const* r) {
         const __m512i r0 = _mm512_loadu_si512(r[0]), r1 = _mm512_loadu_si512(r[1]);
         const __m512i r2 = _mm512_loadu_si512(r[2]), r3 = _mm512_loadu_si512(r[3]);
         const __m512i t0 = _mm512_unpacklo_epi8(r0, r1), t1 = _mm512_unpackhi_epi8(r0, r1);
         const __m512i t2 = _mm512_unpacklo_epi8(r2, r3), t3 = _mm512_unpackhi_epi8(r2, r3);
-        const __m512i x[4] = {_mm512_unpacklo_epi16(t0, t2), _mm512_unpackhi_epi16(t0, t2),
-                              _mm512_unpacklo_epi16(t1, t3), _mm512_unpackhi_epi16(t1, t3)};
+        return {{_mm512_unpacklo_epi16(t0, t2), _mm512_unpackhi_epi16(t0, t2), _mm512_unpacklo_epi16(t1, t3),
+                 _mm512_unpackhi_epi16(t1, t3)}};
+    }
+    /// The quad's value bytes times the four keys' weight bytes (whi, wlo: key q's at bits 8q)
+    /// into a.
+    [[gnu::always_inline]] static inline void pv_add(pv_acc& a, const quad& x, std::uint32_t whi, std::uint32_t wlo) {
         const __m512i wh = _mm512_set1_epi32(int(whi)), wl = _mm512_set1_epi32(int(wlo));
         for (int q = 0; q < 4; ++q) {
-            a.hi[q] = _mm512_dpbusd_epi32(a.hi[q], wh, x[q]);
-            a.lo[q] = _mm512_dpbusd_epi32(a.lo[q], wl, x[q]);
+            a.hi[q] = _mm512_dpbusd_epi32(a.hi[q], wh, x.x[q]);
+            a.lo[q] = _mm512_dpbusd_epi32(a.lo[q], wl, x.x[q]);
         }
     }
     /// out[0..64) = out * corr + (hi * 256 + lo) * scale, the lanes put back in dim order (a 4 x 4
