@@ -222,15 +222,17 @@ TEST_CASE("an int8 cache in integer products: which shapes, and the charged chec
     } else {
         CHECK(fp.query_top == 0);
     }
-    // 4 heads a key/value head: scores in fp32, P V in integers; 8: both in fp32; d_head 16: fp32
-    CHECK(attn::kernels::decode_int8_fixed_point(gqa64).query_top == 0);
+    // 4 heads a key/value head: scores and P V in integers; 8 (C = 2): scores; d_head 16: fp32
+    CHECK(attn::kernels::decode_int8_fixed_point(gqa64).query_top == (dots::available ? 32767 : 0));
     CHECK(attn::kernels::decode_int8_fixed_point(gqa64).weight_top == (dots::available ? 65535 : 0));
+    CHECK(attn::kernels::decode_int8_fixed_point(gqa8).query_top == (dots::available ? 32767 : 0));
     CHECK(attn::kernels::decode_int8_fixed_point(gqa8).weight_top == 0);
     CHECK(attn::kernels::decode_int8_fixed_point(mha16).query_top == 0);
     CHECK(attn::kernels::decode_int8_fixed_point(mha16).weight_top == 0);
     // scores up to ~magnitude^2 sqrt(d): a peaked softmax and queries with one large element
-    // (MHA: scores and P V in integers; 2 and 4 heads a key/value head: P V)
-    for (const problem& step : {mha64, gqa64, attn::decode_problem(attn::gqa(1024, 16, 8, 1), 1000)})
+    // (MHA, 2 and 4 heads a key/value head: scores and P V in integers; 8 and 16: scores)
+    for (const problem& step : {mha64, gqa64, gqa8, attn::decode_problem(attn::gqa(1024, 16, 8, 1), 1000),
+                                attn::decode_problem(attn::mqa(1024, 16, 1), 1000)})
         for (const double magnitude : {1.0, 4.0, 16.0}) {
             attn::run_options opt;
             opt.threads = 2;

@@ -39,13 +39,15 @@
 //    more than 8 heads (4 passes or more) the value tile is widened once into fp32 instead.
 //    Widening whole 64-key tiles instead (two 16 KiB fp32 tiles) overflows a 32 KiB L1 together
 //    with the cache's own lines.
-//  - An int8 cache with one query head per key/value head (MHA: C = lanes) on AVX512-VNNI
-//    (decode_int8_dots) skips widening: the query in 16-bit fixed point against int8 keys sign-
-//    extended to 16 bits (vpdpwssd), the weights in 16-bit fixed point per tile as two byte planes
-//    against the value bytes four keys at a time (vpdpbusd, decode_pv_i8). Half a step of each
-//    is charged in the checker's bound (half_roundings' query_top and weight_top). d_model 128,
-//    H 2, L 8k in cache, 1 thread: 15.1 against 21.2 cycles a key; d_model 1024, H 16, L 256k,
-//    2 threads: 0.90x the time (3 of 3).
+//  - An int8 cache on AVX512-VNNI skips widening to fp32 (isa::int8_dots): scores with the
+//    queries in 16-bit fixed point against key bytes sign-extended to 16 bits (vpdpwssd: MHA
+//    reads the rows in place, 1 < C < lanes a block of 16-bit rows and pairs of dims broadcast,
+//    score_heads_i16: half the FMAs' count), and where C >= 4 P V with the weights in 16-bit
+//    fixed point per tile and head, two byte planes against the value bytes four keys at a time
+//    (vpdpbusd, decode_pv_i8). Half a step of each is charged in the checker's bound
+//    (half_roundings' query_top and weight_top; decode_int8_fixed_point says where).
+//    In cache, 1 thread, d_model 1024, H 16: MHA 0.68x, GQA 8 0.82x, GQA 4 0.84x, GQA 2 0.88x,
+//    MQA 0.95x the time of fp32 arithmetic on the widened values.
 // Rounding: one extra rescale per chunk of >= 256 keys, well inside attn.check's 2u per key tile.
 // Extra memory: per thread one tile of scores per block of heads, plus the rearranged queries
 // (B x H x d_head floats, heads padded to whole blocks; once per step) and partials of
@@ -68,6 +70,7 @@ module;
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <xsimd/xsimd.hpp>
@@ -115,7 +118,16 @@ struct decode_shape {
         dv = p.v_dim();
         dp = round_up(dv, lanes);
     }
-    inline std::size_t qs_floats() const { return std::max(blocks * (d / c) * lanes, lanes); } ///< rearranged queries
+    /// rearranged queries: fp32, then (1 < C < lanes) an int8 cache's 16-bit pairs (pairs_at) and
+    /// each block's lane scales (pair_scales_at), which rearrange_queries fills where
+    /// decode_int8_dot_scores
+    inline std::size_t qs_floats() const {
+        return std::max(blocks * (d / c) * lanes, lanes) +
+               (c > 1 && c < lanes ? blocks * (d / (2 * c) + 1) * lanes : 0);
+    }
+    inline std::size_t pairs_at() const { return std::max(blocks * (d / c) * lanes, lanes); }
+    inline std::size_t pairs_stride() const { return d / (2 * c) * lanes; } ///< a block's pairs (int32 slots)
+    inline std::size_t pair_scales_at() const { return pairs_at() + blocks * pairs_stride(); }
     inline std::size_t s_floats() const { return decode_tile / c * lanes; } ///< one tile's scores, one block
     inline std::size_t ml_floats() const { return 2 * blocks * lanes; }     ///< running max and sum
     /// partial results of one item: `rows` outputs of dp, then `rows` maxima and sums (aligned)
@@ -165,8 +177,9 @@ inline std::size_t decode_scratch_bytes(const problem& p, int threads) {
 }
 
 /// Whether decode_core_kv<std::int8_t> scores p's int8 cache with integer products (isa::
-/// int8_dots: AVX512-VNNI): one query head per key/value head (C = lanes), d_qk a multiple of 32
-/// up to 128 kept in registers. Its queries are then in 16-bit fixed point (decode_int8_fixed_point).
+/// int8_dots: AVX512-VNNI): one query head per key/value head (C = lanes) with d_qk a multiple of
+/// 32 up to 128 kept in registers, or 2 to 8 heads' dims in the lanes (1 < C < lanes) with d_qk a
+/// multiple of 32. Its queries are then in 16-bit fixed point (decode_int8_fixed_point).
 inline bool decode_int8_dot_scores(const problem& p) {
     if constexpr (!isa::int8_dots<std::int8_t>::available) {
         (void)p;
@@ -174,6 +187,7 @@ inline bool decode_int8_dot_scores(const problem& p) {
     } else {
         const decode_shape sh(p);
         const std::size_t dc = std::min<std::size_t>(std::min(sh.d, sh.dv) / lanes, 8);
+        if (sh.c > 1 && sh.c < lanes) return sh.d % 32 == 0; // C 16-bit pairs a chunk, broadcast
         return sh.c == lanes && sh.d % 32 == 0 && sh.d == dc * lanes && sh.d <= isa::int8_dots<std::int8_t>::max_dim;
     }
 }
@@ -211,6 +225,7 @@ struct decode_buffers {
     // cr: each block's rescale; kw: MK keys of a narrow cache, widened; vw: the value tile in
     // fp32 (decode_shape::values_in_tile)
     aligned_vector<float> qs, s, ml, cr, partials, kw, vw;
+    aligned_vector<std::int16_t> kw16; ///< MK keys of an int8 cache, sign-extended (score_heads_i16)
 };
 
 inline decode_buffers& decode_local() {
@@ -242,6 +257,36 @@ void rearrange_queries(const problem& p, const kv_core_io<S>& io, std::size_t b,
                 for (std::size_t c = 0; c < C; ++c)
                     dst[c] = h < R ? io.q.row(b, g * R + h, 0)[dim(ch * C + c)] * scale : 0.0f;
             }
+    if constexpr (isa::int8_dots<S>::available) {
+        // an int8 cache's integer scores with C < lanes (score_heads_i16): each head's scaled
+        // query in 16-bit fixed point (its largest |q| to isa::int8_dots::top), lane r*C + c of
+        // pair chunk t the int16 pair of dims 2(tC + c), 2(tC + c) + 1, low word first as
+        // vpmovsxbw leaves a key's; each block's lane scales after
+        if (C > 1 && C < lanes && decode_int8_dot_scores(p)) {
+            const std::size_t d = sh.d, nch2 = d / (2 * C);
+            const float top = float(isa::int8_dots<S>::top(d));
+            float* scales = qs + sh.pair_scales_at();
+            for (std::size_t blk = 0; blk < sh.blocks; ++blk)
+                for (std::size_t r = 0; r < RB; ++r) {
+                    const std::size_t h = blk * RB + r;
+                    const float* q = h < R ? io.q.row(b, g * R + h, 0) : nullptr;
+                    float mx = 0.0f;
+                    for (std::size_t t = 0; q && t < d; ++t) mx = std::max(mx, std::abs(q[t] * scale));
+                    const float qscale = mx > 0.0f ? mx / top : 1.0f, inv = 1.0f / qscale;
+                    auto q16 = [&](std::size_t t) {
+                        return q ? std::uint32_t(std::uint16_t(std::int16_t(std::lrint(q[t] * scale * inv)))) : 0u;
+                    };
+                    for (std::size_t t = 0; t < nch2; ++t)
+                        for (std::size_t c = 0; c < C; ++c) {
+                            const std::size_t i = t * C + c;
+                            const std::uint32_t pair = q16(2 * i) | q16(2 * i + 1) << 16;
+                            std::memcpy(qs + sh.pairs_at() + blk * sh.pairs_stride() + t * lanes + r * C + c, &pair,
+                                        sizeof pair);
+                        }
+                    for (std::size_t c = 0; c < C; ++c) scales[blk * lanes + r * C + c] = qscale;
+                }
+        }
+    }
 }
 
 /// One work item: keys [j0, j1) of key/value head g in sequence b, for its R query heads, with
@@ -302,6 +347,21 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         if (int8_scores) q16 = dots::quantize(qs, d);
     }
     if constexpr (dots::available && C >= 4) int8_values = decode_int8_dot_values(p);
+    // 1 < C < lanes: the keys sign-extended into 16-bit rows (kw16), scored against the queries'
+    // 16-bit pairs (score_heads_i16); each block's lane scales multiply its scores
+    constexpr bool i16_keys = dots::available && C > 1 && C < lanes;
+    [[maybe_unused]] bool int8_pairs = false;
+    [[maybe_unused]] const std::int32_t* qp = nullptr;
+    [[maybe_unused]] batch pair_scale[2] = {batch(1.0f), batch(1.0f)};
+    if constexpr (i16_keys) {
+        int8_pairs = decode_int8_dot_scores(p);
+        if (int8_pairs) {
+            grow(w.kw16, MK * d);
+            qp = reinterpret_cast<const std::int32_t*>(qs + sh.pairs_at());
+            for (std::size_t blk = 0; blk < sh.blocks && blk < 2; ++blk)
+                pair_scale[blk] = batch::load_aligned(qs + sh.pair_scales_at() + blk * lanes);
+        }
+    }
     for (std::size_t t0 = j0; t0 < j1; t0 += decode_tile) {
         const std::size_t n = std::min(decode_tile, j1 - t0), groups = (n + C - 1) / C;
         const S* k = io.k.data.row(b, g, t0);
@@ -334,7 +394,8 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         constexpr std::size_t HK = isa::vector_registers >= 32 ? MK : MK / 2;
         constexpr bool pace_keys = C > 1 && C < lanes;
         // otherwise MK rows' lines at each group of MK keys (the same cursor, one step a group)
-        paced_lines k_lines(k_next, pace_keys ? (n + MK - 1) / MK * (sh.blocks / 2 * (MK / HK) + sh.blocks % 2) * nch
+        paced_lines k_lines(k_next, pace_keys ? (n + MK - 1) / MK * (sh.blocks / 2 * (MK / HK) + sh.blocks % 2) *
+                                                    (int8_pairs ? d / (2 * C) : nch)
                                               : (n + MK - 1) / MK);
         // scores of every block of heads first, MK keys at a time, so that a narrow cache's keys
         // are widened once per tile whatever the number of blocks (MQA at H=16 on AVX2: 2)
@@ -359,12 +420,18 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                     continue;
                 }
             }
-            const S* kr[MK];
-            for (std::size_t i = 0; i < MK; ++i)
-                kr[i] = k + std::min(kb + i, n - 1) * ks; // past n: a real key, masked below
+            const S* kr[MK] = {};
+            if constexpr (i16_keys) {
+                if (int8_pairs) // (no row pointers kept: their spills cost as much as the products)
+                    for (std::size_t i = 0; i < MK; ++i)
+                        dots::widen16(k + std::min(kb + i, n - 1) * ks, w.kw16.data() + i * d, d);
+            }
+            if (!int8_pairs)
+                for (std::size_t i = 0; i < MK; ++i)
+                    kr[i] = k + std::min(kb + i, n - 1) * ks; // past n: a real key, masked below
             if constexpr (block) {
                 float* kw = w.kw.data();
-                for (std::size_t i = 0; i < MK; ++i) {
+                for (std::size_t i = 0; i < MK && !int8_pairs; ++i) {
                     if constexpr (isa::pair_reorders<S> && DC % 2 == 0) {
                         if (keys_paired) { // in widen_pair's order (the queries permuted to match)
                             isa::widen_pairs(kr[i], kw + i * tail, DC * lanes);
@@ -417,7 +484,8 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         const std::size_t key0 = kb + gi * C;
                         batch sc = acc[gi * C];
                         if constexpr (scaled) // int8: lane r*C + c (key key0 + c) times that row's scale
-                            sc *= chunk_scales<C>(ksc, key0, n);
+                            sc *= int8_pairs ? chunk_scales<C>(ksc, key0, n) * pair_scale[blk]
+                                             : chunk_scales<C>(ksc, key0, n);
                         if (key0 + C > n)
                             sc = xsimd::select(key_in_group < batch(float(n > key0 ? n - key0 : 0)), sc, neg_inf);
                         sc.store_aligned(sb + key0 / C * lanes);
@@ -434,8 +502,18 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         batch acc[2][MK];
                         for (std::size_t h = 0; h < MK; h += HK) {
                             batch a[2][HK];
-                            score_heads<2, HK, C>(qs + blk * nch * lanes, nch * lanes, kf + h, nch, a,
-                                                  pace_keys ? &k_lines : nullptr);
+                            bool done = false;
+                            if constexpr (i16_keys)
+                                if (int8_pairs) {
+                                    const std::int16_t* k16[HK];
+                                    for (std::size_t i = 0; i < HK; ++i) k16[i] = w.kw16.data() + (h + i) * d;
+                                    score_heads_i16<dots, 2, HK, C>(qp + blk * sh.pairs_stride(), sh.pairs_stride(),
+                                                                    k16, d / (2 * C), a, &k_lines);
+                                    done = true;
+                                }
+                            if (!done)
+                                score_heads<2, HK, C>(qs + blk * nch * lanes, nch * lanes, kf + h, nch, a,
+                                                      pace_keys ? &k_lines : nullptr);
                             for (std::size_t b = 0; b < 2; ++b)
                                 for (std::size_t i = 0; i < HK; ++i) acc[b][h + i] = a[b][i];
                         }
@@ -455,7 +533,17 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         // 1.37x slower at 2 threads once an unrelated change had moved that
                         // slot (same loop, perf's samples beside the spill 5 -> 22 %); one
                         // chain a key: 0.92x the time before that change (3 of 3)
-                        if constexpr (C <= 4 && isa::vector_registers >= 32 && !(scaled && C == 2))
+                        bool done = false;
+                        if constexpr (i16_keys)
+                            if (int8_pairs) {
+                                const std::int16_t* k16[MK];
+                                for (std::size_t i = 0; i < MK; ++i) k16[i] = w.kw16.data() + i * d;
+                                score_heads_i16<dots, 1, MK, C>(qp + blk * sh.pairs_stride(), 0, k16, d / (2 * C), acc,
+                                                                &k_lines);
+                                done = true;
+                            }
+                        if (done) {
+                        } else if constexpr (C <= 4 && isa::vector_registers >= 32 && !(scaled && C == 2))
                             score_block_split<MK, C>(qa, kf, nch, acc, pace_keys ? &k_lines : nullptr);
                         else
                             score_heads<1, MK, C>(qa, 0, kf, nch, acc, pace_keys ? &k_lines : nullptr);

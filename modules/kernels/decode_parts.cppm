@@ -355,6 +355,32 @@ template <std::size_t NB, std::size_t K, std::size_t C = 1>
     }
 }
 
+/// score_heads over an int8 cache on D = isa::int8_dots<std::int8_t> (1 < C < lanes): the keys
+/// kw[i] sign-extended into 16-bit rows, the queries' pairs in 16-bit fixed point at qa + b *
+/// q_stride (rearrange_queries: lane r*C + c of pair chunk t is head r's dims 2(tC + c) and
+/// 2(tC + c) + 1), over nch2 = d / 2C pair chunks: one vpdpwssd per pair chunk, key and block,
+/// half score_heads' FMAs and no fp32 widening; exact in int32, rounded once to fp32 (in units
+/// of each head's query scale).
+template <class D, std::size_t NB, std::size_t K, std::size_t C>
+[[gnu::always_inline]] inline void score_heads_i16(const std::int32_t* qa, std::size_t q_stride,
+                                                   const std::int16_t* const* kw, std::size_t nch2, batch (&acc)[NB][K],
+                                                   paced_lines* lines = nullptr) {
+    typename D::i32 a[NB][K];
+    for (std::size_t b = 0; b < NB; ++b)
+        for (std::size_t i = 0; i < K; ++i) a[b][i] = D::zero32();
+    for (std::size_t t = 0; t < nch2; ++t) {
+        if (lines) lines->step();
+        typename D::i32 q[NB];
+        for (std::size_t b = 0; b < NB; ++b) q[b] = D::load_pairs(qa + b * q_stride + t * lanes);
+        for (std::size_t i = 0; i < K; ++i) {
+            const auto x = D::template pairs<C>(kw[i] + t * 2 * C);
+            for (std::size_t b = 0; b < NB; ++b) a[b][i] = D::dot(a[b][i], x, q[b]);
+        }
+    }
+    for (std::size_t b = 0; b < NB; ++b)
+        for (std::size_t i = 0; i < K; ++i) acc[b][i] = D::to_float(a[b][i]);
+}
+
 /// score_heads for one block with two accumulators a key: the even chunks into one, the odd
 /// into the other, summed at the end. One block of K = 8 keys gives 8 FMA chains, exactly the
 /// 2 ports x 4 cycles of latency with no slack for a load or a prefetch; 16 chains leave some

@@ -236,6 +236,37 @@ struct int8_dots<std::int8_t> {
                 a, _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + 32 * c))), q.q[c]);
         return batch(_mm512_cvtepi32_ps(a));
     }
+    /// Scores with C query heads' dims in the lanes (1 < C < lanes, GQA): an int8 key row
+    /// sign-extended into 16-bit pairs (widen16: 32 a uop), C pairs broadcast across the batch
+    /// (pairs), the queries' pairs in the lanes as rearrange_queries packs them (load_pairs).
+    struct i32 {
+        __m512i v;
+    };
+    static inline i32 zero32() { return {_mm512_setzero_si512()}; }
+    static inline void widen16(const std::int8_t* k, std::int16_t* dst, std::size_t d) {
+        for (std::size_t t = 0; t < d; t += 32)
+            _mm512_store_si512(dst + t,
+                               _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + t))));
+    }
+    [[gnu::always_inline]] static inline i32 load_pairs(const std::int32_t* q) { return {_mm512_load_si512(q)}; }
+    /// C 16-bit pairs at k (2C elements) repeated across the batch.
+    template <std::size_t C>
+    [[gnu::always_inline]] static inline i32 pairs(const std::int16_t* k) {
+        static_assert(C == 2 || C == 4 || C == 8);
+        if constexpr (C == 2) {
+            std::int64_t x;
+            std::memcpy(&x, k, sizeof x);
+            return {_mm512_set1_epi64(x)};
+        } else if constexpr (C == 4) {
+            return {_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k)))};
+        } else {
+            return {_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k)))};
+        }
+    }
+    [[gnu::always_inline]] static inline i32 dot(i32 acc, i32 k, i32 q) {
+        return {_mm512_dpwssd_epi32(acc.v, k.v, q.v)};
+    }
+    [[gnu::always_inline]] static inline batch to_float(i32 x) { return batch(_mm512_cvtepi32_ps(x.v)); }
     /// int32 accumulators of a P V pass over 64 value dims: hi and lo byte planes, four each.
     struct pv_acc {
         __m512i hi[4], lo[4];
