@@ -165,12 +165,12 @@ struct decode_shape {
 };
 
 /// Extra memory of decode_core on `threads` threads, in bytes: an upper bound over the cache types
-/// (a narrow cache's widened key block of at most 8 keys included, and the fp32 value tile where
-/// decode_shape::values_in_tile).
+/// (a narrow cache's widened key block of at most 8 keys included, an int8 cache's 16-bit one
+/// (score_heads_i16), and the fp32 value tile where decode_shape::values_in_tile).
 inline std::size_t decode_scratch_bytes(const problem& p, int threads) {
     const decode_shape sh(p);
     const std::size_t per_thread = sh.blocks * sh.s_floats() + sh.ml_floats() + sh.blocks * lanes + 8 * sh.d + lanes +
-                                   (sh.values_in_tile(true) ? decode_tile * sh.dv : 0);
+                                   4 * sh.d + (sh.values_in_tile(true) ? decode_tile * sh.dv : 0);
     const std::size_t partials =
         p.batch * p.kv_heads * (split_keys(p.n_kv).chunks * sh.partial_floats() + sh.qs_floats());
     return sizeof(float) * (per_thread * std::size_t(std::max(threads, 1)) + partials);
