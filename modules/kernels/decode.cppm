@@ -337,8 +337,9 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     const std::size_t ks = io.k.data.row_stride, vs = io.v.data.row_stride;
     float* s = w.s.data();
     const std::size_t s_stride = sh.s_floats(); // one block's scores
-    // an int8 cache on AVX512-VNNI with one query head (C = lanes): integer products for the
-    // scores and P V (isa::int8_dots, decode_int8_dots), the query quantized once per item
+    // an int8 cache on AVX512-VNNI (isa::int8_dots): with one query head (C = lanes) the scores
+    // in integer products, the query quantized once per item (decode_int8_dot_scores); P V in
+    // integer products where C >= 4 (decode_int8_dot_values)
     using dots = isa::int8_dots<S>;
     [[maybe_unused]] typename dots::query q16{};
     [[maybe_unused]] bool int8_scores = false, int8_values = false;
@@ -611,8 +612,9 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             }
         // C > 1: the next tile's value lines paced over every key step of every P V pass (one
         // pass for GQA 8 and MHA: a row's lines a key)
+        constexpr std::size_t C_i8 = C < 4 ? 4 : C; // (decode_pv_i8 takes C >= 4)
         paced_lines v_paced(v_next, int8_values
-                                        ? pv_i8_steps < C<4 ? 4 : C>(sh.dv, n)
+                                        ? pv_i8_steps<C_i8>(sh.dv, n)
                                         : sh.blocks * n *
                                               (v_tile ? pv_passes<C, DC, float>(sh.dv) : pv_passes<C, DC, S>(sh.dv)));
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
