@@ -353,14 +353,15 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     constexpr bool i16_keys = dots::available && C > 1 && C < lanes;
     [[maybe_unused]] bool int8_pairs = false;
     [[maybe_unused]] const std::int32_t* qp = nullptr;
-    [[maybe_unused]] batch pair_scale[2] = {batch(1.0f), batch(1.0f)};
+    // either way, each block's query scale (a lane's head's) multiplies its integer scores
+    [[maybe_unused]] batch query_scale[2] = {batch(q16.scale), batch(1.0f)};
     if constexpr (i16_keys) {
         int8_pairs = decode_int8_dot_scores(p);
         if (int8_pairs) {
             grow(w.kw16, MK * d);
             qp = reinterpret_cast<const std::int32_t*>(qs + sh.pairs_at());
             for (std::size_t blk = 0; blk < sh.blocks && blk < 2; ++blk)
-                pair_scale[blk] = batch::load_aligned(qs + sh.pair_scales_at() + blk * lanes);
+                query_scale[blk] = batch::load_aligned(qs + sh.pair_scales_at() + blk * lanes);
         }
     }
     for (std::size_t t0 = j0; t0 < j1; t0 += decode_tile) {
@@ -402,6 +403,22 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         // are widened once per tile whatever the number of blocks (MQA at H=16 on AVX2: 2)
         for (std::size_t kb = 0; kb < n; kb += MK) {
             if constexpr (!pace_keys) k_lines.step();
+            // block blk's MK accumulators -> its scores: C keys' partial sums into one batch per
+            // group (lane r*C + c = head r, key c), int8's row scales, keys past n masked
+            [[maybe_unused]] auto finish = [&](std::size_t blk, batch* acc) {
+                float* sb = s + blk * s_stride;
+                for (std::size_t gi = 0; gi < MK / C; ++gi) {
+                    transpose_sum<C / 2>(acc + gi * C);
+                    const std::size_t key0 = kb + gi * C;
+                    batch sc = acc[gi * C];
+                    if constexpr (scaled) // int8: lane r*C + c (key key0 + c) times that row's scale
+                        sc *= int8_scores || int8_pairs ? chunk_scales<C>(ksc, key0, n) * query_scale[blk]
+                                                        : chunk_scales<C>(ksc, key0, n);
+                    if (key0 + C > n)
+                        sc = xsimd::select(key_in_group < batch(float(n > key0 ? n - key0 : 0)), sc, neg_inf);
+                    sc.store_aligned(sb + key0 / C * lanes);
+                }
+            };
             if constexpr (dots::available && C == lanes) {
                 if (int8_scores) { // a key's 16 lanes of int32 partial sums (dots::score), rounded once
                     const std::size_t mk = std::min(MK, n - kb);
@@ -414,10 +431,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         for (std::size_t i = 0; i < mk; ++i) key(i);
                         for (std::size_t i = mk; i < MK; ++i) acc[i] = batch(0.0f);
                     }
-                    transpose_sum<C / 2>(acc);
-                    batch sc = acc[0] * (chunk_scales<C>(ksc, kb, n) * batch(q16.scale));
-                    if (kb + C > n) sc = xsimd::select(key_in_group < batch(float(n - kb)), sc, neg_inf);
-                    sc.store_aligned(s + kb / C * lanes);
+                    finish(0, acc);
                     continue;
                 }
             }
@@ -476,22 +490,6 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                 for (; blk + 2 <= sh.blocks; blk += 2) scores.template operator()<2>(blk);
                 if (blk < sh.blocks) scores.template operator()<1>(blk);
             } else {
-                // block blk's MK accumulators -> its scores: C keys' partial sums into one batch per
-                // group (lane r*C + c = head r, key c), int8's row scales, keys past n masked
-                auto finish = [&](std::size_t blk, batch* acc) {
-                    float* sb = s + blk * s_stride;
-                    for (std::size_t gi = 0; gi < MK / C; ++gi) {
-                        transpose_sum<C / 2>(acc + gi * C);
-                        const std::size_t key0 = kb + gi * C;
-                        batch sc = acc[gi * C];
-                        if constexpr (scaled) // int8: lane r*C + c (key key0 + c) times that row's scale
-                            sc *= int8_pairs ? chunk_scales<C>(ksc, key0, n) * pair_scale[blk]
-                                             : chunk_scales<C>(ksc, key0, n);
-                        if (key0 + C > n)
-                            sc = xsimd::select(key_in_group < batch(float(n > key0 ? n - key0 : 0)), sc, neg_inf);
-                        sc.store_aligned(sb + key0 / C * lanes);
-                    }
-                };
                 std::size_t blk = 0;
                 if constexpr (C < lanes) {
                     // blocks in pairs (R = lanes, which decode_shape splits in two): each broadcast
