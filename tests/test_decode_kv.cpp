@@ -118,6 +118,12 @@ void check_int8_scores() {
     }
 }
 
+/// Counts the lines a paced cursor asks for.
+struct count_request {
+    static inline std::size_t asked = 0;
+    void operator()(const char*) const { ++asked; }
+};
+
 /// decode_pv_i8<D, C> for RB = 16 / C heads sharing the values: score group j / C, lane r*C + c
 /// holds head r's weight of key j (C keys of a head contiguous), each head's output row and
 /// rescale its own.
@@ -140,8 +146,16 @@ void check_int8_pv() {
             const std::vector<float> before = out;
             alignas(64) float corr[16];
             for (std::size_t i = 0; i < 16; ++i) corr[i] = 0.75f - 0.125f * float(i / C);
-            attn::kernels::detail::paced_lines none({}, 1); // no lines to ask for
-            attn::kernels::detail::decode_pv_i8<D, C>(out.data(), d, d, corr, s, v.data(), vs, n, none);
+            // a cursor over L = T + 5 lines (T = pv_i8_steps): T steps ask for exactly
+            // ceil(T delta / 64) lines, delta = ceil(64 L / T), one step more or fewer at least a
+            // line more or fewer
+            alignas(64) static char rows[64 * 256];
+            const std::size_t steps = attn::kernels::detail::pv_i8_steps<C>(d, n), l = steps + 5;
+            const std::size_t delta = (64 * l + steps - 1) / steps;
+            attn::kernels::detail::paced_lines_by<count_request> cursor({rows, 64, 64, l}, steps);
+            count_request::asked = 0;
+            attn::kernels::detail::decode_pv_i8<D, C>(out.data(), d, d, corr, s, v.data(), vs, n, cursor);
+            CHECK(count_request::asked == (steps * delta + 63) / 64);
             for (std::size_t r = 0; r < RB; ++r) {
                 double w = 0;
                 for (std::size_t j = 0; j < n; ++j) w = std::max(w, double(weight(r, j)));

@@ -255,10 +255,10 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
 /// multiplied as a byte four keys at a time (D::interleave, once a pass, serving the pass's
 /// heads), in passes of up to two heads (8 int32 accumulators a head) over 64-dim groups; d a
 /// multiple of 64; out rows dp apart, corr[r*C] head r's rescale. One step of v_next a quad of
-/// keys in each pass and group (pv_i8_steps).
-template <class D, std::size_t C>
+/// keys in each pass and group (pv_i8_steps; paced_lines, or the tests' recording cursor).
+template <class D, std::size_t C, class Lines>
 void decode_pv_i8(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const std::int8_t* v,
-                  std::size_t vs, std::size_t n, paced_lines& v_next) {
+                  std::size_t vs, std::size_t n, Lines& v_next) {
     static_assert(C >= 4 && C <= lanes, "four keys of a head make one dword of its weight bytes");
     constexpr std::size_t RB = lanes / C, NH = RB < 2 ? RB : 2;
     const std::size_t groups = (n + C - 1) / C;
@@ -278,7 +278,7 @@ void decode_pv_i8(float* out, std::size_t dp, std::size_t d, const float* corr, 
     if (n > 64) [[unlikely]]
         require(false, "decode_pv_i8 takes a tile of at most 64 keys (got " + std::to_string(n) + ")");
     for (std::size_t gi = 0; gi < groups; ++gi) D::planes(s + gi * lanes, f, hb + gi * lanes, lb + gi * lanes);
-    paced_lines next = v_next;
+    Lines next = v_next;
     for (std::size_t r0 = 0; r0 < RB; r0 += NH)
         for (std::size_t t0 = 0; t0 < d; t0 += 64) {
             typename D::pv_acc a[NH];
