@@ -351,7 +351,9 @@ TEST_CASE("the bf16 core's softmax step by hand: masked maximum, weights as bf16
     // bf16), 100 elsewhere (which the maximum must pass over); the third group of 32 columns holds
     // no visible key. Running state before: m 1, l 2, an output row of 8s.
     const std::size_t lo = 3, hi = 40, tk_pad = 96, acc_ld = 16;
-    std::vector<float> s(tk_pad, 100.0f), acc(acc_ld, 8.0f);
+    // acc as the kernel's own rows are: 64-byte aligned (fold_tile rescales it in aligned vectors)
+    std::vector<float> s(tk_pad, 100.0f);
+    attn::kernels::aligned_vector<float> acc(acc_ld, 8.0f);
     for (std::size_t j = lo; j < hi; ++j) s[j] = float(2 * (j % 5));
     float m = 1.0f, l = 2.0f;
     attn::kernels::bf16dot::detail::weights_row(s.data(), lo, hi, tk_pad, 0.5f, m, l, acc.data(), acc_ld);
