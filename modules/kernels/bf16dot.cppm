@@ -105,6 +105,8 @@ template <std::size_t MR>
         c0[r] = accumulate ? _mm512_maskz_loadu_ps(m0, c + r * ldc) : _mm512_setzero_ps();
         c1[r] = accumulate ? _mm512_maskz_loadu_ps(m1, c + r * ldc + 16) : _mm512_setzero_ps();
     }
+    // one pair a trip: unrolled, clang hoists both trips' 24 broadcasts and spills accumulators
+#pragma clang loop unroll(disable)
     for (std::size_t k = 0; k < K2; ++k) {
         const __m512bh b0 = (__m512bh)_mm512_load_si512(panel + k * nr);
         const __m512bh b1 = (__m512bh)_mm512_load_si512(panel + k * nr + 16);
