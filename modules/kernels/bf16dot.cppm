@@ -208,9 +208,12 @@ inline __mmask16 keys_mask(std::size_t c, std::size_t lo, std::size_t hi) {
 [[gnu::target("avx512f,avx512dq,avx512bf16")]] inline void weights_row(float* s, std::size_t lo, std::size_t hi,
                                                                        std::size_t tk_pad, float scale, float& m,
                                                                        float& l, float* acc, std::size_t acc_ld) {
+    // masks only at the row's two edges: the columns between take the plain instructions (a mask's
+    // scalar arithmetic cost as much as the vector work it guards)
     __m512 mx = _mm512_set1_ps(kernels::detail::neg_inf);
     for (std::size_t c = lo / 16 * 16; c < hi; c += 16)
-        mx = _mm512_mask_max_ps(mx, keys_mask(c, lo, hi), mx, _mm512_loadu_ps(s + c));
+        mx = c >= lo && c + 16 <= hi ? _mm512_max_ps(mx, _mm512_loadu_ps(s + c))
+                                     : _mm512_mask_max_ps(mx, keys_mask(c, lo, hi), mx, _mm512_loadu_ps(s + c));
     const float m_new = std::max(m, _mm512_reduce_max_ps(mx) * scale);
     const __m512 sc = _mm512_set1_ps(scale), mb = _mm512_set1_ps(m_new);
     __m512 sum0 = _mm512_setzero_ps(), sum1 = _mm512_setzero_ps();
@@ -218,11 +221,12 @@ inline __mmask16 keys_mask(std::size_t c, std::size_t lo, std::size_t hi) {
     for (std::size_t c = 0; c < tk_pad; c += nr) {
         __m512bh w = (__m512bh)_mm512_setzero_si512();
         if (c + nr > lo && c < hi) {
-            const __mmask16 k0 = keys_mask(c, lo, hi), k1 = keys_mask(c + 16, lo, hi);
-            const __m512 e0 =
-                _mm512_maskz_mov_ps(k0, isa::exp2_nonpos_zmm(_mm512_fmsub_ps(_mm512_loadu_ps(s + c), sc, mb)));
-            const __m512 e1 =
-                _mm512_maskz_mov_ps(k1, isa::exp2_nonpos_zmm(_mm512_fmsub_ps(_mm512_loadu_ps(s + c + 16), sc, mb)));
+            __m512 e0 = isa::exp2_nonpos_zmm(_mm512_fmsub_ps(_mm512_loadu_ps(s + c), sc, mb));
+            __m512 e1 = isa::exp2_nonpos_zmm(_mm512_fmsub_ps(_mm512_loadu_ps(s + c + 16), sc, mb));
+            if (c < lo || c + nr > hi) {
+                e0 = _mm512_maskz_mov_ps(keys_mask(c, lo, hi), e0);
+                e1 = _mm512_maskz_mov_ps(keys_mask(c + 16, lo, hi), e1);
+            }
             sum0 = _mm512_add_ps(sum0, e0);
             sum1 = _mm512_add_ps(sum1, e1);
             w = _mm512_cvtne2ps_pbh(e1, e0); // e0's 16 in the low half
