@@ -330,9 +330,10 @@ void check_all(const check_args& a) {
             "reference (bf16/f16: on the inputs rounded to the format); NMSE = sum (out-ref)^2 / sum ref^2; ulp in the "
             "variant's precision; err/bound <= 1 passes; abs_unrnd: max |out - ref| against the reference on the "
             "unrounded inputs (informational: what storing in the format costs). Decode rows in bf16/f16/int8: the "
-            "key/value cache's type (queries, weights and arithmetic fp32; on AVX512-VNNI an int8 cache with one "
-            "query head per key/value head takes integer products, queries and weights in 16-bit fixed point, "
-            "charged in the bound), checked against fp64 over the same "
+            "key/value cache's type (queries, weights and arithmetic fp32; on AVX512-VNNI an int8 cache's scores, "
+            "and P V at up to 4 query heads a key/value head, take integer products, queries and weights in 16-bit "
+            "fixed point; on AVX512_BF16 a bf16 cache's scores at 2 to 16 query heads a key/value head take "
+            "vdpbf16ps, the queries rounded to bf16; both charged in the bound), checked against fp64 over the same "
             "rounded or dequantized cache, by the variants with a kv core; abs_unrnd against fp64 over the "
             "unrounded keys and values.\n",
             rows.size(), failed, ids.size(), id_failed);

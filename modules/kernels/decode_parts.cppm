@@ -355,22 +355,23 @@ template <std::size_t NB, std::size_t K, std::size_t C = 1>
     }
 }
 
-/// score_heads over an int8 cache on D = isa::int8_dots<std::int8_t> (1 < C < lanes): the keys
-/// kw[i] sign-extended into 16-bit rows, the queries' pairs in 16-bit fixed point at qa + b *
-/// q_stride (rearrange_queries: lane r*C + c of pair chunk t is head r's dims 2(tC + c) and
-/// 2(tC + c) + 1), over nch2 = d / 2C pair chunks: one vpdpwssd per pair chunk, key and block,
-/// half score_heads' FMAs and no fp32 widening; exact in int32, rounded once to fp32 (in units
-/// of each head's query scale).
-template <class D, std::size_t NB, std::size_t K, std::size_t C>
-[[gnu::always_inline]] inline void score_heads_i16(const std::int32_t* qa, std::size_t q_stride,
-                                                   const std::int16_t* const* kw, std::size_t nch2, batch (&acc)[NB][K],
-                                                   paced_lines* lines = nullptr) {
-    typename D::i32 a[NB][K];
+/// score_heads on pairs of dims (1 < C < lanes), D an engine of them: isa::int8_dots<std::int8_t>
+/// (AVX512-VNNI; E = int16: the int8 keys sign-extended into 16-bit rows kw[i], the queries in
+/// 16-bit fixed point, exact in int32, rounded once to fp32 in units of each head's query scale)
+/// or isa::bf16_dots<bf16> (AVX512_BF16; E = bf16: the cache's own rows, the queries rounded to
+/// bf16, fp32 sums). The queries' pairs at qa + b * q_stride (rearrange_queries: lane r*C + c of
+/// pair chunk t is head r's dims 2(tC + c) and 2(tC + c) + 1), over nch2 = d / 2C pair chunks: one
+/// product per pair chunk, key and block, half score_heads' FMAs and no widening to fp32.
+template <class D, std::size_t NB, std::size_t K, std::size_t C, class E>
+[[gnu::always_inline]] inline void score_heads_pairs(const std::int32_t* qa, std::size_t q_stride, const E* const* kw,
+                                                     std::size_t nch2, batch (&acc)[NB][K],
+                                                     paced_lines* lines = nullptr) {
+    decltype(D::zero()) a[NB][K];
     for (std::size_t b = 0; b < NB; ++b)
-        for (std::size_t i = 0; i < K; ++i) a[b][i] = D::zero32();
+        for (std::size_t i = 0; i < K; ++i) a[b][i] = D::zero();
     for (std::size_t t = 0; t < nch2; ++t) {
         if (lines) lines->step();
-        typename D::i32 q[NB];
+        decltype(D::load_pairs(qa)) q[NB];
         for (std::size_t b = 0; b < NB; ++b) q[b] = D::load_pairs(qa + b * q_stride + t * lanes);
         for (std::size_t i = 0; i < K; ++i) {
             const auto x = D::template pairs<C>(kw[i] + t * 2 * C);

@@ -74,6 +74,13 @@ struct int8_dots {
     };
 };
 
+/// bf16 dot products over a bf16 cache (the AVX-512 section specialises it for attn::bf16; the CPU
+/// is asked at run time); elsewhere, and for every other type, none.
+template <class S>
+struct bf16_dots {
+    static constexpr bool available = false;
+};
+
 #if XSIMD_WITH_AVX512F
 // ---- AVX-512: 16 lanes, 32 vector registers --------------------------------------------------
 static_assert(lanes == 16, "xsimd's default batch of an AVX-512 build has 16 lanes");
@@ -243,7 +250,7 @@ struct int8_dots<std::int8_t> {
     struct i32 {
         __m512i v;
     };
-    static inline i32 zero32() { return {_mm512_setzero_si512()}; }
+    static inline i32 zero() { return {_mm512_setzero_si512()}; }
     static inline void widen16(const std::int8_t* k, std::int16_t* dst, std::size_t d) {
         for (std::size_t t = 0; t < d; t += 32)
             _mm512_store_si512(dst + t,
@@ -322,6 +329,47 @@ struct int8_dots<std::int8_t> {
     }
 };
 #endif
+
+/// AVX512_BF16's dot product for the scores of a decode core over a bf16 cache with C query heads'
+/// dims in the lanes (1 < C < lanes: score_heads_pairs, as int8_dots' pairs): the key rows read in
+/// place as they are stored, C pairs of dims (C 32-bit words) broadcast across the batch, the
+/// queries' pairs rounded to bf16 in the lanes (rearrange_queries); vdpbf16ps adds each lane's two
+/// products (exact in fp32) to its fp32 sum. One instruction per 2C dims and key, where the fp32
+/// path widens each key element and takes one FMA per C dims. The tree is built without
+/// AVX512_BF16 (-mno-avx512bf16: CMakeLists.txt), so the instruction is written as inline assembly
+/// -- no target attribute, which would keep it from inlining into decode_item -- and runs only
+/// where the CPU has it (decode_bf16_dot_scores asks).
+template <>
+struct bf16_dots<bf16> {
+    static constexpr bool available = true;
+    struct acc {
+        __m512 v;
+    };
+    struct words {
+        __m512i v;
+    };
+    static inline acc zero() { return {_mm512_setzero_ps()}; }
+    [[gnu::always_inline]] static inline words load_pairs(const std::int32_t* q) { return {_mm512_load_si512(q)}; }
+    /// C pairs at k (2C elements) repeated across the batch.
+    template <std::size_t C>
+    [[gnu::always_inline]] static inline words pairs(const bf16* k) {
+        static_assert(C == 2 || C == 4 || C == 8);
+        if constexpr (C == 2) {
+            std::int64_t x;
+            std::memcpy(&x, k, sizeof x);
+            return {_mm512_set1_epi64(x)};
+        } else if constexpr (C == 4) {
+            return {_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k)))};
+        } else {
+            return {_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k)))};
+        }
+    }
+    [[gnu::always_inline]] static inline acc dot(acc a, words k, words q) {
+        asm("vdpbf16ps %2, %1, %0" : "+v"(a.v) : "v"(k.v), "v"(q.v));
+        return a;
+    }
+    [[gnu::always_inline]] static inline batch to_float(acc a) { return batch(a.v); }
+};
 
 #elif XSIMD_WITH_AVX
 // ---- AVX, AVX2 and FMA: 8 lanes, 16 vector registers ------------------------------------------
