@@ -194,6 +194,22 @@ std::size_t transpose_panel(const S* b, std::size_t ld_n, std::size_t K, std::si
     return k;
 }
 
+/// The C 32-bit words at p (C = 2, 4, 8; any alignment) repeated across a register: a key's C pairs
+/// of 16-bit elements, broadcast for score_heads_pairs (int8_dots' and bf16_dots' pairs).
+template <std::size_t C>
+[[gnu::always_inline]] inline __m512i broadcast_words(const void* p) {
+    static_assert(C == 2 || C == 4 || C == 8);
+    if constexpr (C == 2) {
+        std::int64_t x;
+        std::memcpy(&x, p, sizeof x);
+        return _mm512_set1_epi64(x);
+    } else if constexpr (C == 4) {
+        return _mm512_broadcast_i32x4(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+    } else {
+        return _mm512_broadcast_i64x4(_mm256_loadu_si256(static_cast<const __m256i*>(p)));
+    }
+}
+
 #if defined(__AVX512VNNI__)
 /// AVX512-VNNI's integer dot products for a decode core over an int8 cache (decode_item).
 /// Scores: the query in 16-bit fixed point, each key element sign-extended to 16 bits
@@ -260,16 +276,7 @@ struct int8_dots<std::int8_t> {
     /// C 16-bit pairs at k (2C elements) repeated across the batch.
     template <std::size_t C>
     [[gnu::always_inline]] static inline i32 pairs(const std::int16_t* k) {
-        static_assert(C == 2 || C == 4 || C == 8);
-        if constexpr (C == 2) {
-            std::int64_t x;
-            std::memcpy(&x, k, sizeof x);
-            return {_mm512_set1_epi64(x)};
-        } else if constexpr (C == 4) {
-            return {_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k)))};
-        } else {
-            return {_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k)))};
-        }
+        return {broadcast_words<C>(k)};
     }
     [[gnu::always_inline]] static inline i32 dot(i32 acc, i32 k, i32 q) {
         return {_mm512_dpwssd_epi32(acc.v, k.v, q.v)};
@@ -353,16 +360,7 @@ struct bf16_dots<bf16> {
     /// C pairs at k (2C elements) repeated across the batch.
     template <std::size_t C>
     [[gnu::always_inline]] static inline words pairs(const bf16* k) {
-        static_assert(C == 2 || C == 4 || C == 8);
-        if constexpr (C == 2) {
-            std::int64_t x;
-            std::memcpy(&x, k, sizeof x);
-            return {_mm512_set1_epi64(x)};
-        } else if constexpr (C == 4) {
-            return {_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k)))};
-        } else {
-            return {_mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k)))};
-        }
+        return {broadcast_words<C>(k)};
     }
     [[gnu::always_inline]] static inline acc dot(acc a, words k, words q) {
         asm("vdpbf16ps %2, %1, %0" : "+v"(a.v) : "v"(k.v), "v"(q.v));
