@@ -174,6 +174,21 @@ void check_int8_pv() {
         }
 }
 
+/// `parallel` on 2 threads over an S cache, each step checked against fp64 under the bound that
+/// charges its declared roundings, at input magnitudes 1, 4 and 16 (scores up to ~magnitude^2
+/// sqrt(d): a peaked softmax, queries with one large element).
+template <class S>
+void check_charged(const std::vector<problem>& steps) {
+    for (const problem& step : steps)
+        for (const double magnitude : {1.0, 4.0, 16.0}) {
+            attn::run_options opt;
+            opt.threads = 2;
+            const auto r = attn::check_decode_core<S>(attn::find_variant("parallel"), {step, false}, opt, 5, magnitude);
+            INFO(step.describe() << " magnitude " << magnitude << ": err/bound " << r.same.ratio);
+            CHECK(r.same.pass);
+        }
+}
+
 } // namespace
 
 TEST_CASE("int8 dots: the query's fixed point, and a score exact in integers", "[decode][kv][int8dots]") {
@@ -245,16 +260,8 @@ TEST_CASE("an int8 cache in integer products: which shapes, and the charged chec
     CHECK(attn::kernels::decode_int8_fixed_point(mha16).weight_top == 0);
     // scores up to ~magnitude^2 sqrt(d): a peaked softmax and queries with one large element
     // (MHA, 2 and 4 heads a key/value head: scores and P V in integers; 8 and 16: scores)
-    for (const problem& step : {mha64, gqa64, gqa8, attn::decode_problem(attn::gqa(1024, 16, 8, 1), 1000),
-                                attn::decode_problem(attn::mqa(1024, 16, 1), 1000)})
-        for (const double magnitude : {1.0, 4.0, 16.0}) {
-            attn::run_options opt;
-            opt.threads = 2;
-            const auto r =
-                attn::check_decode_core<std::int8_t>(attn::find_variant("parallel"), {step, false}, opt, 5, magnitude);
-            INFO(step.describe() << " magnitude " << magnitude << ": err/bound " << r.same.ratio);
-            CHECK(r.same.pass);
-        }
+    check_charged<std::int8_t>({mha64, gqa64, gqa8, attn::decode_problem(attn::gqa(1024, 16, 8, 1), 1000),
+                                attn::decode_problem(attn::mqa(1024, 16, 1), 1000)});
 }
 
 TEST_CASE("bf16 dots: a score's lanes are the exact dot products of query and key pairs", "[decode][kv][bf16dots]") {
@@ -330,15 +337,7 @@ TEST_CASE("a bf16 cache on bf16 dot products: which shapes, and the charged chec
     CHECK_FALSE(attn::kernels::decode_bf16_dot_scores(mha));
     CHECK_FALSE(attn::kernels::decode_bf16_dot_scores(odd));
     CHECK_FALSE(declared(mha));
-    for (const problem& step : dots)
-        for (const double magnitude : {1.0, 4.0, 16.0}) {
-            attn::run_options opt;
-            opt.threads = 2;
-            const auto r =
-                attn::check_decode_core<attn::bf16>(attn::find_variant("parallel"), {step, false}, opt, 5, magnitude);
-            INFO(step.describe() << " magnitude " << magnitude << ": err/bound " << r.same.ratio);
-            CHECK(r.same.pass);
-        }
+    check_charged<attn::bf16>(dots);
 }
 
 namespace {
