@@ -212,9 +212,10 @@ inline bool decode_int8_dot_values(const problem& p) {
 }
 
 /// Whether decode_core_kv<bf16> scores p's bf16 cache with bf16 dot products (isa::bf16_dots:
-/// AVX512_BF16, unless ATTNBENCH_BF16=convert sets the bf16 engine to the fp32 path): 2 to 8
-/// heads' dims in the lanes (1 < C < lanes), d_qk in whole pair chunks (2C dims). Its scaled
-/// queries are then rounded to bf16 (half_roundings::queries, which the checker charges).
+/// AVX512_BF16, unless ATTNBENCH_BF16=convert sets the bf16 engine to the fp32 path): blocks of 2
+/// to 8 heads' dims in the lanes (1 < C < lanes: 2 to 16 query heads a key/value head at 16 lanes),
+/// d_qk in whole pair chunks (2C dims). Its scaled queries are then rounded to bf16
+/// (half_roundings::queries, which the checker charges).
 inline bool decode_bf16_dot_scores(const problem& p) {
     if constexpr (!isa::bf16_dots<bf16>::available) {
         (void)p;
