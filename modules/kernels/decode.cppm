@@ -587,11 +587,14 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         // two chains a key where the chunks are many (C <= 4: 16 or more
                         // a key at d_head 64) and the registers hold them: GQA 2 fp32 and GQA 4
                         // bf16 in cache 0.98x (3 of 3); GQA 8 (8 chunks) 1.02x, not taken. Not
-                        // for int8 at C = 2: there clang keeps one of the 16 accumulators on the
-                        // stack (stored and reloaded every chunk step), and GQA 2 int8 ran
-                        // 1.37x slower at 2 threads once an unrelated change had moved that
-                        // slot (same loop, perf's samples beside the spill 5 -> 22 %); one
-                        // chain a key: 0.92x the time before that change (3 of 3)
+                        // for a narrow cache at C = 2: 16 accumulators, 16 broadcast pairs and two
+                        // query batches exceed the 32 registers, and clang keeps an accumulator on
+                        // the stack (stored and reloaded every chunk step; perf on f16 GQA 2). One
+                        // chain a key there: int8 0.92x (and 1.37x at 2 threads once an unrelated
+                        // change moved the spill's slot), f16 in cache 0.887x and at L 2M on 2
+                        // threads 0.907x, bf16 widened 0.853x and 0.883x (3 of 3 each, Zen 5).
+                        // fp32 keeps two chains: one measured 0.895x in cache but 1.24x at L 1M on
+                        // 2 threads (3 of 3), its key rows read in place from memory
                         bool done = false;
                         if constexpr (i16_keys)
                             if (int8_pairs) {
@@ -608,7 +611,8 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                                 done = true;
                             }
                         if (done) {
-                        } else if constexpr (C <= 4 && isa::vector_registers >= 32 && !(scaled && C == 2))
+                        } else if constexpr (C <= 4 && isa::vector_registers >= 32 &&
+                                             (C == 4 || std::is_same_v<S, float>))
                             score_block_split<MK, C>(qa, kf, nch, acc, pace_keys ? &k_lines : nullptr);
                         else
                             score_heads<1, MK, C>(qa, 0, kf, nch, acc, pace_keys ? &k_lines : nullptr);
