@@ -279,59 +279,44 @@ void rearrange_queries(const problem& p, const kv_core_io<S>& io, std::size_t b,
                 for (std::size_t c = 0; c < C; ++c)
                     dst[c] = h < R ? io.q.row(b, g * R + h, 0)[dim(ch * C + c)] * scale : 0.0f;
             }
-    if constexpr (isa::int8_dots<S>::available) {
-        // an int8 cache's integer scores with C < lanes (score_heads_pairs): each head's scaled
-        // query in 16-bit fixed point (its largest |q| to isa::int8_dots::top), lane r*C + c of
-        // pair chunk t the int16 pair of dims 2(tC + c), 2(tC + c) + 1, low word first as
-        // vpmovsxbw leaves a key's; each block's lane scales after
-        if (C > 1 && C < lanes && decode_int8_dot_scores(p)) {
-            const std::size_t d = sh.d, nch2 = d / (2 * C);
-            const float top = float(isa::int8_dots<S>::top(d));
-            float* scales = qs + sh.pair_scales_at();
-            for (std::size_t blk = 0; blk < sh.blocks; ++blk)
-                for (std::size_t r = 0; r < RB; ++r) {
-                    const std::size_t h = blk * RB + r;
-                    const float* q = h < R ? io.q.row(b, g * R + h, 0) : nullptr;
-                    float mx = 0.0f;
-                    for (std::size_t t = 0; q && t < d; ++t) mx = std::max(mx, std::abs(q[t] * scale));
-                    const float qscale = mx > 0.0f ? mx / top : 1.0f, inv = 1.0f / qscale;
-                    auto q16 = [&](std::size_t t) {
-                        return q ? std::uint32_t(std::uint16_t(std::int16_t(std::lrint(q[t] * scale * inv)))) : 0u;
-                    };
-                    for (std::size_t t = 0; t < nch2; ++t)
-                        for (std::size_t c = 0; c < C; ++c) {
-                            const std::size_t i = t * C + c;
-                            const std::uint32_t pair = q16(2 * i) | q16(2 * i + 1) << 16;
-                            std::memcpy(qs + sh.pairs_at() + blk * sh.pairs_stride() + t * lanes + r * C + c, &pair,
-                                        sizeof pair);
-                        }
-                    for (std::size_t c = 0; c < C; ++c) scales[blk * lanes + r * C + c] = qscale;
+    // the queries' pairs where the scores take products on pairs of dims (score_heads_pairs,
+    // 1 < C < lanes): lane r*C + c of pair chunk t holds 16 bits of each of head r's dims 2(tC + c)
+    // and 2(tC + c) + 1, the lower dim in the low half, as a key's 32-bit word holds them
+    // (vpmovsxbw's int16 pairs of an int8 key, a bf16 key row as stored). An int8 cache's
+    // (AVX512-VNNI): each head's scaled query in 16-bit fixed point, its largest |q| to
+    // isa::int8_dots::top, each block's lane scales after the pairs; a bf16 cache's
+    // (AVX512_BF16): each head's scaled query rounded to bf16 (nearest even).
+    bool int8_pairs = false, bf16_pairs = false;
+    if constexpr (isa::int8_dots<S>::available) int8_pairs = C > 1 && C < lanes && decode_int8_dot_scores(p);
+    if constexpr (isa::bf16_dots<S>::available) bf16_pairs = decode_bf16_dot_scores(p);
+    if (!int8_pairs && !bf16_pairs) return;
+    const std::size_t d = sh.d, nch2 = d / (2 * C);
+    const float top = float(isa::int8_dots<S>::top(d));
+    for (std::size_t blk = 0; blk < sh.blocks; ++blk)
+        for (std::size_t r = 0; r < RB; ++r) {
+            const std::size_t h = blk * RB + r;
+            const float* q = h < R ? io.q.row(b, g * R + h, 0) : nullptr;
+            float qscale = 1.0f; // int8's fixed point: each unit of a pair this many of the scaled query
+            if (int8_pairs) {
+                float mx = 0.0f;
+                for (std::size_t t = 0; q && t < d; ++t) mx = std::max(mx, std::abs(q[t] * scale));
+                qscale = mx > 0.0f ? mx / top : 1.0f;
+                for (std::size_t c = 0; c < C; ++c) qs[sh.pair_scales_at() + blk * lanes + r * C + c] = qscale;
+            }
+            const float inv = 1.0f / qscale;
+            auto half = [&](std::size_t t) -> std::uint32_t {
+                if (!q) return 0u;
+                if (int8_pairs) return std::uint16_t(std::int16_t(std::lrint(q[t] * scale * inv)));
+                return std::bit_cast<std::uint16_t>(bf16(q[t] * scale));
+            };
+            for (std::size_t t = 0; t < nch2; ++t)
+                for (std::size_t c = 0; c < C; ++c) {
+                    const std::size_t i = t * C + c;
+                    const std::uint32_t pair = half(2 * i) | half(2 * i + 1) << 16;
+                    std::memcpy(qs + sh.pairs_at() + blk * sh.pairs_stride() + t * lanes + r * C + c, &pair,
+                                sizeof pair);
                 }
         }
-    }
-    if constexpr (isa::bf16_dots<S>::available) {
-        // a bf16 cache's scores on vdpbf16ps (score_heads_pairs): each head's scaled query rounded
-        // to bf16 (nearest even), lane r*C + c of pair chunk t the pair of dims 2(tC + c) and
-        // 2(tC + c) + 1, the lower dim in the low half, as a key row's 32-bit word holds them
-        if (decode_bf16_dot_scores(p)) {
-            const std::size_t nch2 = sh.d / (2 * C);
-            for (std::size_t blk = 0; blk < sh.blocks; ++blk)
-                for (std::size_t r = 0; r < RB; ++r) {
-                    const std::size_t h = blk * RB + r;
-                    const float* q = h < R ? io.q.row(b, g * R + h, 0) : nullptr;
-                    auto half = [&](std::size_t t) {
-                        return q ? std::uint32_t(std::bit_cast<std::uint16_t>(bf16(q[t] * scale))) : 0u;
-                    };
-                    for (std::size_t t = 0; t < nch2; ++t)
-                        for (std::size_t c = 0; c < C; ++c) {
-                            const std::size_t i = t * C + c;
-                            const std::uint32_t pair = half(2 * i) | half(2 * i + 1) << 16;
-                            std::memcpy(qs + sh.pairs_at() + blk * sh.pairs_stride() + t * lanes + r * C + c, &pair,
-                                        sizeof pair);
-                        }
-                }
-        }
-    }
 }
 
 /// One work item: keys [j0, j1) of key/value head g in sequence b, for its R query heads, with
@@ -404,7 +389,6 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         int8_pairs = decode_int8_dot_scores(p);
         if (int8_pairs) {
             grow(w.kw16, MK * d);
-            qp = reinterpret_cast<const std::int32_t*>(qs + sh.pairs_at());
             for (std::size_t blk = 0; blk < sh.blocks && blk < 2; ++blk)
                 query_scale[blk] = batch::load_aligned(qs + sh.pair_scales_at() + blk * lanes);
         }
@@ -414,10 +398,9 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     using bdots = isa::bf16_dots<S>;
     constexpr bool bf16_keys = bdots::available && C > 1 && C < lanes;
     [[maybe_unused]] bool bf16_pairs = false;
-    if constexpr (bf16_keys) {
-        bf16_pairs = decode_bf16_dot_scores(p);
-        if (bf16_pairs) qp = reinterpret_cast<const std::int32_t*>(qs + sh.pairs_at());
-    }
+    if constexpr (bf16_keys) bf16_pairs = decode_bf16_dot_scores(p);
+    // either engine's query pairs, as rearrange_queries packs them
+    if (int8_pairs || bf16_pairs) qp = reinterpret_cast<const std::int32_t*>(qs + sh.pairs_at());
     for (std::size_t t0 = j0; t0 < j1; t0 += decode_tile) {
         const std::size_t n = std::min(decode_tile, j1 - t0), groups = (n + C - 1) / C;
         const S* k = io.k.data.row(b, g, t0);

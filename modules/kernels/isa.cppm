@@ -215,7 +215,7 @@ template <std::size_t C>
 /// Scores: the query in 16-bit fixed point, each key element sign-extended to 16 bits
 /// (vpmovsxbw, 32 a uop) and multiplied in pairs (vpdpwssd): 3 uops per 32 elements where
 /// widening to fp32 and an FMA take 6 per 16; one head's dims in the lanes (quantize, score) or
-/// C heads' pairs (widen16, pairs, dot: score_heads_i16). P V: the weights in 16-bit fixed point
+/// C heads' pairs (widen16, pairs, dot: score_heads_pairs). P V: the weights in 16-bit fixed point
 /// as two byte planes, each value element multiplied as a byte (vpdpbusd, four keys to a dword)
 /// after two rounds of unpacks (planes, interleave, pv_add, finish: decode_pv_i8).
 template <>
