@@ -171,11 +171,11 @@ struct decode_shape {
 };
 
 /// Extra memory of decode_core on `threads` threads, in bytes: an upper bound over the cache types
-/// (a narrow cache's widened key block of at most 8 keys included, an int8 cache's 16-bit one
-/// (score_heads_pairs), and the fp32 value tile where decode_shape::values_in_tile).
+/// (a narrow cache's widened key block of at most 16 keys included, an int8 cache's 16-bit one of
+/// 8 (score_heads_pairs), and the fp32 value tile where decode_shape::values_in_tile).
 inline std::size_t decode_scratch_bytes(const problem& p, int threads) {
     const decode_shape sh(p);
-    const std::size_t per_thread = sh.blocks * sh.s_floats() + sh.ml_floats() + sh.blocks * lanes + 8 * sh.d + lanes +
+    const std::size_t per_thread = sh.blocks * sh.s_floats() + sh.ml_floats() + sh.blocks * lanes + 16 * sh.d + lanes +
                                    4 * sh.d + (sh.values_in_tile(true) ? decode_tile * sh.dv : 0);
     const std::size_t partials =
         p.batch * p.kv_heads * (split_keys(p.n_kv).chunks * sh.partial_floats() + sh.qs_floats());
@@ -329,11 +329,13 @@ void rearrange_queries(const problem& p, const kv_core_io<S>& io, std::size_t b,
 ///    lanes (group_max, group_sum), one vector exp per RB x C scores;
 ///  - P V with decode_pv.
 /// All lanes do useful work whatever R is (up to padding R to RB); R = 1 is the plain dot
-/// product (C = lanes) and R >= lanes puts the heads in the lanes (C = 1).
-template <std::size_t C, std::size_t DC, class S>
+/// product (C = lanes) and R >= lanes puts the heads in the lanes (C = 1). MK keys a score pass:
+/// C, at least 8 (one accumulator chain a key: 8 chains cover 2 FMA ports x 4 cycles), 16 where
+/// decode_item_for asks for more chains.
+template <std::size_t C, std::size_t DC, class S, std::size_t MK = (C >= 8 ? C : 8)>
 void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::size_t g, std::size_t j0,
                  std::size_t j1, const float* qs, float* part) {
-    constexpr std::size_t RB = lanes / C, MK = C >= 8 ? C : 8;
+    constexpr std::size_t RB = lanes / C;
     const decode_shape sh(p);
     const std::size_t R = p.heads / p.kv_heads, d = sh.d, dp = sh.dp, nch = d / C, tail = nch * C;
     // the d % C dims are scored below in scalar from the unscaled queries, scaled as
@@ -430,7 +432,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         // 1.02-1.03x with the Bresenham cursor, 0.92-0.97x with the two-pointer one (bf16, f16,
         // f32); MHA (C = lanes) paced one step a key measured level (in cache 1.006-1.017x, out
         // 0.977-0.985x, minima either way)
-        constexpr std::size_t HK = isa::vector_registers >= 32 ? MK : MK / 2;
+        constexpr std::size_t HK = isa::vector_registers >= 32 ? std::min<std::size_t>(MK, 8) : MK / 2;
         constexpr bool pace_keys = C > 1 && C < lanes;
         // otherwise MK rows' lines at each group of MK keys (the same cursor, one step a group)
         paced_lines k_lines(k_next, pace_keys ? (n + MK - 1) / MK * (sh.blocks / 2 * (MK / HK) + sh.blocks % 2) *
@@ -731,7 +733,12 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     }
 }
 
-/// decode_item for the C that R needs.
+/// decode_item for the C that R needs. GQA 2 at H 16 over a bf16 cache on vdpbf16ps (one block,
+/// C = 2) scores 16 keys a pass: 16 chains of bf16 dot products, where 8 left the dot product's
+/// latency exposed (Zen 5, 3 alternating rounds x 3 repetitions: in cache, 1 thread, 0.958x the
+/// time; L 2M on 2 threads 0.895x, L 256k at batch 8 0.957x). fp32 (read in place, two chains
+/// already: score_block_split), f16 and int8 measured level or slower with 16 keys (f16 1.04x in
+/// cache, int8 1.04x at L 2M).
 template <std::size_t DC, class S, std::size_t C = lanes>
 void decode_item_for(std::size_t c_needed, const problem& p, const kv_core_io<S>& io, std::size_t b, std::size_t g,
                      std::size_t j0, std::size_t j1, const float* qs, float* part) {
@@ -739,6 +746,11 @@ void decode_item_for(std::size_t c_needed, const problem& p, const kv_core_io<S>
         (void)c_needed;
         decode_item<1, DC>(p, io, b, g, j0, j1, qs, part);
     } else if (c_needed == C) {
+        if constexpr (C == 2 && isa::vector_registers >= 32 && isa::bf16_dots<S>::available)
+            if (decode_shape(p).blocks == 1 && decode_bf16_dot_scores(p)) {
+                decode_item<C, DC, S, 16>(p, io, b, g, j0, j1, qs, part);
+                return;
+            }
         decode_item<C, DC>(p, io, b, g, j0, j1, qs, part);
     } else {
         decode_item_for<DC, S, C / 2>(c_needed, p, io, b, g, j0, j1, qs, part);
