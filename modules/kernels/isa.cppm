@@ -830,10 +830,9 @@ inline bf16_engine bf16_engine_here() {
 
 /// How the kernels compute in bf16 on this CPU, one line for the results' metadata.
 inline std::string bf16_path() {
-    const char* rest =
-        ", P rounded to bf16, fp32 softmax and accumulation); projections widen bf16 to fp32, fp32 FMA; "
-        "decode steps: the scores on vdpbf16ps where 2 to 16 query heads share a key/value head (the "
-        "queries rounded to bf16), fp32 FMA on widened keys otherwise and for P V";
+    const char* rest = ", P rounded to bf16, fp32 softmax and accumulation); projections widen bf16 to fp32, fp32 FMA; "
+                       "decode steps: the scores on vdpbf16ps where 2 to 16 query heads share a key/value head (the "
+                       "queries rounded to bf16), fp32 FMA on widened keys otherwise and for P V";
     switch (bf16_engine_here()) {
     case bf16_engine::amx:
         return std::string("amx: the tiled core's Q K^T and P V on AMX tiles (tdpbf16ps") + rest;
