@@ -34,9 +34,10 @@
 //    rows in registers; with R > 1 (C < lanes) each key element feeds one FMA per C lanes, so
 //    the keys are widened MK at a time into an L1-resident block (2 KiB at d_head 64), once for
 //    every block of heads (the scores of all blocks are taken before the softmax), and
-//    broadcast from there, and V rows are widened in registers once per pass of up to 4 heads
-//    (decode_pv's blocking for narrow rows keeps its accumulators in the register file); with
-//    more than 8 heads (4 passes or more) the value tile is widened once into fp32 instead.
+//    broadcast from there, and V rows are widened in registers once per pass of up to 8 heads
+//    (decode_pv's blocking for narrow rows keeps its accumulators in the register file: MQA at
+//    H 16, two blocks of 8, widens each value row twice, which measured faster than widening it
+//    once into an fp32 tile: decode_shape::values_in_tile).
 //    Widening whole 64-key tiles instead (two 16 KiB fp32 tiles) overflows a 32 KiB L1 together
 //    with the cache's own lines.
 //  - An int8 cache on AVX512-VNNI skips widening to fp32 (isa::int8_dots): scores with the
@@ -139,11 +140,13 @@ struct decode_shape {
     /// partial results of one item: `rows` outputs of dp, then `rows` maxima and sums (aligned)
     inline std::size_t partial_floats() const { return round_up(rows * (dp + 2), lanes); }
     /// Whether P V reads a tile's values from the thread's fp32 tile, copied (widened if narrow)
-    /// once a tile: always with the heads in the lanes; for a narrow cache where decode_pv would
-    /// widen each row in four or more passes (more than 8 heads: its passes hold up to 4). MQA, H
-    /// 16, AVX-512 (4 passes), L 4M, 2 threads: bf16 0.954x, int8 0.968x the time; with 2 passes
-    /// (GQA 2) the copy cost more than it saved (1.03x in cache).
-    inline bool values_in_tile(bool narrow) const { return c == 1 || (narrow && rows > 8); }
+    /// once a tile: with the heads in the lanes (C = 1) only. With C > 1 decode_pv reads the rows
+    /// in place, a narrow row widened in registers once a pass: MQA at H 16 on AVX-512 (two blocks
+    /// of 8 heads, a pass each) took the tile over a narrow cache until the passes held 8 heads;
+    /// reading in place then measured 0.88-0.91x its time in cache (f16, bf16, int8; 1 thread) and
+    /// 0.87-0.96x at L 4M (batch 1) and 512k (batch 8) on 2 threads (Zen 5, 3 of 3 but bf16 at
+    /// batch 1, 2 of 3).
+    inline bool values_in_tile() const { return c == 1; }
     /// Whether a narrow cache's keys go into decode_item's widened block (C < lanes) in
     /// isa::widen_pair's order, as the pairs come (one load and two unpacks a pair for bf16,
     /// where one at a time is a load, an extend and a shift a batch), the queries permuted to
@@ -152,13 +155,6 @@ struct decode_shape {
     template <class S>
     bool keys_in_pair_order() const {
         return c < lanes && whole_pairs<S>(d);
-    }
-    /// Whether the fp32 value tile (values_in_tile) of a narrow cache is widened in
-    /// isa::widen_pair's order, decode_pv's accumulators moved into it as for a narrow row read in
-    /// place: P V in register blocks (C > 1) over a dv of whole pairs (MQA bf16 at H 16, AVX-512).
-    template <class S>
-    bool values_in_pair_order() const {
-        return c > 1 && values_in_tile(true) && whole_pairs<S>(dv);
     }
     /// Whether rows of `width` in S widen in isa::widen_pair's order and are whole pairs of the
     /// register blocks: DC = decode_register_batches even and width = DC x lanes, as the
@@ -176,7 +172,7 @@ struct decode_shape {
 inline std::size_t decode_scratch_bytes(const problem& p, int threads) {
     const decode_shape sh(p);
     const std::size_t per_thread = sh.blocks * sh.s_floats() + sh.ml_floats() + sh.blocks * lanes + 16 * sh.d + lanes +
-                                   4 * sh.d + (sh.values_in_tile(true) ? decode_tile * sh.dv : 0);
+                                   4 * sh.d + (sh.values_in_tile() ? decode_tile * sh.dv : 0);
     const std::size_t partials =
         p.batch * p.kv_heads * (split_keys(p.n_kv).chunks * sh.partial_floats() + sh.qs_floats());
     return sizeof(float) * (per_thread * std::size_t(std::max(threads, 1)) + partials);
@@ -207,7 +203,7 @@ inline bool decode_int8_dot_values(const problem& p) {
         return false;
     } else {
         const decode_shape sh(p);
-        return sh.c >= 4 && !sh.values_in_tile(true) && sh.dv % 64 == 0;
+        return sh.c >= 4 && sh.dv % 64 == 0;
     }
 }
 
@@ -361,11 +357,8 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     constexpr bool block = !std::is_same_v<S, float> && C < lanes;
     if constexpr (block) grow(w.kw, MK * tail + lanes);
     [[maybe_unused]] const bool keys_paired = sh.keys_in_pair_order<S>(); // as rearrange_queries
-    const bool v_tile = sh.values_in_tile(!std::is_same_v<S, float>);
+    const bool v_tile = sh.values_in_tile();
     if (v_tile) grow(w.vw, decode_tile * sh.dv);
-    // (pairs_ok: the instantiations that can take the value tile in pair order)
-    constexpr bool pairs_ok = isa::pair_reorders<S> && C > 1 && DC % 2 == 0;
-    const bool vals_paired = sh.values_in_pair_order<S>();
     const std::size_t ks = io.k.data.row_stride, vs = io.v.data.row_stride;
     float* s = w.s.data();
     const std::size_t s_stride = sh.s_floats(); // one block's scores
@@ -655,21 +648,13 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         // element is one load from L1 and the cache's rows are streamed once, not walked in
         // strided passes (fp32 read in place: GQA 2 at 256 MiB slower in some runs once P V's
         // passes stopped spilling)
-        // (in widen_pair's order where decode_shape::values_in_pair_order)
         if (v_tile)
-            for (std::size_t j = 0; j < n; ++j) {
-                if (vals_paired)
-                    isa::widen_pairs(v + j * vs, w.vw.data() + j * sh.dv, sh.dv);
-                else
-                    isa::widen(v + j * vs, w.vw.data() + j * sh.dv, sh.dv);
-            }
+            for (std::size_t j = 0; j < n; ++j) isa::widen(v + j * vs, w.vw.data() + j * sh.dv, sh.dv);
         // C > 1: the next tile's value lines paced over every key step of every P V pass (one
         // pass for GQA 8 and MHA: a row's lines a key)
         constexpr std::size_t C_i8 = C < 4 ? 4 : C; // (decode_pv_i8 takes C >= 4)
-        paced_lines v_paced(v_next, int8_values
-                                        ? pv_i8_steps<C_i8>(sh.dv, n)
-                                        : sh.blocks * n *
-                                              (v_tile ? pv_passes<C, DC, float>(sh.dv) : pv_passes<C, DC, S>(sh.dv)));
+        paced_lines v_paced(v_next,
+                            int8_values ? pv_i8_steps<C_i8>(sh.dv, n) : sh.blocks * n * pv_passes<C, DC, S>(sh.dv));
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
             float* const sb = s + blk * s_stride;
             if (tail < d) // the d % C dims, in scalar
@@ -697,21 +682,12 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             float* cr = w.cr.data() + blk * lanes;
             corr.store_aligned(cr);
             if constexpr (C > 1) {
-                if constexpr (pairs_ok)
-                    if (vals_paired) {
-                        decode_pv<C, DC, float, S>(part + blk * RB * dp, dp, sh.dv, cr, sb, w.vw.data(), sh.dv, n,
-                                                   v_paced);
-                        continue;
-                    }
                 if constexpr (dots::available && C >= 4)
                     if (int8_values) {
                         decode_pv_i8<dots, C>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, v_paced);
                         continue;
                     }
-                if (v_tile)
-                    decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, w.vw.data(), sh.dv, n, v_paced);
-                else
-                    decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, v_paced);
+                decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, v_paced);
             }
         }
         if constexpr (C == 1) { // heads in the lanes, every block's outputs dim-major, blocks in pairs

@@ -169,15 +169,12 @@ constexpr std::size_t pv_passes(std::size_t d) {
 /// load and two unpacks for bf16), each lane's sum taken in the same order as one at a time.
 /// The rows v are of the cache's type E, read in place; an int8 row's scale is already in its
 /// weights (the caller multiplies them once per tile).
-/// Pairs = bf16: the rows are fp32 already in bf16's pair order (a bf16 value tile widened by
-/// isa::widen_pair, as decode_item widens it), so the accumulators are moved into that order and
-/// back as for a bf16 row read in place.
-template <std::size_t C, std::size_t DC, class E, class Pairs = E>
+template <std::size_t C, std::size_t DC, class E>
 void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const E* v, std::size_t vs,
                std::size_t n, paced_lines& v_paced) {
     constexpr std::size_t RB = lanes / C, RV = pv_blocking<RB, DC, E>::RV, DB = pv_blocking<RB, DC, E>::DB;
     // batches widened two at a time (isa::widen_pair; its order is undone at the store)
-    constexpr bool paired = !std::is_same_v<Pairs, float> && DB % 2 == 0;
+    constexpr bool paired = !std::is_same_v<E, float> && DB % 2 == 0;
     // every whole batch of the value width: blocks of DB batches (DC, the batches the scores keep
     // in registers, is a multiple of DB, so a value as wide as the key runs as before), then the
     // batches left one at a time; only d % lanes dims are left to the scalar tail (MLA's absorbed
@@ -193,7 +190,7 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
                 for (std::size_t c = 0; c < DB; ++c)
                     a[r][c] = batch::load_aligned(out + (r0 + r) * dp + (c0 + c) * lanes) * cb;
                 if constexpr (paired)
-                    for (std::size_t c = 0; c < DB; c += 2) isa::to_pair_order<Pairs>(a[r][c], a[r][c + 1]);
+                    for (std::size_t c = 0; c < DB; c += 2) isa::to_pair_order<E>(a[r][c], a[r][c + 1]);
             }
             for (std::size_t j = 0; j < n; ++j) {
                 const E* vj = v + j * vs + c0 * lanes;
@@ -217,7 +214,7 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
             }
             for (std::size_t r = 0; r < RV; ++r) {
                 if constexpr (paired)
-                    for (std::size_t c = 0; c < DB; c += 2) isa::from_pair_order<Pairs>(a[r][c], a[r][c + 1]);
+                    for (std::size_t c = 0; c < DB; c += 2) isa::from_pair_order<E>(a[r][c], a[r][c + 1]);
                 for (std::size_t c = 0; c < DB; ++c) a[r][c].store_aligned(out + (r0 + r) * dp + (c0 + c) * lanes);
             }
         }
