@@ -469,9 +469,16 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             }
             const S* kr[MK] = {};
             if constexpr (i16_keys) {
-                if (int8_pairs) // (no row pointers kept: their spills cost as much as the products)
-                    for (std::size_t i = 0; i < MK; ++i)
-                        dots::widen16(k + std::min(kb + i, n - 1) * ks, w.kw16.data() + i * d, d);
+                if (int8_pairs) { // (no row pointers kept: their spills cost as much as the products)
+                    const std::size_t last = std::min(MK, n - kb); // rows past n repeat key n - 1
+                    if (d == DC * lanes && DC % 2 == 0)            // unrolled: whole 32-element pieces
+                        for (std::size_t i = 0; i < MK; ++i)
+                            dots::template widen16<DC / 2>(k + (kb + std::min(i, last - 1)) * ks,
+                                                           w.kw16.data() + i * d);
+                    else
+                        for (std::size_t i = 0; i < MK; ++i)
+                            dots::widen16(k + std::min(kb + i, n - 1) * ks, w.kw16.data() + i * d, d);
+                }
             }
             if (!int8_pairs)
                 for (std::size_t i = 0; i < MK; ++i)

@@ -267,10 +267,16 @@ struct int8_dots<std::int8_t> {
         __m512i v;
     };
     static inline i32 zero() { return {_mm512_setzero_si512()}; }
-    static inline void widen16(const std::int8_t* k, std::int16_t* dst, std::size_t d) {
-        for (std::size_t t = 0; t < d; t += 32)
+    /// Pieces of 32 elements, unrolled (decode_item's rows of DC batches: a loop of two pieces
+    /// a row, its counter and pointer arithmetic, cost int8 GQA 4 about 7 % of its step in cache).
+    template <std::size_t Pieces>
+    [[gnu::always_inline]] static inline void widen16(const std::int8_t* k, std::int16_t* dst) {
+        for (std::size_t t = 0; t < 32 * Pieces; t += 32)
             _mm512_store_si512(dst + t,
                                _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + t))));
+    }
+    static inline void widen16(const std::int8_t* k, std::int16_t* dst, std::size_t d) {
+        for (std::size_t t = 0; t < d; t += 32) widen16<1>(k + t, dst + t);
     }
     [[gnu::always_inline]] static inline i32 load_pairs(const std::int32_t* q) { return {_mm512_load_si512(q)}; }
     /// C 16-bit pairs at k (2C elements) repeated across the batch.
