@@ -20,8 +20,9 @@
 //    next K and V tiles together exceed it), across chunk boundaries, their lines requested evenly
 //    over the tile's work (paced_lines): a burst of requests fills the core's miss
 //    buffers and leaves them idle for the rest. Value lines go over every key step of every P V
-//    pass; key lines over every chunk step of the scores where 1 < C < lanes, MK rows at a time
-//    otherwise (MHA: one chunk step a key; heads in the lanes: spread measured no better).
+//    pass; key lines over every chunk step of the scores where 1 < C < lanes, a key's at each
+//    key where C = lanes (MHA; an int8 cache's MK rows at a time), MK rows at a time with the
+//    heads in the lanes (spread measured no better).
 //    Items go to threads in contiguous runs (guided schedule), so a thread's next item
 //    continues the keys it streams.
 //  - Determinism: keys are split into chunks that depend on n_kv only; each chunk leaves
@@ -423,18 +424,25 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         // in the first. Pairs at 0.5-1 GiB caches, 2 threads: MQA f32 0.78-0.84x the time, bf16
         // 0.87x (batch 8), GQA 2 f32 0.87x, bf16 0.86x; GQA 8 (C = 8: 8 chunk steps for MK keys)
         // 1.02-1.03x with the Bresenham cursor, 0.92-0.97x with the two-pointer one (bf16, f16,
-        // f32); MHA (C = lanes) paced one step a key measured level (in cache 1.006-1.017x, out
-        // 0.977-0.985x, minima either way)
+        // f32). MHA (C = lanes): one step a key, the rows read key by key, where MK rows' lines
+        // at a time measured 0.977-0.985x out of cache (Zen 4) and, on Zen 5 at 1 thread over
+        // 1 GiB, f32 0.871x (7 of 8 alternating runs) and 0.950x (5 of 8), f16 0.911x and bf16
+        // 0.940x (6 of 8 each); at 32 MiB f32 0.954x, f16 0.930x. A stream test at 1 thread (two
+        // 16 KiB bursts a tile, 8 FMAs a line) read 20-23 GB/s with a 64-line burst of prefetches
+        // every 4 KiB against 30-33 with one a line. Not an int8 cache's (one line a key, scored
+        // on integer products): 1.174x (0 of 8) paced a key.
         constexpr std::size_t HK = isa::vector_registers >= 32 ? std::min<std::size_t>(MK, 8) : MK / 2;
         constexpr bool pace_keys = C > 1 && C < lanes;
+        constexpr bool pace_per_key = C == lanes && !std::is_same_v<S, std::int8_t>;
         // otherwise MK rows' lines at each group of MK keys (the same cursor, one step a group)
         paced_lines k_lines(k_next, pace_keys ? (n + MK - 1) / MK * (sh.blocks / 2 * (MK / HK) + sh.blocks % 2) *
                                                     (int8_pairs || bf16_pairs ? d / (2 * C) : nch)
-                                              : (n + MK - 1) / MK);
+                                    : pace_per_key ? n
+                                                   : (n + MK - 1) / MK);
         // scores of every block of heads first, MK keys at a time, so that a narrow cache's keys
         // are widened once per tile whatever the number of blocks (MQA at H=16 on AVX2: 2)
         for (std::size_t kb = 0; kb < n; kb += MK) {
-            if constexpr (!pace_keys) k_lines.step();
+            if constexpr (!pace_keys && !pace_per_key) k_lines.step();
             // block blk's MK accumulators -> its scores: C keys' partial sums into one batch per
             // group (lane r*C + c = head r, key c), int8's row scales, keys past n masked
             [[maybe_unused]] auto finish = [&](std::size_t blk, batch* acc) {
@@ -618,6 +626,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                             // read back a zero fill written by narrower stores, a store-forwarding
                             // stall per key (a sixth of the MHA int8 core's samples on AVX-512)
                             auto key = [&](std::size_t i) {
+                                if constexpr (pace_per_key) k_lines.step();
                                 batch a(0.0f);
                                 if constexpr (paired) {
                                     for (std::size_t ch = 0; ch < DC; ch += 2) {
@@ -638,7 +647,10 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                                 for (std::size_t i = mk; i < MK; ++i) acc[0][i] = batch(0.0f);
                             }
                         } else {
-                            for (std::size_t i = 0; i < MK; ++i) acc[0][i] = batch(0.0f);
+                            for (std::size_t i = 0; i < MK; ++i) {
+                                if constexpr (pace_per_key) k_lines.step();
+                                acc[0][i] = batch(0.0f);
+                            }
                             for (std::size_t ch = 0; ch < nch; ++ch) {
                                 const batch qv = batch::load_aligned(qa + ch * lanes);
                                 for (std::size_t i = 0; i < MK; ++i)
