@@ -20,7 +20,7 @@
 //    next K and V tiles together exceed it), across chunk boundaries, their lines requested evenly
 //    over the tile's work (paced_lines): a burst of requests fills the core's miss
 //    buffers and leaves them idle for the rest. Value lines go over every key step of every P V
-//    pass; key lines over every chunk step of the scores where 1 < C < lanes, a key's at each
+//    pass; key lines over every chunk step of the scores where 1 < C < lanes, one row's at each
 //    key where C = lanes (MHA; an int8 cache's MK rows at a time), MK rows at a time with the
 //    heads in the lanes (spread measured no better).
 //    Items go to threads in contiguous runs (guided schedule), so a thread's next item
