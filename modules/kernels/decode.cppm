@@ -478,8 +478,11 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             const S* kr[MK] = {};
             if constexpr (i16_keys) {
                 if (int8_pairs) { // (no row pointers kept: their spills cost as much as the products)
-                    const std::size_t last = std::min(MK, n - kb); // rows past n repeat key n - 1
-                    if (d == DC * lanes && DC % 2 == 0)            // unrolled: whole 32-element pieces
+                    // rows past n repeat key n - 1 (clamped apart in the two loops: one loop with
+                    // one clamp, min(kb + i, n - 1), and the form chosen inside it measured 1.025x
+                    // (GQA 4) and 1.094x (GQA 8) the time in cache, 1 thread, 1 and 0 of 4 faster)
+                    const std::size_t last = std::min(MK, n - kb);
+                    if (d == DC * lanes && DC % 2 == 0) // unrolled: whole 32-element pieces
                         for (std::size_t i = 0; i < MK; ++i)
                             dots::template widen16<DC / 2>(k + (kb + std::min(i, last - 1)) * ks,
                                                            w.kw16.data() + i * d);
