@@ -174,6 +174,59 @@ void check_int8_pv() {
         }
 }
 
+/// decode_pv_bf16<D, C> for RB = 16 / C heads sharing the values, laid out as check_int8_pv's. The
+/// values are small integers (exact in bf16, their products with a bf16 weight exact in fp32), so
+/// the output is fp64's sum of the weights rounded to bf16 by attn::bf16 (nearest even) up to
+/// fp32's roundings of the sums, and fp64's sum of the unrounded weights up to bf16's unit
+/// roundoff on each weight (the charge the variant declares: half_roundings::weights).
+template <class D, std::size_t C>
+void check_bf16_pv() {
+    constexpr std::size_t RB = 16 / C;
+    for (const std::size_t d : {64, 128})
+        for (const std::size_t n : {1, 3, 4, 17, 64}) {
+            const std::size_t vs = d + 8; // rows with a gap, as a cache's heads interleave
+            std::vector<attn::bf16> v(n * vs);
+            std::vector<double> vi(n * vs);
+            for (std::size_t i = 0; i < v.size(); ++i) {
+                vi[i] = double(int((i * 53 + 7) % 255) - 127);
+                v[i] = attn::bf16(float(vi[i]));
+            }
+            auto weight = [](std::size_t r, std::size_t j) {
+                return j % 5 == 3 ? 0.0f : float((0.1 + 0.9 * std::abs(std::cos(double(j + 7 * r)))) / double(r + 1));
+            };
+            alignas(64) float s[64 / C * 16] = {}; // whole groups, keys past n weigh 0
+            for (std::size_t r = 0; r < RB; ++r)
+                for (std::size_t j = 0; j < n; ++j) s[j / C * 16 + r * C + j % C] = weight(r, j);
+            alignas(64) float out[8 * 128]; // the kernel's rows are whole aligned batches, as a partial's
+            for (std::size_t i = 0; i < RB * d; ++i) out[i] = float(i % 7) - 3.0f;
+            const std::vector<float> before(out, out + RB * d);
+            alignas(64) float corr[16];
+            for (std::size_t i = 0; i < 16; ++i) corr[i] = 0.75f - 0.125f * float(i / C);
+            alignas(64) static char rows[64 * 256];
+            const std::size_t steps = attn::kernels::detail::pv_bf16_steps<C>(d, n), l = steps + 5;
+            const std::size_t delta = (64 * l + steps - 1) / steps;
+            attn::kernels::detail::paced_lines_by<count_request> cursor({rows, 64, 64, l}, steps);
+            count_request::asked = 0;
+            attn::kernels::detail::decode_pv_bf16<D, C>(out, d, d, corr, s, v.data(), vs, n, cursor);
+            CHECK(count_request::asked == (steps * delta + 63) / 64);
+            const double u = std::ldexp(1.0, -8); // bf16's unit roundoff
+            for (std::size_t r = 0; r < RB; ++r)
+                for (std::size_t t = 0; t < d; ++t) {
+                    const double base = double(before[r * d + t]) * corr[r * C];
+                    double rounded = base, exact = base, mag = std::abs(base);
+                    for (std::size_t j = 0; j < n; ++j) {
+                        const double x = vi[j * vs + t];
+                        rounded += double(float(attn::bf16(weight(r, j)))) * x;
+                        exact += double(weight(r, j)) * x;
+                        mag += double(weight(r, j)) * std::abs(x);
+                    }
+                    INFO("C " << C << " head " << r << " d " << d << " n " << n << " dim " << t);
+                    CHECK(std::abs(out[r * d + t] - rounded) <= 1e-6 * mag);
+                    CHECK(std::abs(out[r * d + t] - exact) <= u * mag + 1e-6 * mag);
+                }
+        }
+}
+
 /// `parallel` on 2 threads over an S cache, each step checked against fp64 under the bound that
 /// charges its declared roundings, at input magnitudes 1, 4 and 16 (scores up to ~magnitude^2
 /// sqrt(d): a peaked softmax, queries with one large element).
@@ -313,6 +366,20 @@ TEST_CASE("bf16 dots: a score's lanes are the exact dot products of query and ke
     }
 }
 
+TEST_CASE("bf16 dots: P V on pairs of keys equals fp64 on the weights rounded to bf16", "[decode][kv][bf16dots]") {
+    using D = attn::kernels::isa::bf16_dots<attn::bf16>;
+    if constexpr (!D::available) {
+        SUCCEED("this build has no AVX-512: a bf16 cache's P V is fp32 FMAs on widened values");
+    } else if (!attn::kernels::isa::cpu_has_avx512_bf16()) {
+        WARN("this CPU has no AVX512_BF16: decode_pv_bf16 not run");
+    } else {
+        check_bf16_pv<D, 2>();  // 8 heads: passes of 32 dims
+        check_bf16_pv<D, 4>();  // 4 heads: passes of 64 dims
+        check_bf16_pv<D, 8>();  // 2 heads
+        check_bf16_pv<D, 16>(); // 1 head (the kernel serves it; decode_item does not ask)
+    }
+}
+
 TEST_CASE("a bf16 cache on bf16 dot products: which shapes, and the charged check at large magnitudes",
           "[decode][kv][bf16dots]") {
     // 2 to 8 query heads' dims in the lanes (GQA 8, 4, 2 and MQA at H 16 on AVX-512) with whole pair
@@ -324,6 +391,7 @@ TEST_CASE("a bf16 cache on bf16 dot products: which shapes, and the charged chec
                       attn::kernels::isa::bf16_engine_here() != attn::kernels::isa::bf16_engine::convert;
     const attn::variant simd = attn::find_variant("simd");
     auto declared = [&](const problem& q) { return simd.roundings(q, attn::mode::decode, attn::dtype::bf16).queries; };
+    auto weights = [&](const problem& q) { return simd.roundings(q, attn::mode::decode, attn::dtype::bf16).weights; };
     const std::vector<problem> dots = {
         attn::decode_problem(attn::gqa(1024, 16, 8, 1), 1000), attn::decode_problem(attn::gqa(1024, 16, 4, 1), 1000),
         attn::decode_problem(attn::gqa(1024, 16, 2, 1), 1000), attn::decode_problem(attn::mqa(1024, 16, 1), 1000)};
@@ -331,13 +399,22 @@ TEST_CASE("a bf16 cache on bf16 dot products: which shapes, and the charged chec
         INFO(q.describe());
         CHECK(attn::kernels::decode_bf16_dot_scores(q) == (here && attn::kernels::lanes == 16));
         CHECK(declared(q) == attn::kernels::decode_bf16_dot_scores(q));
+        // P V too where the scores take them (d_v 64: whole 64-dim groups), the weights declared
+        CHECK(attn::kernels::decode_bf16_dot_values(q) == attn::kernels::decode_bf16_dot_scores(q));
+        CHECK(weights(q) == attn::kernels::decode_bf16_dot_values(q));
     }
+    // d_head 32: the scores' pair chunks whole (C 2), the values not 64-dim groups: P V in fp32
+    const problem narrow = attn::decode_problem(attn::gqa(512, 16, 2, 1), 1000);
+    CHECK(attn::kernels::decode_bf16_dot_scores(narrow) == (here && attn::kernels::lanes == 16));
+    CHECK_FALSE(attn::kernels::decode_bf16_dot_values(narrow));
+    CHECK_FALSE(weights(narrow));
     const problem mha = attn::decode_problem(attn::mha(1024, 16, 1), 1000),
                   odd = attn::decode_problem(attn::gqa(80, 4, 1, 1), 1000); // d_head 20: C 4, chunks of 8
     CHECK_FALSE(attn::kernels::decode_bf16_dot_scores(mha));
     CHECK_FALSE(attn::kernels::decode_bf16_dot_scores(odd));
     CHECK_FALSE(declared(mha));
     check_charged<attn::bf16>(dots);
+    check_charged<attn::bf16>({narrow});
 }
 
 namespace {

@@ -54,8 +54,15 @@
 //    the scores take the key rows as stored, C pairs of dims broadcast, against each head's scaled
 //    query rounded to bf16 (rearrange_queries packs the pairs; score_heads_pairs, as int8's): no
 //    widened block, half the products' instructions. The rounded queries are declared
-//    (half_roundings::queries) and charged. P V is fp32 as before. In cache, 1 thread, d_model
-//    1024, H 16 (Zen 5): MQA 0.83x, GQA 2 0.77x, GQA 4 0.91x, GQA 8 0.89x the time of widening.
+//    (half_roundings::queries) and charged. In cache, 1 thread, d_model 1024, H 16 (Zen 5): MQA
+//    0.83x, GQA 2 0.77x, GQA 4 0.91x, GQA 8 0.89x the time of widening. Where d_v is whole 64-dim
+//    groups P V takes them too (decode_pv_bf16, decode_bf16_dot_values): the weights rounded to
+//    bf16 in pairs of keys (declared: half_roundings::weights), two value rows interleaved a dim
+//    at a time, one vdpbf16ps per two keys and 16 dims of a head where the fp32 path took two
+//    FMAs and the rows' widening. Against fp32 P V (Zen 5, 3 alternating rounds): in cache, 1
+//    thread, MQA 0.785x, GQA 2 0.844x, GQA 4 0.943x (3 of 3 each), GQA 8 0.953x; MQA at L 4M, 1
+//    thread 0.829x, 2 threads 0.807x, at batch 8 (L 512k) 0.896x (3 of 3 each); the GQA cells
+//    at DRAM sizes level within the noise (memory-bound).
 // Rounding: one extra rescale per chunk of >= 256 keys, well inside attn.check's 2u per key tile.
 // Extra memory: per thread one tile of scores per block of heads, plus the rearranged queries
 // (B x H x d_head floats, heads padded to whole blocks; once per step) and partials of
@@ -223,6 +230,11 @@ inline bool decode_bf16_dot_scores(const problem& p) {
                isa::bf16_engine_here() != isa::bf16_engine::convert;
     }
 }
+
+/// Whether its P V takes bf16 dot products too (decode_pv_bf16): where the scores do
+/// (decode_bf16_dot_scores) and d_v is a multiple of 64. Its weights are then rounded to bf16
+/// (half_roundings::weights, which the checker charges).
+inline bool decode_bf16_dot_values(const problem& p) { return decode_bf16_dot_scores(p) && p.v_dim() % 64 == 0; }
 
 /// The fixed point of decode_core_kv<std::int8_t> on p where it takes integer products: the
 /// integers a query row's largest |q_t| (decode_int8_dot_scores) and a tile's largest weight of
@@ -394,7 +406,11 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     using bdots = isa::bf16_dots<S>;
     constexpr bool bf16_keys = bdots::available && C > 1 && C < lanes;
     [[maybe_unused]] bool bf16_pairs = false;
-    if constexpr (bf16_keys) bf16_pairs = decode_bf16_dot_scores(p);
+    [[maybe_unused]] bool bf16_values = false;
+    if constexpr (bf16_keys) {
+        bf16_pairs = decode_bf16_dot_scores(p);
+        bf16_values = decode_bf16_dot_values(p);
+    }
     // either engine's query pairs, as rearrange_queries packs them
     if (int8_pairs || bf16_pairs) qp = reinterpret_cast<const std::int32_t*>(qs + sh.pairs_at());
     for (std::size_t t0 = j0; t0 < j1; t0 += decode_tile) {
@@ -675,8 +691,10 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         // C > 1: the next tile's value lines paced over every key step of every P V pass (one
         // pass for GQA 8 and MHA: a row's lines a key)
         constexpr std::size_t C_i8 = C < 4 ? 4 : C; // (decode_pv_i8 takes C >= 4)
-        paced_lines v_paced(v_next,
-                            int8_values ? pv_i8_steps<C_i8>(sh.dv, n) : sh.blocks * n * pv_passes<C, DC, S>(sh.dv));
+        constexpr std::size_t C_bf = C < 2 ? 2 : C; // (decode_pv_bf16 takes C >= 2)
+        paced_lines v_paced(v_next, int8_values   ? pv_i8_steps<C_i8>(sh.dv, n)
+                                    : bf16_values ? sh.blocks * pv_bf16_steps<C_bf>(sh.dv, n)
+                                                  : sh.blocks * n * pv_passes<C, DC, S>(sh.dv));
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
             float* const sb = s + blk * s_stride;
             if (tail < d) // the d % C dims, in scalar
@@ -707,6 +725,11 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                 if constexpr (dots::available && C >= 4)
                     if (int8_values) {
                         decode_pv_i8<dots, C>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, v_paced);
+                        continue;
+                    }
+                if constexpr (bf16_keys)
+                    if (bf16_values) {
+                        decode_pv_bf16<bdots, C>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, v_paced);
                         continue;
                     }
                 decode_pv<C, DC>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, v_paced);

@@ -316,6 +316,69 @@ constexpr std::size_t pv_i8_steps(std::size_t d, std::size_t n) {
     return (n + 3) / 4 * (d / 64) * (RB / NH);
 }
 
+/// decode_pv over a bf16 cache on D = isa::bf16_dots<bf16> (AVX512_BF16), 2 <= C <= lanes (RB =
+/// lanes / C heads): each group of weights (score groups at s, lane r*C + c = head r, key j; keys
+/// past n weighing 0) rounded to bf16 in pairs of keys (C even: a pair never spans two heads),
+/// and two value rows interleaved a dim at a time, so one vdpbf16ps adds two keys' products to 16
+/// dims of a head: half the instructions of the fp32 FMAs on widened rows, the weights' pair a
+/// broadcast memory operand. Passes of every head x 32 or 64 dims (at most 16 accumulators, in
+/// widen_pair's order: to_pair_order / from_pair_order at the load and store), so each pair of
+/// rows is interleaved once; d a multiple of 64; out rows dp
+/// apart, corr[r*C] head r's rescale. The weights are rounded, the sum l is not: the checker
+/// charges the stored weights (half_roundings::weights). One step of v_next a pair of keys in each
+/// pass (pv_bf16_steps).
+template <class D, std::size_t C, class Lines>
+void decode_pv_bf16(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const bf16* v,
+                    std::size_t vs, std::size_t n, Lines& v_next) {
+    static_assert(C >= 2 && C <= lanes && C % 2 == 0, "a pair of keys of a head is one word of its weights");
+    // a pass: all RB heads x NQ batches of dims (at most 16 accumulators), so that each pair of
+    // rows is interleaved once
+    constexpr std::size_t RB = lanes / C, NQ = RB >= 8 ? 2 : 4, half = lanes / 2;
+    static_assert(RB <= 8, "8 heads x 2 batches fill the accumulators a pass holds");
+    if (n > 64) [[unlikely]]
+        require(false, "decode_pv_bf16 takes a tile of at most 64 keys (got " + std::to_string(n) + ")");
+    const std::size_t groups = (n + C - 1) / C;
+    // word (j / C) * half + (r*C + j % C) / 2: keys j, j + 1 (j even) of head r
+    alignas(64) std::uint32_t w[64 / C * half + half];
+    for (std::size_t gi = 0; gi < groups; ++gi) D::pack_weights(s + gi * lanes, w + gi * half);
+    Lines next = v_next;
+    for (std::size_t t0 = 0; t0 < d; t0 += NQ * lanes) {
+        decltype(D::zero()) a[RB][NQ];
+        for (std::size_t r = 0; r < RB; ++r) {
+            const batch cb(corr[r * C]);
+            batch x[NQ];
+            for (std::size_t q = 0; q < NQ; ++q) x[q] = batch::load_aligned(out + r * dp + t0 + q * lanes) * cb;
+            for (std::size_t q = 0; q < NQ; q += 2) isa::to_pair_order<bf16>(x[q], x[q + 1]);
+            for (std::size_t q = 0; q < NQ; ++q) a[r][q].v = x[q];
+        }
+        for (std::size_t j = 0; j < n; j += 2) {
+            next.step();
+            // an odd n's last pair: row n - 1 twice (key n weighs 0)
+            const bf16* va = v + j * vs + t0;
+            const bf16* vb = v + std::min(j + 1, n - 1) * vs + t0;
+            typename D::words x[NQ];
+            for (std::size_t q = 0; q < NQ; q += 2) D::interleave(va + q * lanes, vb + q * lanes, x[q], x[q + 1]);
+            const std::uint32_t* wj = w + j / C * half + j % C / 2;
+            for (std::size_t r = 0; r < RB; ++r)
+                for (std::size_t q = 0; q < NQ; ++q) a[r][q] = D::dot_word(a[r][q], x[q], wj + r * C / 2);
+        }
+        for (std::size_t r = 0; r < RB; ++r) {
+            batch x[NQ];
+            for (std::size_t q = 0; q < NQ; ++q) x[q] = D::to_float(a[r][q]);
+            for (std::size_t q = 0; q < NQ; q += 2) isa::from_pair_order<bf16>(x[q], x[q + 1]);
+            for (std::size_t q = 0; q < NQ; ++q) x[q].store_aligned(out + r * dp + t0 + q * lanes);
+        }
+    }
+    v_next = next;
+}
+
+/// The steps of v_next decode_pv_bf16<D, C> takes over n keys at value width d.
+template <std::size_t C>
+constexpr std::size_t pv_bf16_steps(std::size_t d, std::size_t n) {
+    constexpr std::size_t NQ = lanes / C >= 8 ? 2 : 4;
+    return (n + 1) / 2 * (d / (NQ * lanes));
+}
+
 /// The register blocks of the heads-in-the-lanes pieces (C = 1), sized to the register file so
 /// that no accumulator is spilled: NB blocks of `lanes` heads share each broadcast key or value
 /// element (NB = 2 halves the broadcasts per FMA), K keys (scores) or TB value dims (P V) per

@@ -373,6 +373,29 @@ struct bf16_dots<bf16> {
         return a;
     }
     [[gnu::always_inline]] static inline batch to_float(acc a) { return batch(a.v); }
+    // P V (decode_pv_bf16): the weights rounded to bf16 in pairs of keys, each value dim's two
+    // keys' elements one 32-bit word, so that one vdpbf16ps adds two keys' products per dim
+    /// A batch of fp32 weights rounded to bf16 (nearest even: vcvtneps2bf16) as 8 pairs: word m
+    /// holds lanes 2m (low half) and 2m + 1.
+    [[gnu::always_inline]] static inline void pack_weights(const float* s, std::uint32_t* out) {
+        __m256i h;
+        asm("vcvtneps2bf16 %1, %0" : "=v"(h) : "v"(_mm512_load_ps(s)));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(out), h);
+    }
+    /// Rows a and b (32 elements each from the pointers) as 16 words each (dim i: a_i low, b_i
+    /// high) in isa::widen_pair's order for bf16: lo holds dims 8k..8k+3 and hi 8k+4..8k+7 of each
+    /// 128-bit quarter k, as the fp32 accumulators fed by widen_pair hold them.
+    [[gnu::always_inline]] static inline void interleave(const bf16* a, const bf16* b, words& lo, words& hi) {
+        const __m512i x = _mm512_loadu_si512(static_cast<const void*>(a));
+        const __m512i y = _mm512_loadu_si512(static_cast<const void*>(b));
+        lo.v = _mm512_unpacklo_epi16(x, y);
+        hi.v = _mm512_unpackhi_epi16(x, y);
+    }
+    /// a + (each lane's pair of x) . (the pair at w, broadcast from memory: {1to16}).
+    [[gnu::always_inline]] static inline acc dot_word(acc a, words x, const std::uint32_t* w) {
+        asm("vdpbf16ps %2%{1to16%}, %1, %0" : "+v"(a.v) : "v"(x.v), "m"(*w));
+        return a;
+    }
 };
 
 #elif XSIMD_WITH_AVX
@@ -838,7 +861,8 @@ inline bf16_engine bf16_engine_here() {
 inline std::string bf16_path() {
     const char* rest = ", P rounded to bf16, fp32 softmax and accumulation); projections widen bf16 to fp32, fp32 FMA; "
                        "decode steps: the scores on vdpbf16ps where 2 to 16 query heads share a key/value head (the "
-                       "queries rounded to bf16), fp32 FMA on widened keys otherwise and for P V";
+                       "queries rounded to bf16), and P V there where d_v is a multiple of 64 (the weights rounded to "
+                       "bf16), fp32 FMA on the widened cache otherwise";
     switch (bf16_engine_here()) {
     case bf16_engine::amx:
         return std::string("amx: the tiled core's Q K^T and P V on AMX tiles (tdpbf16ps") + rest;

@@ -42,9 +42,11 @@ variant tiled_variant(std::string name, std::string description, bool threaded) 
         half_roundings r =
             m == attn::mode::decode && t == dtype::int8 ? decode_int8_fixed_point(p.seen_keys()) : half_roundings{};
         r.weights = products;
-        // a decode step over a bf16 cache on AVX512_BF16 (1 < C < lanes): the scaled queries in bf16
+        // a decode step over a bf16 cache on AVX512_BF16 (1 < C < lanes): the scaled queries in
+        // bf16, and the weights where P V takes bf16 products too (d_v a multiple of 64)
         if (m == attn::mode::decode && t == dtype::bf16 && decode_bf16_dot_scores(p.seen_keys())) {
             r.queries = true;
+            r.weights = decode_bf16_dot_values(p.seen_keys());
             r.format = dtype::bf16;
         }
         return r;
