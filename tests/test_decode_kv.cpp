@@ -124,10 +124,10 @@ struct count_request {
     void operator()(const char*) const { ++asked; }
 };
 
-/// decode_pv_i8<D, C> for RB = 16 / C heads sharing the values: score group j / C, lane r*C + c
-/// holds head r's weight of key j (C keys of a head contiguous), each head's output row and
-/// rescale its own.
-template <class D, std::size_t C>
+/// decode_pv_i8<D, C> (Pairs: decode_pv_i16<D, C>, weights in 16-bit fixed point on pairs of
+/// keys) for RB = 16 / C heads sharing the values: score group j / C, lane r*C + c holds head r's
+/// weight of key j (C keys of a head contiguous), each head's output row and rescale its own.
+template <class D, std::size_t C, bool Pairs = false>
 void check_int8_pv() {
     constexpr std::size_t RB = 16 / C;
     for (const std::size_t d : {64, 128})
@@ -150,11 +150,17 @@ void check_int8_pv() {
             // ceil(T delta / 64) lines, delta = ceil(64 L / T), one step more or fewer at least a
             // line more or fewer
             alignas(64) static char rows[64 * 256];
-            const std::size_t steps = attn::kernels::detail::pv_i8_steps<C>(d, n), l = steps + 5;
+            const std::size_t steps = Pairs ? attn::kernels::detail::pv_i16_steps(d, n)
+                                            : attn::kernels::detail::pv_i8_steps<C>(d, n),
+                              l = steps + 5;
             const std::size_t delta = (64 * l + steps - 1) / steps;
             attn::kernels::detail::paced_lines_by<count_request> cursor({rows, 64, 64, l}, steps);
             count_request::asked = 0;
-            attn::kernels::detail::decode_pv_i8<D, C>(out.data(), d, d, corr, s, v.data(), vs, n, cursor);
+            if constexpr (Pairs)
+                attn::kernels::detail::decode_pv_i16<D, C>(out.data(), d, d, corr, s, v.data(), vs, n, cursor);
+            else
+                attn::kernels::detail::decode_pv_i8<D, C>(out.data(), d, d, corr, s, v.data(), vs, n, cursor);
+            constexpr double top = Pairs ? D::weight_top16 : D::weight_top;
             CHECK(count_request::asked == (steps * delta + 63) / 64);
             for (std::size_t r = 0; r < RB; ++r) {
                 double w = 0;
@@ -168,7 +174,7 @@ void check_int8_pv() {
                     }
                     INFO("C " << C << " head " << r << " d " << d << " n " << n << " dim " << t);
                     // the fixed point's half step a weight, and fp32's roundings of the sums
-                    CHECK(std::abs(out[r * d + t] - want) <= 0.51 * w / D::weight_top * ints + 1e-6 * mag);
+                    CHECK(std::abs(out[r * d + t] - want) <= 0.51 * w / top * ints + 1e-6 * mag);
                 }
             }
         }
@@ -256,6 +262,9 @@ TEST_CASE("int8 dots: P V in byte planes against fp64, every dim in its place", 
         check_int8_pv<int8_dots, 16>();
         check_int8_pv<int8_dots, 8>();
         check_int8_pv<int8_dots, 4>();
+        check_int8_pv<int8_dots, 2, true>(); // 8 heads: two keys of a head to a dword (decode_pv_i16)
+        check_int8_pv<int8_dots, 4, true>();
+        check_int8_pv<int8_dots, 8, true>();
     } else {
         SUCCEED("this build has no AVX512-VNNI: the int8 core computes in fp32");
     }
@@ -304,15 +313,18 @@ TEST_CASE("an int8 cache in integer products: which shapes, and the charged chec
     } else {
         CHECK(fp.query_top == 0);
     }
-    // 4 heads a key/value head: scores and P V in integers; 8 (C = 2): scores; d_head 16: fp32
+    // 4 heads a key/value head: scores and P V in integers (byte planes); 8 (C = 2: GQA 2 and MQA
+    // at 16 heads): scores, and P V on pairs of keys (16-bit weights); d_head 16: fp32
     CHECK(attn::kernels::decode_int8_fixed_point(gqa64).query_top == (dots::available ? 32767 : 0));
     CHECK(attn::kernels::decode_int8_fixed_point(gqa64).weight_top == (dots::available ? 65535 : 0));
     CHECK(attn::kernels::decode_int8_fixed_point(gqa8).query_top == (dots::available ? 32767 : 0));
-    CHECK(attn::kernels::decode_int8_fixed_point(gqa8).weight_top == 0);
+    CHECK(attn::kernels::decode_int8_fixed_point(gqa8).weight_top == (dots::available ? 32767 : 0));
+    CHECK(attn::kernels::decode_int8_fixed_point(attn::decode_problem(attn::mqa(1024, 16, 1), 1000)).weight_top ==
+          (dots::available ? 32767 : 0));
     CHECK(attn::kernels::decode_int8_fixed_point(mha16).query_top == 0);
     CHECK(attn::kernels::decode_int8_fixed_point(mha16).weight_top == 0);
     // scores up to ~magnitude^2 sqrt(d): a peaked softmax and queries with one large element
-    // (MHA, 2 and 4 heads a key/value head: scores and P V in integers; 8 and 16: scores)
+    // (MHA, 2, 4, 8 and 16 heads a key/value head: scores and P V in integers)
     check_charged<std::int8_t>({mha64, gqa64, gqa8, attn::decode_problem(attn::gqa(1024, 16, 8, 1), 1000),
                                 attn::decode_problem(attn::mqa(1024, 16, 1), 1000)});
 }

@@ -331,7 +331,7 @@ void check_all(const check_args& a) {
             "variant's precision; err/bound <= 1 passes; abs_unrnd: max |out - ref| against the reference on the "
             "unrounded inputs (informational: what storing in the format costs). Decode rows in bf16/f16/int8: the "
             "key/value cache's type (queries, weights and arithmetic fp32; on AVX512-VNNI an int8 cache's scores, "
-            "and P V at up to 4 query heads a key/value head, take integer products, queries and weights in 16-bit "
+            "and P V at up to 16 query heads a key/value head, take integer products, queries and weights in 16-bit "
             "fixed point; on AVX512_BF16 a bf16 cache's scores at 2 to 16 query heads a key/value head take "
             "vdpbf16ps, the queries rounded to bf16, and P V where d_v is a multiple of 64, the weights rounded to "
             "bf16; both charged in the bound), checked against fp64 over the same "

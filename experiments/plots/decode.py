@@ -318,7 +318,7 @@ def plot_dtypes(dec, d):
     axes[0].legend(title="cache type", fontsize=8)
     at = f"L = {next(iter(ls))} cached tokens" if len(ls) == 1 else "each family's L (under its name)"
     fig.suptitle(f"The key/value cache's type at {at}, batch {b} (weights, queries and arithmetic "
-                 "fp32; on AVX512-VNNI an int8 cache's scores, and P V at G >= H/4, in integer products;\n"
+                 "fp32; on AVX512-VNNI an int8 cache's scores and P V (G >= H/16) in integer products;\n"
                  "on AVX512_BF16 a bf16 cache's scores and P V at G < H <= 16 G on vdpbf16ps, queries and weights in bf16)\n"
                  + dec.sub.replace(f"{dec.dtype} cache, ", ""), fontsize=9, y=1.04)
     save(fig, d, "decode_cache_dtype")

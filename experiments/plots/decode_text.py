@@ -219,7 +219,7 @@ def dtype_tables(dec):
            "bf16 or f16 (rounded to nearest even when the token is appended), or int8 (symmetric, one fp32 scale per "
            "token and key/value head). Queries, weights, projections and every accumulation stay fp32 and the core "
            "widens the cache as it reads it, except where the CPU has narrower products: on AVX512-VNNI an int8 cache's "
-           "scores, and P V at up to 4 query heads a key/value head, take integer products (queries and weights in "
+           "scores, and P V at up to 16 query heads a key/value head, take integer products (queries and weights in "
            "16-bit fixed point); on AVX512_BF16 a bf16 cache's scores at 2 to 16 query heads a key/value head take "
            "vdpbf16ps (queries rounded to bf16), and P V too where d_v is a multiple of 64 (weights rounded to bf16); "
            "both are charged in the check's bound. Each case is checked "

@@ -46,10 +46,15 @@
 //    reads the rows in place, 1 < C < lanes a block of 16-bit rows and pairs of dims broadcast,
 //    score_heads_pairs: half the FMAs' count), and where C >= 4 P V with the weights in 16-bit
 //    fixed point per tile and head, two byte planes against the value bytes four keys at a time
-//    (vpdpbusd, decode_pv_i8). Half a step of each is charged in the checker's bound
-//    (half_roundings' query_top and weight_top; decode_int8_fixed_point says where).
-//    In cache, 1 thread, d_model 1024, H 16: MHA 0.68x, GQA 8 0.82x, GQA 4 0.84x, GQA 2 0.88x,
-//    MQA 0.95x the time of fp32 arithmetic on the widened values.
+//    (vpdpbusd, decode_pv_i8); where C = 2 (8 heads a block: GQA 2, MQA at H 16), whose four keys
+//    of a head span two score groups, the weights in signed 16-bit fixed point, two keys to a
+//    dword, against two value rows sign-extended to 16-bit pairs (vpdpwssd, decode_pv_i16).
+//    Half a step of each is charged in the checker's bound (half_roundings' query_top and
+//    weight_top; decode_int8_fixed_point says where). In cache, 1 thread, d_model 1024, H 16:
+//    MHA 0.68x, GQA 8 0.82x, GQA 4 0.84x, GQA 2 0.88x, MQA 0.95x the time of fp32 arithmetic on
+//    the widened values; decode_pv_i16 against fp32 P V then (Zen 5, 3 alternating rounds, 3 of 3
+//    each): GQA 2 0.871x, MQA 0.847x in cache; at L 4M (GQA 2) and 8M (MQA) 0.860x on 1 thread,
+//    0.879x / 0.845x on 2; batch 8 (L 512k / 1M, 2 threads) 0.897x / 0.857x.
 //  - A bf16 cache on AVX512_BF16 with 1 < C < lanes (isa::bf16_dots, decode_bf16_dot_scores):
 //    the scores take the key rows as stored, C pairs of dims broadcast, against each head's scaled
 //    query rounded to bf16 (rearrange_queries packs the pairs; score_heads_pairs, as int8's): no
@@ -215,6 +220,19 @@ inline bool decode_int8_dot_values(const problem& p) {
     }
 }
 
+/// Whether its P V takes 16-bit integer products on pairs of keys (decode_pv_i16): 8 query heads
+/// a block (C = 2: GQA with R = 8, MQA at 16 heads), d_v a multiple of 32. Its weights are then
+/// in 16-bit fixed point (top isa::int8_dots::weight_top16).
+inline bool decode_int8_pair_values(const problem& p) {
+    if constexpr (!isa::int8_dots<std::int8_t>::available) {
+        (void)p;
+        return false;
+    } else {
+        const decode_shape sh(p);
+        return sh.c == 2 && sh.dv % 32 == 0;
+    }
+}
+
 /// Whether decode_core_kv<bf16> scores p's bf16 cache with bf16 dot products (isa::bf16_dots:
 /// AVX512_BF16, unless ATTNBENCH_BF16=convert sets the bf16 engine to the fp32 path): blocks of 2
 /// to 8 heads' dims in the lanes (1 < C < lanes: 2 to 16 query heads a key/value head at 16 lanes),
@@ -245,6 +263,7 @@ inline half_roundings decode_int8_fixed_point(const problem& p) {
     if constexpr (isa::int8_dots<std::int8_t>::available) {
         if (decode_int8_dot_scores(p)) r.query_top = isa::int8_dots<std::int8_t>::top(p.qk_dim());
         if (decode_int8_dot_values(p)) r.weight_top = isa::int8_dots<std::int8_t>::weight_top;
+        if (decode_int8_pair_values(p)) r.weight_top = isa::int8_dots<std::int8_t>::weight_top16;
     }
     return r;
 }
@@ -386,6 +405,8 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         if (int8_scores) q16 = dots::quantize(qs, d);
     }
     if constexpr (dots::available && C >= 4) int8_values = decode_int8_dot_values(p);
+    [[maybe_unused]] bool int8_pair_values = false; // C = 2: P V on pairs of keys (decode_pv_i16)
+    if constexpr (dots::available && C == 2) int8_pair_values = decode_int8_pair_values(p);
     // 1 < C < lanes: the keys sign-extended into 16-bit rows (kw16), scored against the queries'
     // 16-bit pairs (score_heads_pairs); each block's lane scales multiply its scores
     constexpr bool i16_keys = dots::available && C > 1 && C < lanes;
@@ -692,9 +713,10 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         // pass for GQA 8 and MHA: a row's lines a key)
         constexpr std::size_t C_i8 = C < 4 ? 4 : C; // (decode_pv_i8 takes C >= 4)
         constexpr std::size_t C_bf = C < 2 ? 2 : C; // (decode_pv_bf16 takes C >= 2)
-        paced_lines v_paced(v_next, int8_values   ? pv_i8_steps<C_i8>(sh.dv, n)
-                                    : bf16_values ? sh.blocks * pv_bf16_steps<C_bf>(sh.dv, n)
-                                                  : sh.blocks * n * pv_passes<C, DC, S>(sh.dv));
+        paced_lines v_paced(v_next, int8_values        ? pv_i8_steps<C_i8>(sh.dv, n)
+                                    : int8_pair_values ? sh.blocks * pv_i16_steps(sh.dv, n)
+                                    : bf16_values      ? sh.blocks * pv_bf16_steps<C_bf>(sh.dv, n)
+                                                       : sh.blocks * n * pv_passes<C, DC, S>(sh.dv));
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
             float* const sb = s + blk * s_stride;
             if (tail < d) // the d % C dims, in scalar
@@ -725,6 +747,11 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                 if constexpr (dots::available && C >= 4)
                     if (int8_values) {
                         decode_pv_i8<dots, C>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, v_paced);
+                        continue;
+                    }
+                if constexpr (dots::available && C == 2)
+                    if (int8_pair_values) {
+                        decode_pv_i16<dots, C>(part + blk * RB * dp, dp, sh.dv, cr, sb, v, vs, n, v_paced);
                         continue;
                     }
                 if constexpr (bf16_keys)

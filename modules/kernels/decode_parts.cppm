@@ -309,6 +309,61 @@ void decode_pv_i8(float* out, std::size_t dp, std::size_t d, const float* corr, 
     v_next = next;
 }
 
+/// decode_pv over an int8 cache on D = isa::int8_dots<std::int8_t> with C = 2 (8 heads; MQA at
+/// 16 heads in two blocks), where decode_pv_i8's four keys of a head span two score groups: each
+/// head's weights (the value rows' scales in them) in 16-bit fixed point against its largest in
+/// the tile (top D::weight_top16: each off by at most w_r / 65534), two keys of a head to a dword
+/// (adjacent lanes of a group); two value rows' bytes interleaved a dim at a time and sign-
+/// extended to 16 bits, so one vpdpwssd adds two keys' products to 16 dims of a head, where the
+/// fp32 path took two FMAs and each row's widening. Passes of every head x 32 dims (16 int32
+/// accumulators); d a multiple of 32; out rows dp apart, corr[r*C] head r's rescale. One step of
+/// v_next a pair of keys in each pass (pv_i16_steps).
+template <class D, std::size_t C, class Lines>
+void decode_pv_i16(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const std::int8_t* v,
+                   std::size_t vs, std::size_t n, Lines& v_next) {
+    static_assert(C >= 2 && C % 2 == 0 && lanes / C <= 8, "two keys of a head make one dword of its weights");
+    constexpr std::size_t RB = lanes / C, half = lanes / 2;
+    if (n > 64) [[unlikely]]
+        require(false, "decode_pv_i16 takes a tile of at most 64 keys (got " + std::to_string(n) + ")");
+    const std::size_t groups = (n + C - 1) / C;
+    batch m(0.0f);
+    for (std::size_t gi = 0; gi < groups; ++gi) m = xsimd::max(m, batch::load_aligned(s + gi * lanes));
+    m = group_max<C>(m); // lane r*C + c: head r's largest weight
+    constexpr float top = float(D::weight_top16);
+    alignas(64) float scale[lanes], factor[lanes];
+    m.store_aligned(scale);
+    for (std::size_t i = 0; i < lanes; ++i) {
+        factor[i] = scale[i] > 0.0f ? top / scale[i] : 0.0f;
+        scale[i] /= top;
+    }
+    const batch f = batch::load_aligned(factor);
+    // word (j / C) * half + (r*C + j % C) / 2: keys j, j + 1 (j even) of head r
+    alignas(64) std::uint32_t w[64 / C * half + half];
+    for (std::size_t gi = 0; gi < groups; ++gi) D::pack_weights16(s + gi * lanes, f, w + gi * half);
+    Lines next = v_next;
+    for (std::size_t t0 = 0; t0 < d; t0 += 32) {
+        typename D::i32 a[RB][2];
+        for (std::size_t r = 0; r < RB; ++r) a[r][0] = a[r][1] = D::zero();
+        for (std::size_t j = 0; j < n; j += 2) {
+            next.step();
+            // an odd n's last pair: row n - 1 twice (key n weighs 0)
+            typename D::i32 lo, hi;
+            D::interleave16(v + j * vs + t0, v + std::min(j + 1, n - 1) * vs + t0, lo, hi);
+            const std::uint32_t* wj = w + j / C * half + j % C / 2;
+            for (std::size_t r = 0; r < RB; ++r) {
+                a[r][0] = D::dot_word(a[r][0], lo, wj + r * C / 2);
+                a[r][1] = D::dot_word(a[r][1], hi, wj + r * C / 2);
+            }
+        }
+        for (std::size_t r = 0; r < RB; ++r)
+            D::finish16(out + r * dp + t0, corr[r * C], scale[r * C], a[r][0], a[r][1]);
+    }
+    v_next = next;
+}
+
+/// The steps of v_next decode_pv_i16<D, C> takes over n keys at value width d.
+constexpr std::size_t pv_i16_steps(std::size_t d, std::size_t n) { return (n + 1) / 2 * (d / 32); }
+
 /// The steps of v_next decode_pv_i8<D, C> takes over n keys at value width d.
 template <std::size_t C>
 constexpr std::size_t pv_i8_steps(std::size_t d, std::size_t n) {

@@ -288,6 +288,37 @@ struct int8_dots<std::int8_t> {
         return {_mm512_dpwssd_epi32(acc.v, k.v, q.v)};
     }
     [[gnu::always_inline]] static inline batch to_float(i32 x) { return batch(_mm512_cvtepi32_ps(x.v)); }
+    // P V on 16-bit pairs (decode_pv_i16: C = 2, where a head's four keys span two score groups
+    // and vpdpbusd's dwords of four weight bytes do not form): two keys' weights of a head in
+    // 16-bit fixed point as one dword, two value rows' elements of a dim sign-extended into one
+    static constexpr std::int32_t weight_top16 = 32767; ///< a tile's largest weight of a head, in fixed point
+    /// A batch of weights s times f (lane by lane) rounded to int16 (|s f| <= weight_top16), as 8
+    /// words pairs: dword m holds lanes 2m (low) and 2m + 1.
+    [[gnu::always_inline]] static inline void pack_weights16(const float* s, batch f, std::uint32_t* out) {
+        const __m512i w = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(s), f));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(w));
+    }
+    /// 32 elements of rows a and b, each dim's pair (a's the low word) sign-extended to 16 bits:
+    /// lo holds dims 0-7 and 16-23, hi dims 8-15 and 24-31 (finish16 puts them back in order).
+    [[gnu::always_inline]] static inline void interleave16(const std::int8_t* a, const std::int8_t* b, i32& lo,
+                                                           i32& hi) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
+        const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+        lo.v = _mm512_cvtepi8_epi16(_mm256_unpacklo_epi8(x, y));
+        hi.v = _mm512_cvtepi8_epi16(_mm256_unpackhi_epi8(x, y));
+    }
+    /// acc + each lane's pair of x . the pair of weights at w (broadcast).
+    [[gnu::always_inline]] static inline i32 dot_word(i32 acc, i32 x, const std::uint32_t* w) {
+        return {_mm512_dpwssd_epi32(acc.v, x.v, _mm512_set1_epi32(int(*w)))};
+    }
+    /// out[0..32) = out * corr + (lo, hi) * scale in dim order. Exact in int32 for up to 64 keys:
+    /// 32 pairs x 2 x 32767 x 128 < 2^31.
+    [[gnu::always_inline]] static inline void finish16(float* out, float corr, float scale, i32 lo, i32 hi) {
+        const __m512 sc = _mm512_set1_ps(scale), c = _mm512_set1_ps(corr);
+        const __m512 a = _mm512_mul_ps(_mm512_cvtepi32_ps(lo.v), sc), b = _mm512_mul_ps(_mm512_cvtepi32_ps(hi.v), sc);
+        _mm512_storeu_ps(out, _mm512_fmadd_ps(_mm512_loadu_ps(out), c, _mm512_shuffle_f32x4(a, b, 0x44)));
+        _mm512_storeu_ps(out + 16, _mm512_fmadd_ps(_mm512_loadu_ps(out + 16), c, _mm512_shuffle_f32x4(a, b, 0xee)));
+    }
     /// int32 accumulators of a P V pass over 64 value dims: hi and lo byte planes, four each.
     struct pv_acc {
         __m512i hi[4], lo[4];
