@@ -67,7 +67,7 @@ template <class S>
 struct int8_dots {
     static constexpr bool available = false;
     static constexpr std::size_t max_dim = 0;
-    static constexpr std::int32_t weight_top = 0;
+    static constexpr std::int32_t weight_top = 0, weight_top16 = 0;
     static inline std::int32_t top(std::size_t) { return 0; }
     struct query {
         float scale = 1;
