@@ -124,6 +124,41 @@ struct count_request {
     void operator()(const char*) const { ++asked; }
 };
 
+/// What the P V kernels' tests share, for RB = 16 / C heads over n keys of width d: the weights
+/// (score group j / C, lane r*C + c holds head r's weight of key j, C keys of a head contiguous;
+/// every fifth key 0, whole groups, keys past n 0), each head's rescale and output row (aligned,
+/// as a partial's rows are), and a paced cursor over L = T + 5 lines for T steps: T steps ask for
+/// exactly ceil(T delta / 64) lines, delta = ceil(64 L / T), one step more or fewer at least a
+/// line more or fewer.
+template <std::size_t C>
+struct pv_fixture {
+    static constexpr std::size_t RB = 16 / C;
+    std::size_t d, n, steps;
+    alignas(64) float s[64 / C * 16] = {};
+    alignas(64) float corr[16];
+    alignas(64) float out[8 * 128];
+    std::vector<float> before;
+    alignas(64) static inline char rows[64 * 256];
+    attn::kernels::detail::paced_lines_by<count_request> cursor;
+    static float weight(std::size_t r, std::size_t j) {
+        return j % 5 == 3 ? 0.0f : float((0.1 + 0.9 * std::abs(std::cos(double(j + 7 * r)))) / double(r + 1));
+    }
+    pv_fixture(std::size_t d_, std::size_t n_, std::size_t steps_)
+        : d(d_), n(n_), steps(steps_), cursor({rows, 64, 64, steps_ + 5}, steps_) {
+        for (std::size_t r = 0; r < RB; ++r)
+            for (std::size_t j = 0; j < n; ++j) s[j / C * 16 + r * C + j % C] = weight(r, j);
+        for (std::size_t i = 0; i < 16; ++i) corr[i] = 0.75f - 0.125f * float(i / C);
+        for (std::size_t i = 0; i < RB * d; ++i) out[i] = float(i % 7) - 3.0f;
+        before.assign(out, out + RB * d);
+        count_request::asked = 0;
+    }
+    /// The lines the kernel's steps should have asked for.
+    std::size_t lines() const {
+        const std::size_t delta = (64 * (steps + 5) + steps - 1) / steps;
+        return (steps * delta + 63) / 64;
+    }
+};
+
 /// decode_pv_i8<D, C> (Pairs: decode_pv_i16<D, C>, weights in 16-bit fixed point on pairs of
 /// keys) for RB = 16 / C heads sharing the values: score group j / C, lane r*C + c holds head r's
 /// weight of key j (C keys of a head contiguous), each head's output row and rescale its own.
@@ -135,46 +170,27 @@ void check_int8_pv() {
             const std::size_t vs = d + 8; // rows with a gap, as a cache's heads interleave
             std::vector<std::int8_t> v(n * vs);
             for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::int8_t(int((i * 53 + 7) % 255) - 127);
-            auto weight = [](std::size_t r, std::size_t j) {
-                return j % 5 == 3 ? 0.0f : float((0.1 + 0.9 * std::abs(std::cos(double(j + 7 * r)))) / double(r + 1));
-            };
-            alignas(64) float s[64 / C * 16] = {}; // whole groups, keys past n weigh 0
-            for (std::size_t r = 0; r < RB; ++r)
-                for (std::size_t j = 0; j < n; ++j) s[j / C * 16 + r * C + j % C] = weight(r, j);
-            std::vector<float> out(RB * d);
-            for (std::size_t i = 0; i < out.size(); ++i) out[i] = float(i % 7) - 3.0f;
-            const std::vector<float> before = out;
-            alignas(64) float corr[16];
-            for (std::size_t i = 0; i < 16; ++i) corr[i] = 0.75f - 0.125f * float(i / C);
-            // a cursor over L = T + 5 lines (T = pv_i8_steps): T steps ask for exactly
-            // ceil(T delta / 64) lines, delta = ceil(64 L / T), one step more or fewer at least a
-            // line more or fewer
-            alignas(64) static char rows[64 * 256];
-            const std::size_t steps = Pairs ? attn::kernels::detail::pv_i16_steps(d, n)
-                                            : attn::kernels::detail::pv_i8_steps<C>(d, n),
-                              l = steps + 5;
-            const std::size_t delta = (64 * l + steps - 1) / steps;
-            attn::kernels::detail::paced_lines_by<count_request> cursor({rows, 64, 64, l}, steps);
-            count_request::asked = 0;
+            pv_fixture<C> f(
+                d, n, Pairs ? attn::kernels::detail::pv_i16_steps(d, n) : attn::kernels::detail::pv_i8_steps<C>(d, n));
             if constexpr (Pairs)
-                attn::kernels::detail::decode_pv_i16<D, C>(out.data(), d, d, corr, s, v.data(), vs, n, cursor);
+                attn::kernels::detail::decode_pv_i16<D, C>(f.out, d, d, f.corr, f.s, v.data(), vs, n, f.cursor);
             else
-                attn::kernels::detail::decode_pv_i8<D, C>(out.data(), d, d, corr, s, v.data(), vs, n, cursor);
+                attn::kernels::detail::decode_pv_i8<D, C>(f.out, d, d, f.corr, f.s, v.data(), vs, n, f.cursor);
             constexpr double top = Pairs ? D::weight_top16 : D::weight_top;
-            CHECK(count_request::asked == (steps * delta + 63) / 64);
+            CHECK(count_request::asked == f.lines());
             for (std::size_t r = 0; r < RB; ++r) {
                 double w = 0;
-                for (std::size_t j = 0; j < n; ++j) w = std::max(w, double(weight(r, j)));
+                for (std::size_t j = 0; j < n; ++j) w = std::max(w, double(f.weight(r, j)));
                 for (std::size_t t = 0; t < d; ++t) {
-                    double want = double(before[r * d + t]) * corr[r * C], mag = std::abs(want), ints = 0;
+                    double want = double(f.before[r * d + t]) * f.corr[r * C], mag = std::abs(want), ints = 0;
                     for (std::size_t j = 0; j < n; ++j) {
-                        want += double(weight(r, j)) * v[j * vs + t];
-                        mag += double(weight(r, j)) * std::abs(v[j * vs + t]);
+                        want += double(f.weight(r, j)) * v[j * vs + t];
+                        mag += double(f.weight(r, j)) * std::abs(v[j * vs + t]);
                         ints += std::abs(v[j * vs + t]);
                     }
                     INFO("C " << C << " head " << r << " d " << d << " n " << n << " dim " << t);
                     // the fixed point's half step a weight, and fp32's roundings of the sums
-                    CHECK(std::abs(out[r * d + t] - want) <= 0.51 * w / top * ints + 1e-6 * mag);
+                    CHECK(std::abs(f.out[r * d + t] - want) <= 0.51 * w / top * ints + 1e-6 * mag);
                 }
             }
         }
@@ -197,38 +213,23 @@ void check_bf16_pv() {
                 vi[i] = double(int((i * 53 + 7) % 255) - 127);
                 v[i] = attn::bf16(float(vi[i]));
             }
-            auto weight = [](std::size_t r, std::size_t j) {
-                return j % 5 == 3 ? 0.0f : float((0.1 + 0.9 * std::abs(std::cos(double(j + 7 * r)))) / double(r + 1));
-            };
-            alignas(64) float s[64 / C * 16] = {}; // whole groups, keys past n weigh 0
-            for (std::size_t r = 0; r < RB; ++r)
-                for (std::size_t j = 0; j < n; ++j) s[j / C * 16 + r * C + j % C] = weight(r, j);
-            alignas(64) float out[8 * 128]; // the kernel's rows are whole aligned batches, as a partial's
-            for (std::size_t i = 0; i < RB * d; ++i) out[i] = float(i % 7) - 3.0f;
-            const std::vector<float> before(out, out + RB * d);
-            alignas(64) float corr[16];
-            for (std::size_t i = 0; i < 16; ++i) corr[i] = 0.75f - 0.125f * float(i / C);
-            alignas(64) static char rows[64 * 256];
-            const std::size_t steps = attn::kernels::detail::pv_bf16_steps<C>(d, n), l = steps + 5;
-            const std::size_t delta = (64 * l + steps - 1) / steps;
-            attn::kernels::detail::paced_lines_by<count_request> cursor({rows, 64, 64, l}, steps);
-            count_request::asked = 0;
-            attn::kernels::detail::decode_pv_bf16<D, C>(out, d, d, corr, s, v.data(), vs, n, cursor);
-            CHECK(count_request::asked == (steps * delta + 63) / 64);
+            pv_fixture<C> f(d, n, attn::kernels::detail::pv_bf16_steps<C>(d, n));
+            attn::kernels::detail::decode_pv_bf16<D, C>(f.out, d, d, f.corr, f.s, v.data(), vs, n, f.cursor);
+            CHECK(count_request::asked == f.lines());
             const double u = std::ldexp(1.0, -8); // bf16's unit roundoff
             for (std::size_t r = 0; r < RB; ++r)
                 for (std::size_t t = 0; t < d; ++t) {
-                    const double base = double(before[r * d + t]) * corr[r * C];
+                    const double base = double(f.before[r * d + t]) * f.corr[r * C];
                     double rounded = base, exact = base, mag = std::abs(base);
                     for (std::size_t j = 0; j < n; ++j) {
                         const double x = vi[j * vs + t];
-                        rounded += double(float(attn::bf16(weight(r, j)))) * x;
-                        exact += double(weight(r, j)) * x;
-                        mag += double(weight(r, j)) * std::abs(x);
+                        rounded += double(float(attn::bf16(f.weight(r, j)))) * x;
+                        exact += double(f.weight(r, j)) * x;
+                        mag += double(f.weight(r, j)) * std::abs(x);
                     }
                     INFO("C " << C << " head " << r << " d " << d << " n " << n << " dim " << t);
-                    CHECK(std::abs(out[r * d + t] - rounded) <= 1e-6 * mag);
-                    CHECK(std::abs(out[r * d + t] - exact) <= u * mag + 1e-6 * mag);
+                    CHECK(std::abs(f.out[r * d + t] - rounded) <= 1e-6 * mag);
+                    CHECK(std::abs(f.out[r * d + t] - exact) <= u * mag + 1e-6 * mag);
                 }
         }
 }
