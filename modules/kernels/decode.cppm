@@ -256,8 +256,8 @@ inline bool decode_bf16_dot_values(const problem& p) { return decode_bf16_dot_sc
 
 /// The fixed point of decode_core_kv<std::int8_t> on p where it takes integer products: the
 /// integers a query row's largest |q_t| (decode_int8_dot_scores) and a tile's largest weight of
-/// a head (decode_int8_dot_values) map to (attn::half_roundings' query_top and weight_top, which
-/// the checker charges); zeros where it computes in fp32.
+/// a head (decode_int8_dot_values: 65535, byte planes; decode_int8_pair_values: 32767) map to (attn::half_roundings'
+/// query_top and weight_top, which the checker charges); zeros where it computes in fp32.
 inline half_roundings decode_int8_fixed_point(const problem& p) {
     half_roundings r;
     if constexpr (isa::int8_dots<std::int8_t>::available) {

@@ -309,8 +309,9 @@ void decode_pv_i8(float* out, std::size_t dp, std::size_t d, const float* corr, 
     v_next = next;
 }
 
-/// decode_pv over an int8 cache on D = isa::int8_dots<std::int8_t> with C = 2 (8 heads; MQA at
-/// 16 heads in two blocks), where decode_pv_i8's four keys of a head span two score groups: each
+/// decode_pv over an int8 cache on D = isa::int8_dots<std::int8_t>, C even (RB = lanes / C <= 8
+/// heads; decode_item takes it at C = 2: GQA 2, MQA at 16 heads in two blocks, where
+/// decode_pv_i8's four keys of a head span two score groups, and decode_pv_i8 where C >= 4): each
 /// head's weights (the value rows' scales in them) in 16-bit fixed point against its largest in
 /// the tile (top D::weight_top16: each off by at most w_r / 65534), two keys of a head to a dword
 /// (adjacent lanes of a group); two value rows' bytes interleaved a dim at a time and sign-
@@ -378,10 +379,9 @@ constexpr std::size_t pv_i8_steps(std::size_t d, std::size_t n) {
 /// dims of a head: half the instructions of the fp32 FMAs on widened rows, the weights' pair a
 /// broadcast memory operand. Passes of every head x 32 or 64 dims (at most 16 accumulators, in
 /// widen_pair's order: to_pair_order / from_pair_order at the load and store), so each pair of
-/// rows is interleaved once; d a multiple of 64; out rows dp
-/// apart, corr[r*C] head r's rescale. The weights are rounded, the sum l is not: the checker
-/// charges the stored weights (half_roundings::weights). One step of v_next a pair of keys in each
-/// pass (pv_bf16_steps).
+/// rows is interleaved once; d a multiple of 64; out rows dp apart, corr[r*C] head r's rescale.
+/// The weights are rounded, the sum l is not: the checker charges the stored weights
+/// (half_roundings::weights). One step of v_next a pair of keys in each pass (pv_bf16_steps).
 template <class D, std::size_t C, class Lines>
 void decode_pv_bf16(float* out, std::size_t dp, std::size_t d, const float* corr, const float* s, const bf16* v,
                     std::size_t vs, std::size_t n, Lines& v_next) {

@@ -292,11 +292,12 @@ struct int8_dots<std::int8_t> {
     // and vpdpbusd's dwords of four weight bytes do not form): two keys' weights of a head in
     // 16-bit fixed point as one dword, two value rows' elements of a dim sign-extended into one
     static constexpr std::int32_t weight_top16 = 32767; ///< a tile's largest weight of a head, in fixed point
-    /// A batch of weights s times f (lane by lane) rounded to int16 (|s f| <= weight_top16), as 8
-    /// words pairs: dword m holds lanes 2m (low) and 2m + 1.
+    /// A batch of weights s times f (lane by lane) rounded to int16 (|s f| <= weight_top16 up to
+    /// fp32's roundings; saturated, so a rounding up cannot wrap), as 8 pairs of words: dword m
+    /// holds lanes 2m (low) and 2m + 1.
     [[gnu::always_inline]] static inline void pack_weights16(const float* s, batch f, std::uint32_t* out) {
         const __m512i w = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(s), f));
-        _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtepi32_epi16(w));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(out), _mm512_cvtsepi32_epi16(w));
     }
     /// 32 elements of rows a and b, each dim's pair (a's the low word) sign-extended to 16 bits:
     /// lo holds dims 0-7 and 16-23, hi dims 8-15 and 24-31 (finish16 puts them back in order).
