@@ -712,10 +712,9 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         // C > 1: the next tile's value lines paced over every key step of every P V pass (one
         // pass for GQA 8 and MHA: a row's lines a key)
         constexpr std::size_t C_i8 = C < 4 ? 4 : C; // (decode_pv_i8 takes C >= 4)
-        constexpr std::size_t C_bf = C < 2 ? 2 : C; // (decode_pv_bf16 takes C >= 2)
         paced_lines v_paced(v_next, int8_values        ? pv_i8_steps<C_i8>(sh.dv, n)
                                     : int8_pair_values ? sh.blocks * pv_i16_steps(sh.dv, n)
-                                    : bf16_values      ? sh.blocks * pv_bf16_steps<C_bf>(sh.dv, n)
+                                    : bf16_values      ? sh.blocks * pv_bf16_steps<C>(sh.dv, n)
                                                        : sh.blocks * n * pv_passes<C, DC, S>(sh.dv));
         for (std::size_t blk = 0; blk < sh.blocks; ++blk) {
             float* const sb = s + blk * s_stride;

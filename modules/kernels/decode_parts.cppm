@@ -244,6 +244,24 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
     }
 }
 
+/// The fixed point of a tile's weights for integer P V (decode_pv_i8, decode_pv_i16): over the
+/// score groups at s (lane r*C + c: head r), each head's largest weight w_r maps to `top`.
+/// Returns the factor that scales a weight to its integer (lane by lane; 0 for a head whose
+/// weights are all 0) and leaves in scale[lane] the value of one unit, w_r / top.
+template <std::size_t C>
+batch weight_fixed_point(const float* s, std::size_t groups, float top, float* scale) {
+    batch m(0.0f);
+    for (std::size_t gi = 0; gi < groups; ++gi) m = xsimd::max(m, batch::load_aligned(s + gi * lanes));
+    m = group_max<C>(m); // lane r*C + c: head r's largest weight
+    alignas(64) float factor[lanes];
+    m.store_aligned(scale);
+    for (std::size_t i = 0; i < lanes; ++i) {
+        factor[i] = scale[i] > 0.0f ? top / scale[i] : 0.0f;
+        scale[i] /= top;
+    }
+    return batch::load_aligned(factor);
+}
+
 /// decode_pv over an int8 cache on D = isa::int8_dots<std::int8_t>, C >= 4 (RB = lanes / C
 /// heads): each head's weights (score groups at s, lane r*C + c of group j / C = head r, key j;
 /// whole groups, keys past n weighing 0; the value rows' scales in them) in 16-bit fixed point
@@ -259,17 +277,8 @@ void decode_pv_i8(float* out, std::size_t dp, std::size_t d, const float* corr, 
     static_assert(C >= 4 && C <= lanes, "four keys of a head make one dword of its weight bytes");
     constexpr std::size_t RB = lanes / C, NH = RB < 2 ? RB : 2;
     const std::size_t groups = (n + C - 1) / C;
-    batch m(0.0f);
-    for (std::size_t gi = 0; gi < groups; ++gi) m = xsimd::max(m, batch::load_aligned(s + gi * lanes));
-    m = group_max<C>(m); // lane r*C + c: head r's largest weight
-    constexpr float top = float(D::weight_top);
-    alignas(64) float scale[lanes], factor[lanes];
-    m.store_aligned(scale);
-    for (std::size_t i = 0; i < lanes; ++i) {
-        factor[i] = scale[i] > 0.0f ? top / scale[i] : 0.0f;
-        scale[i] /= top;
-    }
-    const batch f = batch::load_aligned(factor);
+    alignas(64) float scale[lanes];
+    const batch f = weight_fixed_point<C>(s, groups, float(D::weight_top), scale);
     // (n <= 64 keys: 64 / C groups of `lanes` weights, one more for the last quad's reach)
     alignas(64) std::uint8_t hb[64 / C * lanes + lanes] = {}, lb[64 / C * lanes + lanes] = {};
     if (n > 64) [[unlikely]]
@@ -327,17 +336,8 @@ void decode_pv_i16(float* out, std::size_t dp, std::size_t d, const float* corr,
     if (n > 64) [[unlikely]]
         require(false, "decode_pv_i16 takes a tile of at most 64 keys (got " + std::to_string(n) + ")");
     const std::size_t groups = (n + C - 1) / C;
-    batch m(0.0f);
-    for (std::size_t gi = 0; gi < groups; ++gi) m = xsimd::max(m, batch::load_aligned(s + gi * lanes));
-    m = group_max<C>(m); // lane r*C + c: head r's largest weight
-    constexpr float top = float(D::weight_top16);
-    alignas(64) float scale[lanes], factor[lanes];
-    m.store_aligned(scale);
-    for (std::size_t i = 0; i < lanes; ++i) {
-        factor[i] = scale[i] > 0.0f ? top / scale[i] : 0.0f;
-        scale[i] /= top;
-    }
-    const batch f = batch::load_aligned(factor);
+    alignas(64) float scale[lanes];
+    const batch f = weight_fixed_point<C>(s, groups, float(D::weight_top16), scale);
     // word (j / C) * half + (r*C + j % C) / 2: keys j, j + 1 (j even) of head r
     alignas(64) std::uint32_t w[64 / C * half + half];
     for (std::size_t gi = 0; gi < groups; ++gi) D::pack_weights16(s + gi * lanes, f, w + gi * half);
