@@ -396,12 +396,11 @@ TEST_CASE("bf16 dots: P V on pairs of keys equals fp64 on the weights rounded to
 TEST_CASE("a bf16 cache on bf16 dot products: which shapes, and the charged check at large magnitudes",
           "[decode][kv][bf16dots]") {
     // 2 to 8 query heads' dims in the lanes (GQA 8, 4, 2 and MQA at H 16 on AVX-512) with whole pair
-    // chunks take vdpbf16ps where the CPU has it and the bf16 engine is not `convert`; MHA (one
+    // chunks take vdpbf16ps where it outruns the FMA here (isa::decode_bf16_dots_here); MHA (one
     // head in the lanes) and a d_head of odd pair chunks stay fp32. The variant declares the
     // rounded queries exactly there.
-    const bool here = attn::kernels::isa::bf16_dots<attn::bf16>::available &&
-                      attn::kernels::isa::cpu_has_avx512_bf16() &&
-                      attn::kernels::isa::bf16_engine_here() != attn::kernels::isa::bf16_engine::convert;
+    const bool here =
+        attn::kernels::isa::bf16_dots<attn::bf16>::available && attn::kernels::isa::decode_bf16_dots_here();
     const attn::variant simd = attn::find_variant("simd");
     auto declared = [&](const problem& q) { return simd.roundings(q, attn::mode::decode, attn::dtype::bf16).queries; };
     auto weights = [&](const problem& q) { return simd.roundings(q, attn::mode::decode, attn::dtype::bf16).weights; };

@@ -277,12 +277,63 @@ bool cpuinfo_has(const std::string& flag) {
 
 } // namespace
 
+TEST_CASE("the bf16 engines: AMX, else vdpbf16ps where it outruns the fp32 FMA, else widening; decode beside",
+          "[halves][bf16dot]") {
+    // what a CPU offers (vdpbf16ps, AMX granted, AMX in its flags, vdpbf16ps FLOPs / FMA FLOPs) and
+    // ATTNBENCH_BF16 -> the core's engine and whether a bf16 cache's decode takes vdpbf16ps, by the
+    // rule's statement: the Zen 5 (2.0x, no AMX) and the H200 machine's Xeon (0.47x, AMX) among them
+    namespace isa = attn::kernels::isa;
+    using E = isa::bf16_engine;
+    struct row {
+        isa::bf16_means m;
+        E engine;
+        bool decode;
+    };
+    const row rows[] = {
+        {{false, false, false, 0.0, ""}, E::convert, false}, // no bf16 products
+        {{true, false, false, 2.0, ""}, E::dot, true},       // the Zen 5
+        {{true, false, false, 1.0, ""}, E::dot, true},       // level with the FMA: fewer instructions
+        {{true, false, false, 0.99, ""}, E::convert, false}, // below it
+        {{true, true, true, 0.47, ""}, E::amx, false},       // the H200 machine's Xeon
+        {{true, true, true, 2.0, ""}, E::amx, true},         // AMX and a fast vdpbf16ps
+        {{true, false, true, 0.47, ""}, E::convert, false},  // AMX refused by Linux, slow vdpbf16ps
+        {{true, true, true, 0.47, "dot"}, E::dot, true},     // forced, to compare
+        {{true, false, false, 2.0, "convert"}, E::convert, false},
+        {{true, true, true, 2.0, "convert"}, E::convert, false},
+        {{true, true, true, 0.47, "amx"}, E::amx, false},
+        {{true, true, true, 2.0, "amx"}, E::amx, true},
+    };
+    for (const row& r : rows) {
+        INFO("avx512_bf16 " << r.m.avx512_bf16 << " amx " << r.m.amx << " ratio " << r.m.dot_over_fma << " env '"
+                            << r.m.env << "'");
+        CHECK(isa::bf16_engine_for(r.m) == r.engine);
+        CHECK(isa::decode_bf16_dots_for(r.m) == r.decode);
+    }
+    auto refused = [](isa::bf16_means m, const std::string& what) {
+        INFO(what);
+        CHECK_THROWS_WITH(isa::bf16_engine_for(m), Catch::Contains(what));
+        CHECK_THROWS_WITH(isa::decode_bf16_dots_for(m), Catch::Contains(what));
+    };
+    refused({false, false, false, 0.0, "dot"}, "ATTNBENCH_BF16=dot: this CPU has no AVX512_BF16 (vdpbf16ps)");
+    refused({true, false, false, 2.0, "amx"}, "ATTNBENCH_BF16=amx: this CPU has no AMX-BF16");
+    refused({true, false, true, 2.0, "amx"}, "ATTNBENCH_BF16=amx: Linux refused this process AMX's tile data");
+    refused({true, true, true, 2.0, "fast"}, "ATTNBENCH_BF16='fast' is not one of convert, dot, amx");
+    // this process: the same rule on what it measured
+    CHECK(isa::bf16_engine_here() == isa::bf16_engine_for(isa::bf16_means_here()));
+    CHECK(isa::decode_bf16_dots_here() == isa::decode_bf16_dots_for(isa::bf16_means_here()));
+}
+
 TEST_CASE("the bf16 core on vdpbf16ps and on AMX matches the fp64 reference (tails, windows, GQA, threads)",
           "[halves][bf16dot]") {
     // the suite's choice, from the kernel's own flags (Linux's, in /proc/cpuinfo): AMX, else
-    // vdpbf16ps, else widening to fp32 (ATTNBENCH_BF16 aside); declared where P is rounded
+    // vdpbf16ps where it gives at least the fp32 FMA's FLOPs (the ratio measured in this process),
+    // else widening to fp32 (ATTNBENCH_BF16 aside); declared where P is rounded
     namespace isa = attn::kernels::isa;
-    const bool amx = cpuinfo_has("amx_bf16") && cpuinfo_has("amx_tile"), dot = cpuinfo_has("avx512_bf16");
+    const double ratio = isa::bf16_means_here().dot_over_fma;
+    CHECK((ratio > 0) == cpuinfo_has("avx512_bf16"));
+    CHECK(std::isfinite(ratio));
+    const bool amx = cpuinfo_has("amx_bf16") && cpuinfo_has("amx_tile"),
+               dot = cpuinfo_has("avx512_bf16") && ratio >= 1.0;
     const auto want = amx ? isa::bf16_engine::amx : dot ? isa::bf16_engine::dot : isa::bf16_engine::convert;
     if (!std::getenv("ATTNBENCH_BF16")) CHECK(isa::bf16_engine_here() == want);
     const problem small = attn::gqa(64, 2, 2, 16);

@@ -68,6 +68,9 @@
 //    thread, MQA 0.785x, GQA 2 0.844x, GQA 4 0.943x (3 of 3 each), GQA 8 0.953x; MQA at L 4M, 1
 //    thread 0.829x, 2 threads 0.807x, at batch 8 (L 512k) 0.896x (3 of 3 each); the GQA cells
 //    at DRAM sizes level within the noise (memory-bound).
+//    Only where vdpbf16ps gives at least the fp32 FMA's FLOPs (isa::decode_bf16_dots_here): on the
+//    H200 machine's Xeon it gives 0.47x, and there the fp32 path took 1.03-1.52x less time a step
+//    (16 threads, decode-roof-xl's bf16 cells; results/reference/xeon-h200-host-2026-11-29).
 // Rounding: one extra rescale per chunk of >= 256 keys, well inside attn.check's 2u per key tile.
 // Extra memory: per thread one tile of scores per block of heads, plus the rearranged queries
 // (B x H x d_head floats, heads padded to whole blocks; once per step) and partials of
@@ -233,8 +236,9 @@ inline bool decode_int8_pair_values(const problem& p) {
     }
 }
 
-/// Whether decode_core_kv<bf16> scores p's bf16 cache with bf16 dot products (isa::bf16_dots:
-/// AVX512_BF16, unless ATTNBENCH_BF16=convert sets the bf16 engine to the fp32 path): blocks of 2
+/// Whether decode_core_kv<bf16> scores p's bf16 cache with bf16 dot products (isa::bf16_dots,
+/// where isa::decode_bf16_dots_here: AVX512_BF16 at least as fast as the fp32 FMA, or
+/// ATTNBENCH_BF16=dot; never with ATTNBENCH_BF16=convert): blocks of 2
 /// to 8 heads' dims in the lanes (1 < C < lanes: 2 to 16 query heads a key/value head at 16 lanes),
 /// d_qk in whole pair chunks (2C dims). Its scaled queries are then rounded to bf16
 /// (half_roundings::queries, which the checker charges).
@@ -244,8 +248,7 @@ inline bool decode_bf16_dot_scores(const problem& p) {
         return false;
     } else {
         const decode_shape sh(p);
-        return sh.c > 1 && sh.c < lanes && sh.d % (2 * sh.c) == 0 && isa::cpu_has_avx512_bf16() &&
-               isa::bf16_engine_here() != isa::bf16_engine::convert;
+        return sh.c > 1 && sh.c < lanes && sh.d % (2 * sh.c) == 0 && isa::decode_bf16_dots_here();
     }
 }
 

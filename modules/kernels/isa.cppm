@@ -18,8 +18,10 @@
 // int32 and a convert (the caller applies the row's scale).
 module;
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -861,50 +863,189 @@ inline bool amx_granted() {
 
 [[gnu::target("amx-tile,amx-bf16")]] inline void amx_end() { _tile_release(); }
 
+/// `iters` rounds of `Chains` independent FMA chains acc = acc a + b on the FMA batch (attn.peak's
+/// FMA probe, and bf16_dot_over_fma). acc converges towards b / (1 - a) = 1, so values stay normal
+/// (no denormal slow path) and finite. Returns a sum of the chains, which the caller keeps, so the
+/// loop cannot be deleted. Hiding the FMA latency needs (FMA ports) x (latency) chains in flight:
+/// 2 x 4 = 8 on Zen cores, 2 x 4-5 on Intel's; attn.peak tries 8, 12 and 16.
+template <int Chains>
+float fma_chains(std::size_t iters, float seed) {
+    fma_batch acc[Chains];
+    for (int i = 0; i < Chains; ++i) acc[i] = fma_batch(seed + 0.001f * float(i));
+    const fma_batch a(0.9999f), b(0.0001f);
+    for (std::size_t it = 0; it < iters; ++it) {
+#pragma unroll
+        for (int i = 0; i < Chains; ++i) acc[i] = fma(acc[i], a, b);
+    }
+    fma_batch s = acc[0];
+    for (int i = 1; i < Chains; ++i) s += acc[i];
+    return xsimd::hadd(s);
+}
+
+/// Chains of bf16_dot_chains, and the FLOPs of one of its steps (vdpbf16ps zmm: two products and
+/// their two additions in each of 16 fp32 lanes).
+inline constexpr int bf16_dot_chain_count = 16;
+inline constexpr double bf16_dot_step_flop = 64.0;
+
+/// `iters` rounds of 16 independent vdpbf16ps chains, acc += a0 b0 + a1 b1 per fp32 lane, with every
+/// bf16 operand 2^-30: each product, 2^-60, is a normal fp32 number far below the half ulp of acc
+/// (about 1), so acc stays put and no denormal or infinity can slow the loop. Compiled for
+/// AVX512_BF16 whatever -march is; call it only where the CPU has it (cpu_has_avx512_bf16).
+#if defined(__x86_64__)
+[[gnu::target("avx512f,avx512bf16")]] inline float bf16_dot_chains(std::size_t iters, float seed) {
+    __m512 acc[bf16_dot_chain_count];
+    for (int i = 0; i < bf16_dot_chain_count; ++i) acc[i] = _mm512_set1_ps(seed + 0.001f * float(i));
+    const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3080); // 2^-30 in bf16
+    for (std::size_t it = 0; it < iters; ++it) {
+#pragma unroll
+        for (int i = 0; i < bf16_dot_chain_count; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, a);
+    }
+    __m512 s = acc[0];
+    for (int i = 1; i < bf16_dot_chain_count; ++i) s = _mm512_add_ps(s, acc[i]);
+    return _mm512_reduce_add_ps(s);
+}
+#endif
+
+/// vdpbf16ps's FLOP rate over the fp32 FMA's on one core of this CPU, 0 where it has no AVX512_BF16:
+/// bf16_dot_chains against fma_chains<16>, 4096 rounds each (tens of microseconds), seven alternating
+/// runs, the fastest of each. Measured once, at first use. attn.peak's probes time the same loops
+/// on every thread count: the Zen 5 of results/reference/zen5-2vcpu-2026-11-29 gives about 2 (525
+/// against 260 GFLOP/s), the H200 machine's Xeon about 0.47 (81 against 172).
+inline double bf16_dot_over_fma() {
+#if defined(__x86_64__)
+    static const double ratio = [] {
+        if (!cpu_has_avx512_bf16()) return 0.0;
+        constexpr std::size_t iters = 4096;
+        using clock = std::chrono::steady_clock;
+        double fma_s = 1e30, dot_s = 1e30;
+        float sink = 0;
+        for (int r = 0; r < 7; ++r) {
+            auto t0 = clock::now();
+            sink += fma_chains<16>(iters, 1.0f + 0.01f * float(r));
+            fma_s = std::min(fma_s, std::chrono::duration<double>(clock::now() - t0).count());
+            t0 = clock::now();
+            sink += bf16_dot_chains(iters, 1.0f + 0.01f * float(r));
+            dot_s = std::min(dot_s, std::chrono::duration<double>(clock::now() - t0).count());
+        }
+        asm volatile("" : : "r"(&sink) : "memory");
+        const double fma_flop = 2.0 * double(fma_batch::size) * 16.0 * double(iters);
+        const double dot_flop = bf16_dot_step_flop * double(bf16_dot_chain_count) * double(iters);
+        return (dot_flop / std::max(dot_s, 1e-9)) / (fma_flop / std::max(fma_s, 1e-9));
+    }();
+    return ratio;
+#else
+    return 0.0;
+#endif
+}
+
 /// How the bf16 core forms Q K^T and P V (attn.kernels:bf16dot): widened to fp32 on the fp32
 /// FMAs, on AVX512_BF16's vdpbf16ps, or on AMX tiles (tdpbf16ps).
 enum class bf16_engine { convert, dot, amx };
 
-/// The bf16 core's engine in this process: the environment's ATTNBENCH_BF16 (convert, dot or amx)
-/// where set -- to compare them on one machine; one the CPU lacks is an error -- else AMX where the
-/// CPU has it and Linux grants it, vdpbf16ps where the CPU has AVX512_BF16, else convert.
-inline bf16_engine bf16_engine_here() {
-    static const bf16_engine e = [] {
+/// What this CPU offers the bf16 kernels, and the environment's ATTNBENCH_BF16 (empty: unset).
+struct bf16_means {
+    bool avx512_bf16 = false; ///< vdpbf16ps (cpu_has_avx512_bf16)
+    bool amx = false;         ///< AMX-BF16 with the tile data granted (amx_granted)
+    bool amx_on_cpu = false;  ///< AMX-BF16 in the CPU's flags (cpu_has_amx_bf16)
+    double dot_over_fma = 0;  ///< bf16_dot_over_fma
+    std::string env;
+};
+
+/// vdpbf16ps pays where it gives at least the fp32 FMA's FLOPs a core: then a bf16 kernel on it
+/// does the same products in fewer instructions than widening to fp32 (no conversions either).
+/// The Zen 5's 2x is well above, the Xeon's 0.47x well below: there the fp32 path took 1.03-1.52x
+/// less time for a bf16 cache's decode step (results/reference/xeon-h200-host-2026-11-29, ab_*).
+inline bool bf16_dots_pay(const bf16_means& m) { return m.avx512_bf16 && m.dot_over_fma >= 1.0; }
+
+/// The bf16 core's engine for `m`: ATTNBENCH_BF16 (convert, dot or amx) where set -- to compare them
+/// on one machine; one the CPU lacks is an error -- else AMX where the CPU has it and Linux grants
+/// it, vdpbf16ps where it pays (bf16_dots_pay), else convert.
+inline bf16_engine bf16_engine_for(const bf16_means& m) {
+    if (m.env.empty()) return m.amx ? bf16_engine::amx : bf16_dots_pay(m) ? bf16_engine::dot : bf16_engine::convert;
+    if (m.env == "convert") return bf16_engine::convert;
+    if (m.env == "dot") {
+        require(m.avx512_bf16, "ATTNBENCH_BF16=dot: this CPU has no AVX512_BF16 (vdpbf16ps)");
+        return bf16_engine::dot;
+    }
+    if (m.env == "amx") {
+        require(m.amx_on_cpu, "ATTNBENCH_BF16=amx: this CPU has no AMX-BF16");
+        require(m.amx, "ATTNBENCH_BF16=amx: Linux refused this process AMX's tile data (arch_prctl)");
+        return bf16_engine::amx;
+    }
+    throw error("ATTNBENCH_BF16='" + m.env + "' is not one of convert, dot, amx");
+}
+
+/// Whether a bf16 cache's decode steps may take vdpbf16ps for `m` (attn.kernels:decode asks, with
+/// its shapes): where the core's engine is dot, never where it is convert, and beside AMX (which
+/// decode's one query row cannot fill) where vdpbf16ps pays.
+inline bool decode_bf16_dots_for(const bf16_means& m) {
+    switch (bf16_engine_for(m)) {
+    case bf16_engine::dot:
+        return true;
+    case bf16_engine::amx:
+        return bf16_dots_pay(m);
+    case bf16_engine::convert:
+        break;
+    }
+    return false;
+}
+
+/// This process's bf16_means: the CPU's flags, the measured ratio (where there is a vdpbf16ps to
+/// time), and ATTNBENCH_BF16.
+inline const bf16_means& bf16_means_here() {
+    static const bf16_means m = [] {
+        bf16_means r;
+        r.avx512_bf16 = cpu_has_avx512_bf16();
+        r.amx_on_cpu = cpu_has_amx_bf16();
+        r.amx = amx_granted();
+        r.dot_over_fma = bf16_dot_over_fma();
         const char* env = std::getenv("ATTNBENCH_BF16");
-        const std::string want = env ? env : "";
-        if (want.empty())
-            return amx_granted() ? bf16_engine::amx : cpu_has_avx512_bf16() ? bf16_engine::dot : bf16_engine::convert;
-        if (want == "convert") return bf16_engine::convert;
-        if (want == "dot") {
-            require(cpu_has_avx512_bf16(), "ATTNBENCH_BF16=dot: this CPU has no AVX512_BF16 (vdpbf16ps)");
-            return bf16_engine::dot;
-        }
-        if (want == "amx") {
-            require(cpu_has_amx_bf16(), "ATTNBENCH_BF16=amx: this CPU has no AMX-BF16");
-            require(amx_granted(), "ATTNBENCH_BF16=amx: Linux refused this process AMX's tile data (arch_prctl)");
-            return bf16_engine::amx;
-        }
-        throw error("ATTNBENCH_BF16='" + want + "' is not one of convert, dot, amx");
+        r.env = env ? env : "";
+        return r;
     }();
+    return m;
+}
+
+/// The bf16 core's engine in this process (bf16_engine_for on bf16_means_here).
+inline bf16_engine bf16_engine_here() {
+    static const bf16_engine e = bf16_engine_for(bf16_means_here());
     return e;
+}
+
+/// Whether this process's bf16 decode steps may take vdpbf16ps (decode_bf16_dots_for).
+inline bool decode_bf16_dots_here() {
+    static const bool d = decode_bf16_dots_for(bf16_means_here());
+    return d;
 }
 
 /// How the kernels compute in bf16 on this CPU, one line for the results' metadata.
 inline std::string bf16_path() {
-    const char* rest = ", P rounded to bf16, fp32 softmax and accumulation); projections widen bf16 to fp32, fp32 FMA; "
-                       "decode steps: the scores on vdpbf16ps where 2 to 16 query heads share a key/value head (the "
-                       "queries rounded to bf16), and P V there where d_v is a multiple of 64 (the weights rounded to "
-                       "bf16), fp32 FMA on the widened cache otherwise";
+    const bf16_means& m = bf16_means_here();
+    char rate[96] = "";
+    if (m.avx512_bf16)
+        std::snprintf(rate, sizeof rate, "; vdpbf16ps measured at %.2fx the fp32 FMA's FLOP rate a core",
+                      m.dot_over_fma);
+    const std::string decode =
+        decode_bf16_dots_here()
+            ? "decode steps: the scores on vdpbf16ps where 2 to 16 query heads share a key/value head (the queries "
+              "rounded to bf16), and P V there where d_v is a multiple of 64 (the weights rounded to bf16), fp32 FMA "
+              "on the widened cache otherwise"
+            : "decode steps: fp32 FMA on the widened cache";
+    const std::string rest =
+        ", P rounded to bf16, fp32 softmax and accumulation); projections widen bf16 to fp32, fp32 FMA; " + decode +
+        rate;
     switch (bf16_engine_here()) {
     case bf16_engine::amx:
-        return std::string("amx: the tiled core's Q K^T and P V on AMX tiles (tdpbf16ps") + rest;
+        return "amx: the tiled core's Q K^T and P V on AMX tiles (tdpbf16ps" + rest;
     case bf16_engine::dot:
-        return std::string("vdpbf16ps: the tiled core's Q K^T and P V as bf16 dot products (AVX512_BF16") + rest;
+        return "vdpbf16ps: the tiled core's Q K^T and P V as bf16 dot products (AVX512_BF16" + rest;
     case bf16_engine::convert:
         break;
     }
-    return std::string("convert: bf16 widened to fp32 while packing, fp32 FMA (") +
-           (cpu_has_avx512_bf16() ? "ATTNBENCH_BF16=convert" : "no avx512_bf16 on this CPU") + ")";
+    const char* why = !m.avx512_bf16   ? "no avx512_bf16 on this CPU"
+                      : !m.env.empty() ? "ATTNBENCH_BF16=convert"
+                                       : "vdpbf16ps gives fewer FLOPs than the fp32 FMA here";
+    return std::string("convert: bf16 widened to fp32 while packing, fp32 FMA (") + why + rate + ")";
 }
 
 /// How the kernels compute in f16, one line for the results' metadata.

@@ -22,55 +22,19 @@ namespace attn::peak {
 
 namespace {
 
-/// `iters` rounds of `Chains` independent FMA chains acc = acc*a + b. acc converges towards
-/// b/(1-a) = 1, so values stay normal (no denormal slow path) and finite. Returns a sum of the
-/// chains, which the caller keeps, so the loop cannot be deleted.
-///
-/// Hiding the FMA latency needs (FMA ports) x (latency in cycles) chains in flight: 2 x 4 = 8
-/// for 256-bit FMAs on AMD Zen cores (2 x 4-5 on Intel cores), fewer for 512-bit ones where a
-/// core issues them at one per cycle. measure() tries 8, 12 and 16 and keeps the fastest, so
-/// the ceiling does not rest on a guess of the latency.
-template <int Chains>
-float fma_chains(std::size_t iters, float seed) {
-    batch acc[Chains];
-    for (int i = 0; i < Chains; ++i) acc[i] = batch(seed + 0.001f * float(i));
-    const batch a(0.9999f), b(0.0001f);
-    for (std::size_t it = 0; it < iters; ++it) {
-#pragma unroll
-        for (int i = 0; i < Chains; ++i) acc[i] = fused(acc[i], a, b);
-    }
-    batch s = acc[0];
-    for (int i = 1; i < Chains; ++i) s += acc[i];
-    return xsimd::hadd(s);
-}
+// The FMA and vdpbf16ps loops are attn.kernels:isa's (fma_chains, bf16_dot_chains), which the
+// kernels' choice of vdpbf16ps times too (isa::bf16_dot_over_fma); this file times them on threads.
+using kernels::isa::bf16_dot_chains;
+using kernels::isa::fma_chains;
 
 constexpr double fma_flop = 2.0 * double(batch::size); // one FMA batch: 2 FLOP a lane
 constexpr fma_kernel fma_kernels[] = {
     {8, &fma_chains<8>, fma_flop}, {12, &fma_chains<12>, fma_flop}, {16, &fma_chains<16>, fma_flop}};
 
 #if defined(__x86_64__)
-/// `iters` rounds of 16 independent vdpbf16ps chains, acc += a0 b0 + a1 b1 per fp32 lane, with
-/// every bf16 operand 2^-30: each product, 2^-60, is a normal fp32 number far below the half ulp
-/// of acc (about 1), so acc stays put and no denormal or infinity can slow the loop. 16 chains,
-/// the most the FMA probe tries (no count is searched for here). Compiled for AVX512_BF16 whatever
-/// -march is, and called only where the CPU has it.
-[[gnu::target("avx512f,avx512bf16")]] float bf16_dot_chains(std::size_t iters, float seed) {
-    constexpr int chains = 16;
-    __m512 acc[chains];
-    for (int i = 0; i < chains; ++i) acc[i] = _mm512_set1_ps(seed + 0.001f * float(i));
-    const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3080); // 2^-30 in bf16
-    for (std::size_t it = 0; it < iters; ++it) {
-#pragma unroll
-        for (int i = 0; i < chains; ++i) acc[i] = _mm512_dpbf16_ps(acc[i], a, a);
-    }
-    __m512 s = acc[0];
-    for (int i = 1; i < chains; ++i) s = _mm512_add_ps(s, acc[i]);
-    return _mm512_reduce_add_ps(s);
-}
-
 /// `iters` rounds of four tdpbf16ps, C tiles 0-3 each accumulating one of the A tiles 4-5 times one
 /// of the B tiles 6-7 (16 x 16 fp32 += 16 x 32 bf16 times 32 x 16 bf16: 16,384 FLOP), every bf16
-/// operand 2^-30 as above. Four chains: a tile product's latency is a few times its issue
+/// operand 2^-30 as in isa::bf16_dot_chains. Four chains: a tile product's latency is a few times its issue
 /// interval, so four in flight keep the unit busy. Each thread configures its own tiles, as the
 /// bf16 core does (isa::amx_begin).
 [[gnu::target("amx-tile,amx-bf16")]] float amx_bf16_chains(std::size_t iters, float seed) {
@@ -108,7 +72,8 @@ constexpr fma_kernel fma_kernels[] = {
 
 fma_kernel bf16_dot_kernel() {
 #if defined(__x86_64__)
-    if (kernels::isa::cpu_has_avx512_bf16()) return {16, &bf16_dot_chains, 64.0};
+    if (kernels::isa::cpu_has_avx512_bf16())
+        return {kernels::isa::bf16_dot_chain_count, &bf16_dot_chains, kernels::isa::bf16_dot_step_flop};
 #endif
     return {0, nullptr, 0};
 }
