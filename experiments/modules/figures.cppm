@@ -119,6 +119,7 @@ inline constexpr counter_spec counter_table[] = {
     {"pct_read_alongside", "%", "kv_gbs as a share of read_alongside_gbs", in_decode, part::core, source::derived},
     {"roof_alongside_gbs", "GB/s", "min(read_alongside_gbs, peak_gflops x fma_drift / intensity): the roofline of the same run (peak_gflops alone where no FMA probe ran)", in_decode, part::core, source::derived},
     {"pct_roof_alongside", "%", "kv_gbs as a share of roof_alongside_gbs", in_decode, part::core, source::derived},
+    {"roof_arith", "0/1", "1 where the roofline the share is taken against (roof_alongside_gbs where measured, else roof_gbs) is its arithmetic side, the FMAs' rate below the memory's: compute-bound; 0 memory-bound", in_decode, part::core, source::derived},
     {"check_ratio", "x bound", "worst error / bound against fp64 on the same (rounded or dequantized) cache", in_decode, part::core, source::measured},
     {"unrounded_max_abs", "abs", "the core's max |error| against fp64 on the unrounded cache", in_decode, part::core, source::measured},
     {"unrounded_ratio", "x bound", "that error over fp32's bound", in_decode, part::core, source::measured},
@@ -317,6 +318,7 @@ inline void derive(figures& f, const sweep_case& k, part p, double seconds, cons
     f.put("roof_gbs"_counter, roof);
     f.put("pct_roof"_counter, share(kv, roof));
     f.put("arith_roof_gbs"_counter, arithmetic_roof_gbs(peak, I));
+    f.put("roof_arith"_counter, arithmetic_roof_gbs(peak, I) < memory ? 1.0 : 0.0);
     const double cache = f.at("kv_read_bytes"_counter), dram = f.at("dram_from_mib"_counter) * 1048576.0;
     double mark = share_mark(share(kv, roof), cache, dram);
     if (triad_alongside > 0) {
@@ -330,6 +332,8 @@ inline void derive(figures& f, const sweep_case& k, part p, double seconds, cons
         f.put("pct_read_alongside"_counter, share(kv, read_alongside));
         f.put("roof_alongside_gbs"_counter, roof_along);
         f.put("pct_roof_alongside"_counter, share(kv, roof_along));
+        f.put("roof_arith"_counter,
+              arithmetic_roof_gbs(along.fma_ratio > 0 ? peak * along.fma_ratio : peak, I) < read_alongside ? 1.0 : 0.0);
         mark = std::max(mark, share_mark(share(kv, roof_along), cache, dram));
     }
     f.put("share_mark"_counter, mark);

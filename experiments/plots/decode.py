@@ -294,7 +294,7 @@ def plot_dtypes(dec, d):
                "FLOP per cache byte)", "{:.0f}")]
     for ax, (key, ylabel, fmt) in zip(axes, panels):
         for i, t in enumerate(dec.dtypes):
-            xs, ys = [], []
+            xs, ys, arith = [], [], []
             for j, g in enumerate(gs):
                 r = dec.getp(b, g, pts[(b, g)], t)
                 v = r.get(key) if r else None
@@ -303,7 +303,12 @@ def plot_dtypes(dec, d):
                 if v is not None:
                     xs.append(j + (i - (len(dec.dtypes) - 1) / 2) * width)
                     ys.append(v)
+                    arith.append(key == "pct_roof_alongside" and bool(r.get("roof_arith")))
             bars = ax.bar(xs, ys, width, color=DTYPE_COLOR.get(t, "gray"), label=t)
+            for bar, a in zip(bars, arith):  # compute-bound: the roofline's arithmetic side
+                if a:
+                    bar.set_hatch("///")
+                    bar.set_edgecolor("white")
             # upright labels run into each other's digits on neighbouring bars (4096 4096)
             ax.bar_label(bars, labels=[fmt.format(v) for v in ys], fontsize=6, padding=2, rotation=90)
         ax.set_xticks(range(len(gs)))
@@ -313,13 +318,15 @@ def plot_dtypes(dec, d):
         ax.grid(True, axis="y", alpha=0.3)
         ax.margins(y=0.18)
     axes[2].axhline(100, color="black", lw=1, ls="--", label="the roofline")
-    axes[2].axhline(70, color="gray", lw=1, ls=":", label="70 % of it")
+    # issue 46's shares: 80 % of the memory side, 65 % of the arithmetic side (hatched bars)
+    axes[2].axhline(80, color="gray", lw=1, ls=":", label="80 %: memory-bound bars")
+    axes[2].axhline(65, color="gray", lw=1, ls="-.", label="65 %: compute-bound bars (hatched)")
     axes[2].legend(handles=axes[2].get_lines(), fontsize=7, loc="upper left")
     axes[0].legend(title="cache type", fontsize=8)
     at = f"L = {next(iter(ls))} cached tokens" if len(ls) == 1 else "each family's L (under its name)"
     fig.suptitle(f"The key/value cache's type at {at}, batch {b} (weights, queries and arithmetic "
                  "fp32; on AVX512-VNNI an int8 cache's scores and P V (G >= H/16) in integer products;\n"
-                 "on AVX512_BF16 a bf16 cache's scores and P V at G < H <= 16 G on vdpbf16ps, queries and weights in bf16)\n"
+                 "where vdpbf16ps outruns the FMA, a bf16 cache's scores and P V at G < H <= 16 G on it, queries and weights in bf16)\n"
                  + dec.sub.replace(f"{dec.dtype} cache, ", ""), fontsize=9, y=1.04)
     save(fig, d, "decode_cache_dtype")
 

@@ -51,17 +51,19 @@ def style(name):
         s["ls"] = "--"
     if precision:
         s.update(ls=PRECISION_LINES.get(precision, "-."), mfc="none")
-    if fewer:  # a peer at fewer threads than its most: dotted, beside our line at those threads
+    if fewer:  # at fewer threads than its most: dotted (a peer beside our line at those threads)
         s["ls"] = ":"
     return s
 
 
 # A panel's fixed sizes are the shape's fields (perf.json's schema) but the x axis, the fields that
 # move with it and the precision (a line style); the thread count is not one of them: each variant
-# is drawn at the most threads it ran with (single-threaded variants at 1), and its legend entry
-# says how many. A peer is drawn at its most threads too, and again at each fewer thread count one
-# of our variants is drawn at (series "ort-attention@1"), so that every line of ours has the peers
-# that ran at its thread count beside it.
+# is drawn at the most threads it ran with (single-threaded variants at 1), and again, dotted, at
+# each fewer thread count where it ran at two or more x values (series "parallel@2": a sweep of
+# `parallel` on 2 and on 16 threads draws both lines); its legend entry says how many. A peer is
+# drawn at its most threads too, and again at each fewer thread count one of our variants is drawn
+# at (series "ort-attention@1"), so that every line of ours has the peers that ran at its thread
+# count beside it.
 THREADS_MARK = "@"
 
 
@@ -93,8 +95,9 @@ def ok_rows(rows):
 
 def series_over(rows, x_key, fixed_keys):
     """{config: {variant: [(x, row)]}} for every config (the fixed_keys) of the rows with >= 2
-    distinct x values; each variant at the most threads it ran with in that config, and each peer
-    also at the fewer thread counts ours are drawn at (THREADS_MARK)."""
+    distinct x values; each variant at the most threads it ran with in that config and at each
+    fewer thread count with >= 2 x values, and each peer also at the fewer thread counts ours are
+    drawn at (THREADS_MARK)."""
     groups = defaultdict(lambda: defaultdict(list))
     for r in rows:
         groups[config_key(r, fixed_keys)][series_name(r)].append((r[x_key], r))
@@ -106,8 +109,12 @@ def series_over(rows, x_key, fixed_keys):
             by_variant[v] = at[most]
             if any(r.get("peer") for _, r in pts):
                 peers[v] = at
-            else:
-                ours.add(most)
+                continue
+            ours.add(most)
+            for t in sorted(set(at) - {most}):
+                if len({x for x, _ in at[t]}) >= 2:
+                    by_variant[f"{v}{THREADS_MARK}{t}"] = at[t]
+                    ours.add(t)
         for v, at in peers.items():
             for t in sorted(ours & set(at) - {max(at)}):
                 by_variant[f"{v}{THREADS_MARK}{t}"] = at[t]

@@ -50,14 +50,14 @@ assert "## Versus peers" in md and all(f"- {m}: not installed ({hidden}); instal
 assert md.count("| core |") + md.count("| layer |") + md.count("| decode |") >= len(peers), "a versus row per peer case"
 assert "threads_efficiency.png" in md and os.path.exists(os.path.join(run, "figures", "threads_efficiency.png"))
 # the figures against N: simd ran on 1 thread only, parallel on 1 and 2, each core peer on 1 and 2;
-# every core panel draws simd at 1, parallel at 2, and each peer at 2 and again at 1 (beside simd)
+# every core panel draws simd at 1, parallel at 2 and again at 1, and each peer at 2 and again at 1
 sys.path.insert(0, sys.argv[3])
 import perf as perf_plots  # noqa: E402
 pj = json.load(open(os.path.join(run, "perf.json")))
 core = [r for r in pj["cases"] if r["status"] == "ok" and r["mode"] == "core"]
 core_peers = sorted({r["variant"] for r in core if r.get("peer")})
 assert core_peers, "a core peer"
-want = sorted([("simd", [1]), ("parallel", [2])] + [(p, [2]) for p in core_peers] + [(p + "@1", [1]) for p in core_peers])
+want = sorted([("simd", [1]), ("parallel", [2]), ("parallel@1", [1])] + [(p, [2]) for p in core_peers] + [(p + "@1", [1]) for p in core_peers])
 series = perf_plots.series_over(core, "n_q", perf_plots.config_keys(pj, "n_q"))
 assert series, "a core panel against N"
 for cfg, by in series.items():
