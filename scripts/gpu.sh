@@ -16,6 +16,7 @@
 #   suite     the suite's own binaries (attnbench, attnbench-bench; packed by scripts/device.sh pack,
 #             .dev/ or .dev.tar.xz): attnbench report --preset gpu (the harness on the GPU, its report
 #             and figures), attnbench check --device cuda, attnbench run --device cuda against NumPy
+#             and on finite inputs that overflow fp32 (tests/interop/non_finite.sh cuda)
 # Logs and CSVs go to $OUT (the device tool's output folder) or build/gpu-out, a table of the
 # timings last. Every step runs under a timeout; ATTN_GPU_DEADLINE (epoch seconds) shortens the
 # steps to end before it and skips those with no time left, so one lease call holds them all.
@@ -221,6 +222,9 @@ if want suite; then
       step "suite run" 60 "$out/suite_run.log" bash -c "'$ab' run --device cuda --variant cuda-tiled --weights '$w/weights' \
         --input '$w/x.npy' --heads 8 --kv-heads 2 --causal --out '$w/y.npy' &&
         python3 '$root/tests/interop/numpy_layer.py' '$w/weights' '$w/x.npy' '$w/y.npy' --heads 8 --kv-heads 2 --causal --tol 1e-4"
+    # never a silent NaN: finite inputs of 1e30 through the CUDA variants, one line, exit 1, nothing written
+    step "suite nonfinite" 60 "$out/suite_nonfinite.log" bash "$root/tests/interop/non_finite.sh" "$ab" python3 \
+      "$out/suite_nonfinite" cuda
     step "suite check" 100 "$out/suite_check.log" "$ab" check --device cuda --mode all --precision f32,bf16,f16,int8 --out "$out/suite_check"
     grep -E "refused|passed|failed|FAIL" "$out/suite_check.log" | head -20 >&2
   else

@@ -2,12 +2,30 @@
 # Non-finite and out-of-domain values: a weight file holding NaN or Inf is refused like an input
 # (one line naming the file, exit 2), and number flags refuse NaN, Inf and values outside their
 # domain (CLI::Range alone lets NaN through).
-# usage: non_finite.sh ATTNBENCH PYTHON WORKDIR
+# With a fourth argument `cuda` (scripts/gpu.sh suite, on a machine with a GPU) the same overflow
+# goes through the CUDA variants instead: cuda-naive and cuda-tiled in f32, cuda-flash in bf16.
+# usage: non_finite.sh ATTNBENCH PYTHON WORKDIR [cuda]
 set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" # fail, refused
-ab=$1 py=$2 work=$3
+ab=$1 py=$2 work=$3 device=${4:-cpu}
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 "$ab" init --d-model 8 --heads 2 --seq 3 --bias --out data >/dev/null || fail "init"
+overflow_msg() { # the one line for N of N values from finite inputs of about 1e30
+    echo "^attnbench: error: [0-9]+ of $1 output values are not finite \(NaN or Inf\) from finite inputs \(largest \|input\| [0-9.]+e\+(29|30)\): the scores likely overflow fp32 arithmetic's range; run with --precision f64"
+}
+if [ "$device" = cuda ]; then
+    # d_model 32, H 2: d_head 16, which cuda-flash serves (multiples of 8)
+    "$ab" init --d-model 32 --heads 2 --seq 3 --bias --out gpu >/dev/null || fail "init"
+    "$py" -c "import sys, numpy as np; np.save(sys.argv[2], np.load(sys.argv[1]).astype(np.float64) * 1e30)" \
+        gpu/x.npy gpu_big.npy || fail "scaling the input"
+    for t in cuda-naive:f32 cuda-tiled:f32 cuda-flash:bf16; do
+        refused 1 "$(overflow_msg 96)" "$ab" run --device cuda --variant "${t%%:*}" --precision "${t#*:}" \
+            --weights gpu/weights --input gpu_big.npy --heads 2 --out y.npy
+        [ ! -e y.npy ] || fail "run --variant ${t%%:*} wrote an output holding non-finite values"
+    done
+    echo "non-finite ok (cuda)"
+    exit 0
+fi
 for f in q_proj_weight out_proj.bias; do
     cp -r data bad && "$py" - "bad/weights/$f.npy" <<'PY'
 import sys, numpy as np
@@ -25,7 +43,7 @@ import sys, numpy as np
 np.save(sys.argv[2], np.load(sys.argv[1]).astype(np.float64) * 1e30)
 PY
 for v in simd naive; do
-    refused 1 "^attnbench: error: [0-9]+ of 24 output values are not finite \(NaN or Inf\) from finite inputs \(largest \|input\| [0-9.]+e\+(29|30)\): the scores likely overflow fp32 arithmetic's range; run with --precision f64" \
+    refused 1 "$(overflow_msg 24)" \
         "$ab" run --variant "$v" --weights data/weights --input big.npy --heads 2 --out y.npy
     [ ! -e y.npy ] || fail "run --variant $v wrote an output holding non-finite values"
 done
