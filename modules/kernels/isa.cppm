@@ -1025,8 +1025,9 @@ inline std::string bf16_path() {
     if (m.avx512_bf16)
         std::snprintf(rate, sizeof rate, "; vdpbf16ps measured at %.2fx the fp32 FMA's FLOP rate a core",
                       m.dot_over_fma);
+    // decode's dot products need this build's AVX-512 decode core (bf16_dots<bf16>) as well
     const std::string decode =
-        decode_bf16_dots_here()
+        decode_bf16_dots_here() && bf16_dots<bf16>::available
             ? "decode steps: the scores on vdpbf16ps where 2 to 16 query heads share a key/value head (the queries "
               "rounded to bf16), and P V there where d_v is a multiple of 64 (the weights rounded to bf16), fp32 FMA "
               "on the widened cache otherwise"
