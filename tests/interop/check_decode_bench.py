@@ -47,4 +47,9 @@ for name, reps in cores.items():
         assert 0.2 < b["fma_drift"] < 5, (name, b["fma_drift"])
         roof = min(b["read_alongside_gbs"], b["peak_gflops"] * b["fma_drift"] / b["intensity"])
         assert math.isclose(b["roof_alongside_gbs"], roof, rel_tol=1e-9), (name, b["roof_alongside_gbs"], roof)
+        # roof_arith names the side of that roofline: the FMAs' side lies below the read probe's
+        if b["roof_arith"] == 1:
+            assert b["roof_alongside_gbs"] < b["read_alongside_gbs"], (name, b["roof_alongside_gbs"])
+        else:
+            assert b["roof_arith"] == 0 and b["roof_alongside_gbs"] == b["read_alongside_gbs"], (name, b["roof_arith"])
 print(f"{len(steps)} decode cases: step and core checked and timed, counters consistent, probes paired")
