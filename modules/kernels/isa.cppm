@@ -1020,11 +1020,9 @@ inline bool decode_bf16_dots_here() {
 
 /// How the kernels compute in bf16 on this CPU, one line for the results' metadata.
 inline std::string bf16_path() {
+    // the words only (the same in every run that chose the same); the measured ratio is the
+    // metadata's bf16_dot_over_fma (bf16_dot_over_fma_text)
     const bf16_means& m = bf16_means_here();
-    char rate[96] = "";
-    if (m.avx512_bf16)
-        std::snprintf(rate, sizeof rate, "; vdpbf16ps measured at %.2fx the fp32 FMA's FLOP rate a core",
-                      m.dot_over_fma);
     // decode's dot products need this build's AVX-512 decode core (bf16_dots<bf16>) as well
     const std::string decode =
         decode_bf16_dots_here() && bf16_dots<bf16>::available
@@ -1033,8 +1031,7 @@ inline std::string bf16_path() {
               "on the widened cache otherwise"
             : "decode steps: fp32 FMA on the widened cache";
     const std::string rest =
-        ", P rounded to bf16, fp32 softmax and accumulation); projections widen bf16 to fp32, fp32 FMA; " + decode +
-        rate;
+        ", P rounded to bf16, fp32 softmax and accumulation); projections widen bf16 to fp32, fp32 FMA; " + decode;
     switch (bf16_engine_here()) {
     case bf16_engine::amx:
         return "amx: the tiled core's Q K^T and P V on AMX tiles (tdpbf16ps" + rest;
@@ -1045,8 +1042,20 @@ inline std::string bf16_path() {
     }
     const char* why = !m.avx512_bf16   ? "no avx512_bf16 on this CPU"
                       : !m.env.empty() ? "ATTNBENCH_BF16=convert"
-                                       : "vdpbf16ps gives fewer FLOPs than the fp32 FMA here";
-    return std::string("convert: bf16 widened to fp32 while packing, fp32 FMA (") + why + rate + ")";
+                                       : "vdpbf16ps gives fewer FLOPs than the fp32 FMA here: bf16_dot_over_fma";
+    return std::string("convert: bf16 widened to fp32 while packing, fp32 FMA (") + why + ")";
+}
+
+/// The measured bf16_dot_over_fma, one line for the results' metadata (a measurement: it moves a
+/// little from run to run, where bf16_path's words do not).
+inline std::string bf16_dot_over_fma_text() {
+    const bf16_means& m = bf16_means_here();
+    if (!m.avx512_bf16) return "none: no avx512_bf16 on this CPU";
+    char text[128];
+    std::snprintf(text, sizeof text,
+                  "%.2f (vdpbf16ps FLOPs over fp32 FMA FLOPs on one core, measured at start; >= 1: vdpbf16ps pays)",
+                  m.dot_over_fma);
+    return text;
 }
 
 /// How the kernels compute in f16, one line for the results' metadata.

@@ -183,6 +183,7 @@ const metadata& static_metadata() {
         r.emplace_back("cpu_simd_flags", cpu_simd_flags());
         // which bf16 path the kernels take, as attn.kernels:isa says it
         r.emplace_back("bf16_path", kernels::isa::bf16_path());
+        r.emplace_back("bf16_dot_over_fma", kernels::isa::bf16_dot_over_fma_text());
         r.emplace_back("logical_cores", std::to_string(mach.logical_cores));
         r.emplace_back("simd", compiled_simd());
         r.emplace_back("l1d_cache", mach.l1d_bytes ? format_bytes(mach.l1d_bytes) : "unknown");
@@ -229,18 +230,31 @@ const machine_info& machine() {
 }
 
 const std::vector<std::string>& metadata_keys() {
-    static const std::vector<std::string> keys = {"cpu_model",    "cpu_simd_flags",
-                                                  "bf16_path",    "logical_cores",
-                                                  "simd",         "l1d_cache",
-                                                  "l2_cache",     "l3_cache",
-                                                  "memory_total", "transparent_hugepages",
-                                                  "os",           "kernel",
-                                                  "hostname",     "compiler",
-                                                  "flags",        "build_type",
-                                                  "blas",         "openmp_max_threads",
-                                                  "commit",       "date_utc",
-                                                  "load_average", "seed",
-                                                  "threads",      "preset"};
+    static const std::vector<std::string> keys = {"cpu_model",
+                                                  "cpu_simd_flags",
+                                                  "bf16_path",
+                                                  "bf16_dot_over_fma",
+                                                  "logical_cores",
+                                                  "simd",
+                                                  "l1d_cache",
+                                                  "l2_cache",
+                                                  "l3_cache",
+                                                  "memory_total",
+                                                  "transparent_hugepages",
+                                                  "os",
+                                                  "kernel",
+                                                  "hostname",
+                                                  "compiler",
+                                                  "flags",
+                                                  "build_type",
+                                                  "blas",
+                                                  "openmp_max_threads",
+                                                  "commit",
+                                                  "date_utc",
+                                                  "load_average",
+                                                  "seed",
+                                                  "threads",
+                                                  "preset"};
     return keys;
 }
 

@@ -58,7 +58,8 @@ using metadata = std::vector<std::pair<std::string, std::string>>;
 /// The keys collect_metadata always fills, in order.
 const std::vector<std::string>& metadata_keys();
 
-/// Machine, build and run metadata: cpu_model, cpu_simd_flags, logical_cores, simd, l1d_cache,
+/// Machine, build and run metadata: cpu_model, cpu_simd_flags, bf16_path, bf16_dot_over_fma,
+/// logical_cores, simd, l1d_cache,
 /// l2_cache, l3_cache, memory_total, transparent_hugepages, os, kernel, hostname, compiler, flags, build_type, blas,
 /// openmp_max_threads, commit, date_utc, load_average, seed, threads, preset. Machine and build
 /// facts are collected once per process; date_utc and load_average (1, 5, 15 minutes: how busy

@@ -65,7 +65,7 @@ for f in ("params.csv", "flops_vs_n.csv", "flops_stages.csv", "check.csv", "clai
 # report.md: the same lines once run names and dates are taken out
 def norm(d):
     text = open(os.path.join(d, "report.md")).read().replace(d, "RUN").replace(os.path.basename(d), "RUN")
-    return [l for l in text.splitlines() if l.strip() and not l.startswith(("Sweep **", "| date_utc", "| load_average", "| run_id",
+    return [l for l in text.splitlines() if l.strip() and not l.startswith(("Sweep **", "| date_utc", "| load_average", "| bf16_dot_over_fma", "| run_id",
                                                               "| peak |", "| check |", "| params |", "| flops |",
                                                               "| claims |", "| perf |", "Measured ceilings", "**Note:**",
                                                               "This CPU has"))]  # the measured bf16 products
