@@ -24,8 +24,10 @@ namespace {
 
 // The FMA and vdpbf16ps loops are attn.kernels:isa's (fma_chains, bf16_dot_chains), which the
 // kernels' choice of vdpbf16ps times too (isa::bf16_dot_over_fma); this file times them on threads.
-using kernels::isa::bf16_dot_chains;
 using kernels::isa::fma_chains;
+#if defined(__x86_64__)
+using kernels::isa::bf16_dot_chains;
+#endif
 
 constexpr double fma_flop = 2.0 * double(batch::size); // one FMA batch: 2 FLOP a lane
 constexpr fma_kernel fma_kernels[] = {
@@ -34,8 +36,8 @@ constexpr fma_kernel fma_kernels[] = {
 #if defined(__x86_64__)
 /// `iters` rounds of four tdpbf16ps, C tiles 0-3 each accumulating one of the A tiles 4-5 times one
 /// of the B tiles 6-7 (16 x 16 fp32 += 16 x 32 bf16 times 32 x 16 bf16: 16,384 FLOP), every bf16
-/// operand 2^-30 as in isa::bf16_dot_chains. Four chains: a tile product's latency is a few times its issue
-/// interval, so four in flight keep the unit busy. Each thread configures its own tiles, as the
+/// operand 2^-30 as in isa::bf16_dot_chains. Four chains: a tile product's latency is a few times
+/// its issue interval, so four in flight keep the unit busy. Each thread configures its own tiles, as the
 /// bf16 core does (isa::amx_begin).
 [[gnu::target("amx-tile,amx-bf16")]] float amx_bf16_chains(std::size_t iters, float seed) {
     alignas(64) unsigned short ab[16 * 32];
