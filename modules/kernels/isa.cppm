@@ -882,6 +882,9 @@ float fma_chains(std::size_t iters, float seed) {
     return xsimd::hadd(s);
 }
 
+/// The FLOPs of one step of one fma_chains chain: an FMA on the FMA batch, 2 a lane.
+inline constexpr double fma_step_flop = 2.0 * double(fma_batch::size);
+
 /// Chains of bf16_dot_chains, and the FLOPs of one of its steps (vdpbf16ps zmm: two products and
 /// their two additions in each of 16 fp32 lanes).
 inline constexpr int bf16_dot_chain_count = 16;
@@ -916,19 +919,20 @@ inline double bf16_dot_over_fma() {
     static const double ratio = [] {
         if (!cpu_has_avx512_bf16()) return 0.0;
         constexpr std::size_t iters = 4096;
+        constexpr int fma_chain_count = 16;
         using clock = std::chrono::steady_clock;
         double fma_s = 1e30, dot_s = 1e30;
         float sink = 0;
         for (int r = 0; r < 7; ++r) {
             auto t0 = clock::now();
-            sink += fma_chains<16>(iters, 1.0f + 0.01f * float(r));
+            sink += fma_chains<fma_chain_count>(iters, 1.0f + 0.01f * float(r));
             fma_s = std::min(fma_s, std::chrono::duration<double>(clock::now() - t0).count());
             t0 = clock::now();
             sink += bf16_dot_chains(iters, 1.0f + 0.01f * float(r));
             dot_s = std::min(dot_s, std::chrono::duration<double>(clock::now() - t0).count());
         }
         asm volatile("" : : "r"(&sink) : "memory");
-        const double fma_flop = 2.0 * double(fma_batch::size) * 16.0 * double(iters);
+        const double fma_flop = fma_step_flop * double(fma_chain_count) * double(iters);
         const double dot_flop = bf16_dot_step_flop * double(bf16_dot_chain_count) * double(iters);
         return (dot_flop / std::max(dot_s, 1e-9)) / (fma_flop / std::max(fma_s, 1e-9));
     }();

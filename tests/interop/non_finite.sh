@@ -10,14 +10,16 @@ set -uo pipefail
 ab=$1 py=$2 work=$3 device=${4:-cpu}
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 "$ab" init --d-model 8 --heads 2 --seq 3 --bias --out data >/dev/null || fail "init"
+times_1e30() { # IN OUT: the input .npy times 1e30, as float64 (finite, but its scores overflow fp32)
+    "$py" -c "import sys, numpy as np; np.save(sys.argv[2], np.load(sys.argv[1]).astype(np.float64) * 1e30)" "$1" "$2"
+}
 overflow_msg() { # the one line for N of N values from finite inputs of about 1e30
     echo "^attnbench: error: [0-9]+ of $1 output values are not finite \(NaN or Inf\) from finite inputs \(largest \|input\| [0-9.]+e\+(29|30)\): the scores likely overflow fp32 arithmetic's range; run with --precision f64"
 }
 if [ "$device" = cuda ]; then
     # d_model 32, H 2: d_head 16, which cuda-flash serves (multiples of 8)
     "$ab" init --d-model 32 --heads 2 --seq 3 --bias --out gpu >/dev/null || fail "init"
-    "$py" -c "import sys, numpy as np; np.save(sys.argv[2], np.load(sys.argv[1]).astype(np.float64) * 1e30)" \
-        gpu/x.npy gpu_big.npy || fail "scaling the input"
+    times_1e30 gpu/x.npy gpu_big.npy || fail "scaling the input"
     for t in cuda-naive:f32 cuda-tiled:f32 cuda-flash:bf16; do
         refused 1 "$(overflow_msg 96)" "$ab" run --device cuda --variant "${t%%:*}" --precision "${t#*:}" \
             --weights gpu/weights --input gpu_big.npy --heads 2 --out y.npy
@@ -38,10 +40,7 @@ PY
 done
 # finite inputs whose scores overflow fp32 (|x| up to 1e30): never a silent NaN -- one line saying
 # how many values, the largest input and the cause, exit 1, nothing written; f64 computes them
-"$py" - data/x.npy big.npy <<'PY'
-import sys, numpy as np
-np.save(sys.argv[2], np.load(sys.argv[1]).astype(np.float64) * 1e30)
-PY
+times_1e30 data/x.npy big.npy || fail "scaling the input"
 for v in simd naive; do
     refused 1 "$(overflow_msg 24)" \
         "$ab" run --variant "$v" --weights data/weights --input big.npy --heads 2 --out y.npy

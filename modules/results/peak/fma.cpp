@@ -29,7 +29,7 @@ using kernels::isa::fma_chains;
 using kernels::isa::bf16_dot_chains;
 #endif
 
-constexpr double fma_flop = 2.0 * double(batch::size); // one FMA batch: 2 FLOP a lane
+constexpr double fma_flop = kernels::isa::fma_step_flop; // one FMA batch: 2 FLOP a lane
 constexpr fma_kernel fma_kernels[] = {
     {8, &fma_chains<8>, fma_flop}, {12, &fma_chains<12>, fma_flop}, {16, &fma_chains<16>, fma_flop}};
 
