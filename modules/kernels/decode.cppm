@@ -44,7 +44,10 @@
 //  - An int8 cache on AVX512-VNNI skips widening to fp32 (isa::int8_dots): scores with the
 //    queries in 16-bit fixed point against key bytes sign-extended to 16 bits (vpdpwssd: MHA
 //    reads the rows in place, 1 < C < lanes a block of 16-bit rows and pairs of dims broadcast,
-//    score_heads_pairs: half the FMAs' count), and where C >= 4 P V with the weights in 16-bit
+//    score_heads_pairs: half the FMAs' count; at C = 4, one block, the rows read in place as
+//    byte quads against the queries' two byte planes, vpdpbusd, no 16-bit rows: score_heads_quads,
+//    GQA 4 at H 16 0.952x the time in cache on 1 thread, 0.930x at L 1M on 2 threads, 0.966x at
+//    batch 8 (L 128k), Zen 5, 3 of 3 each), and where C >= 4 P V with the weights in 16-bit
 //    fixed point per tile and head, two byte planes against the value bytes four keys at a time
 //    (vpdpbusd, decode_pv_i8); where C = 2 (8 heads a block: GQA 2, MQA at H 16), whose four keys
 //    of a head span two score groups, the weights in signed 16-bit fixed point, two keys to a
@@ -141,16 +144,17 @@ struct decode_shape {
         dv = p.v_dim();
         dp = round_up(dv, lanes);
     }
-    /// rearranged queries: fp32, then (1 < C < lanes) an int8 cache's 16-bit pairs (pairs_at) and
-    /// each block's lane scales (pair_scales_at), which rearrange_queries fills where
-    /// decode_int8_dot_scores
+    /// rearranged queries: fp32, then (1 < C < lanes) an int8 cache's 16-bit pairs or byte planes
+    /// (pairs_at), each block's lane scales (pair_scales_at) and the planes' offsets
+    /// (quad_bias_at), which rearrange_queries fills where decode_int8_dot_scores
     inline std::size_t qs_floats() const {
         return std::max(blocks * (d / c) * lanes, lanes) +
-               (c > 1 && c < lanes ? blocks * (d / (2 * c) + 1) * lanes : 0);
+               (c > 1 && c < lanes ? blocks * (d / (2 * c) + 2) * lanes : 0);
     }
     inline std::size_t pairs_at() const { return std::max(blocks * (d / c) * lanes, lanes); }
     inline std::size_t pairs_stride() const { return d / (2 * c) * lanes; } ///< a block's pairs (int32 slots)
     inline std::size_t pair_scales_at() const { return pairs_at() + blocks * pairs_stride(); }
+    inline std::size_t quad_bias_at() const { return pair_scales_at() + blocks * lanes; } ///< int32 slots
     inline std::size_t s_floats() const { return decode_tile / c * lanes; } ///< one tile's scores, one block
     inline std::size_t ml_floats() const { return 2 * blocks * lanes; }     ///< running max and sum
     /// partial results of one item: `rows` outputs of dp, then `rows` maxima and sums (aligned)
@@ -210,6 +214,15 @@ inline bool decode_int8_dot_scores(const problem& p) {
     }
 }
 
+/// Whether those integer scores take byte quads (isa::int8_dots::quads, score_heads_quads: the
+/// key rows read in place, no 16-bit rows): 4 query heads a key/value head in one block (C = 4),
+/// d_qk a multiple of 32. Its queries' fixed point then tops at int8_dots::quad_top (measured:
+/// the header). C = 2 and 8 keep the 16-bit rows: not measured on quads.
+inline bool decode_int8_quad_scores(const problem& p) {
+    const decode_shape sh(p);
+    return decode_int8_dot_scores(p) && sh.c == 4 && sh.blocks == 1;
+}
+
 /// Whether its P V takes integer products (decode_pv_i8): up to 4 query heads per key/value head
 /// (C >= 4, four keys of a head to a dword of weight bytes), d_v a multiple of 64. Its weights are
 /// then in 16-bit fixed point.
@@ -264,7 +277,9 @@ inline bool decode_bf16_dot_values(const problem& p) { return decode_bf16_dot_sc
 inline half_roundings decode_int8_fixed_point(const problem& p) {
     half_roundings r;
     if constexpr (isa::int8_dots<std::int8_t>::available) {
-        if (decode_int8_dot_scores(p)) r.query_top = isa::int8_dots<std::int8_t>::top(p.qk_dim());
+        if (decode_int8_dot_scores(p))
+            r.query_top = decode_int8_quad_scores(p) ? isa::int8_dots<std::int8_t>::top_quads(p.qk_dim())
+                                                     : isa::int8_dots<std::int8_t>::top(p.qk_dim());
         if (decode_int8_dot_values(p)) r.weight_top = isa::int8_dots<std::int8_t>::weight_top;
         if (decode_int8_pair_values(p)) r.weight_top = isa::int8_dots<std::int8_t>::weight_top16;
     }
@@ -322,7 +337,10 @@ void rearrange_queries(const problem& p, const kv_core_io<S>& io, std::size_t b,
     if constexpr (isa::bf16_dots<S>::available) bf16_pairs = decode_bf16_dot_scores(p);
     if (!int8_pairs && !bf16_pairs) return;
     const std::size_t d = sh.d, nch2 = d / (2 * C);
-    const float top = float(isa::int8_dots<S>::top(d));
+    // an int8 cache's scores on byte quads (decode_int8_quad_scores): the same 16-bit fixed point,
+    // its top lower, laid out as two byte planes with the planes' offsets after the scales
+    const bool quads = int8_pairs && decode_int8_quad_scores(p);
+    const float top = float(quads ? isa::int8_dots<S>::top_quads(d) : isa::int8_dots<S>::top(d));
     for (std::size_t blk = 0; blk < sh.blocks; ++blk)
         for (std::size_t r = 0; r < RB; ++r) {
             const std::size_t h = blk * RB + r;
@@ -340,6 +358,30 @@ void rearrange_queries(const problem& p, const kv_core_io<S>& io, std::size_t b,
                 if (int8_pairs) return std::uint16_t(std::int16_t(std::lrint(q[t] * scale * inv)));
                 return std::bit_cast<std::uint16_t>(bf16(q[t] * scale));
             };
+            if (quads) {
+                // lane r*C + c of quad chunk t: head r's dims 4(tC + c) .. 4(tC + c) + 3, q = 256 h + l,
+                // the h bytes in plane chunk t, the l bytes in chunk nch4 + t; the lane's offset
+                // 128 sum(q) over its dims
+                const std::size_t nch4 = d / (4 * C);
+                float* planes = qs + sh.pairs_at() + blk * sh.pairs_stride();
+                for (std::size_t c = 0; c < C; ++c) {
+                    std::int32_t bias = 0;
+                    for (std::size_t t = 0; t < nch4; ++t) {
+                        std::uint32_t hw = 0, lw = 0;
+                        for (std::size_t e = 0; e < 4; ++e) {
+                            const std::int32_t x = std::int16_t(half(4 * (t * C + c) + e));
+                            const std::int32_t h = (x + 128) >> 8, l = x - 256 * h; // floor: l in [-128, 127]
+                            hw |= std::uint32_t(std::uint8_t(std::int8_t(h))) << 8 * e;
+                            lw |= std::uint32_t(std::uint8_t(std::int8_t(l))) << 8 * e;
+                            bias += 128 * x;
+                        }
+                        std::memcpy(planes + t * lanes + r * C + c, &hw, sizeof hw);
+                        std::memcpy(planes + (nch4 + t) * lanes + r * C + c, &lw, sizeof lw);
+                    }
+                    std::memcpy(qs + sh.quad_bias_at() + blk * lanes + r * C + c, &bias, sizeof bias);
+                }
+                continue;
+            }
             for (std::size_t t = 0; t < nch2; ++t)
                 for (std::size_t c = 0; c < C; ++c) {
                     const std::size_t i = t * C + c;
@@ -414,13 +456,16 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
     // 16-bit pairs (score_heads_pairs); each block's lane scales multiply its scores
     constexpr bool i16_keys = dots::available && C > 1 && C < lanes;
     [[maybe_unused]] bool int8_pairs = false;
+    // ... or on byte quads, the key rows read in place (decode_int8_quad_scores)
+    [[maybe_unused]] bool int8_quads = false;
     [[maybe_unused]] const std::int32_t* qp = nullptr;
     // either way, each block's query scale (a lane's head's) multiplies its integer scores
     [[maybe_unused]] batch query_scale[2] = {batch(q16.scale), batch(1.0f)};
     if constexpr (i16_keys) {
         int8_pairs = decode_int8_dot_scores(p);
+        int8_quads = int8_pairs && decode_int8_quad_scores(p);
         if (int8_pairs) {
-            grow(w.kw16, MK * d);
+            if (!int8_quads) grow(w.kw16, MK * d);
             for (std::size_t blk = 0; blk < sh.blocks && blk < 2; ++blk)
                 query_scale[blk] = batch::load_aligned(qs + sh.pair_scales_at() + blk * lanes);
         }
@@ -476,7 +521,9 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
         constexpr bool pace_per_key = C == lanes && !std::is_same_v<S, std::int8_t>;
         // otherwise MK rows' lines at each group of MK keys (the same cursor, one step a group)
         paced_lines k_lines(k_next, pace_keys ? (n + MK - 1) / MK * (sh.blocks / 2 * (MK / HK) + sh.blocks % 2) *
-                                                    (int8_pairs || bf16_pairs ? d / (2 * C) : nch)
+                                                    (int8_quads                 ? d / (4 * C)
+                                                     : int8_pairs || bf16_pairs ? d / (2 * C)
+                                                                                : nch)
                                     : pace_per_key ? n
                                                    : (n + MK - 1) / MK);
         // scores of every block of heads first, MK keys at a time, so that a narrow cache's keys
@@ -517,7 +564,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
             }
             const S* kr[MK] = {};
             if constexpr (i16_keys) {
-                if (int8_pairs) { // (no row pointers kept: their spills cost as much as the products)
+                if (int8_pairs && !int8_quads) { // (no row pointers kept: their spills cost as much as the products)
                     // rows past n repeat key n - 1 (clamped apart in the two loops: one loop with
                     // one clamp, min(kb + i, n - 1), and the form chosen inside it measured 1.025x
                     // (GQA 4) and 1.094x (GQA 8) the time in cache, 1 thread, 1 and 0 of 4 faster)
@@ -531,7 +578,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                             dots::widen16(k + std::min(kb + i, n - 1) * ks, w.kw16.data() + i * d, d);
                 }
             }
-            if (!int8_pairs)
+            if (!int8_pairs || int8_quads)
                 for (std::size_t i = 0; i < MK; ++i)
                     kr[i] = k + std::min(kb + i, n - 1) * ks; // past n: a real key, masked below
             if constexpr (block) {
@@ -632,8 +679,15 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         // fp32 keeps two chains: one measured 0.895x in cache but 1.24x at L 1M on
                         // 2 threads (3 of 3), its key rows read in place from memory
                         bool done = false;
+                        if constexpr (i16_keys && C == 4)
+                            if (int8_quads) {
+                                score_heads_quads<dots, MK, C>(
+                                    qp, reinterpret_cast<const std::int32_t*>(qs + sh.quad_bias_at()), kr, d / (4 * C),
+                                    acc, &k_lines);
+                                done = true;
+                            }
                         if constexpr (i16_keys)
-                            if (int8_pairs) {
+                            if (int8_pairs && !done) {
                                 const std::int16_t* k16[MK];
                                 for (std::size_t i = 0; i < MK; ++i) k16[i] = w.kw16.data() + i * d;
                                 score_heads_pairs<dots, 1, MK, C>(qp + blk * sh.pairs_stride(), 0, k16, d / (2 * C),

@@ -500,6 +500,31 @@ template <class D, std::size_t NB, std::size_t K, std::size_t C, class E>
         for (std::size_t i = 0; i < K; ++i) acc[b][i] = D::to_float(a[b][i]);
 }
 
+/// score_heads_pairs' int8 form on byte quads (C = 4, one block; D = isa::int8_dots<std::int8_t>):
+/// the key rows kr[i] as stored, C dwords of four dims broadcast (D::quads), against the
+/// queries' two byte planes (rearrange_queries: plane chunk t at qa + t * lanes, the low plane's
+/// nch4 chunks after the high one's), two accumulators a key; each lane's integer sum of q k
+/// less the planes' offsets (bias, a lane each) rounded once to fp32, in units of the head's
+/// query scale, as score_heads_pairs leaves it. nch4 = d / 4C chunks.
+template <class D, std::size_t K, std::size_t C>
+[[gnu::always_inline]] inline void score_heads_quads(const std::int32_t* qa, const std::int32_t* bias,
+                                                     const std::int8_t* const* kr, std::size_t nch4, batch (&acc)[1][K],
+                                                     paced_lines* lines = nullptr) {
+    decltype(D::zero()) hi[K], lo[K];
+    for (std::size_t i = 0; i < K; ++i) hi[i] = lo[i] = D::zero();
+    for (std::size_t t = 0; t < nch4; ++t) {
+        if (lines) lines->step();
+        const auto qh = D::load_pairs(qa + t * lanes), ql = D::load_pairs(qa + (nch4 + t) * lanes);
+        for (std::size_t i = 0; i < K; ++i) {
+            const auto x = D::template quads<C>(kr[i] + t * 4 * C);
+            hi[i] = D::dot_bytes(hi[i], x, qh);
+            lo[i] = D::dot_bytes(lo[i], x, ql);
+        }
+    }
+    const auto b = D::load_pairs(bias);
+    for (std::size_t i = 0; i < K; ++i) acc[0][i] = D::quads_to_float(hi[i], lo[i], b);
+}
+
 /// score_heads for one block with two accumulators a key: the even chunks into one, the odd
 /// into the other, summed at the end. One block of K = 8 keys gives 8 FMA chains, exactly the
 /// 2 ports x 4 cycles of latency with no slack for a load or a prefetch; 16 chains leave some

@@ -71,6 +71,7 @@ struct int8_dots {
     static constexpr std::size_t max_dim = 0;
     static constexpr std::int32_t weight_top = 0, weight_top16 = 0;
     static inline std::int32_t top(std::size_t) { return 0; }
+    static inline std::int32_t top_quads(std::size_t) { return 0; }
     struct query {
         float scale = 1;
     };
@@ -290,6 +291,37 @@ struct int8_dots<std::int8_t> {
         return {_mm512_dpwssd_epi32(acc.v, k.v, q.v)};
     }
     [[gnu::always_inline]] static inline batch to_float(i32 x) { return batch(_mm512_cvtepi32_ps(x.v)); }
+    // Scores on byte quads (score_heads_quads, C = 4: GQA 4 at 16 heads, one block): the key
+    // rows read in place, C dwords of four int8 dims broadcast and made unsigned (+128: the sign
+    // bit flipped), against each head's 16-bit fixed-point query split into two signed byte
+    // planes, q = 256 h + l (h in [-127, 127] where |q| <= quad_top, l in [-128, 127]); vpdpbusd
+    // multiplies four bytes a lane, so one product per plane covers 4C dims where vpdpwssd's
+    // covers 2C after each key row's widening to 16 bits. Each lane's sum of q k over its dims is
+    // 256 S_h + S_l - 128 sum(q) (S_h, S_l the planes' sums against k + 128; the last term the
+    // query's, once an item): the same integer as the 16-bit pairs give, exact (modular int32
+    // arithmetic, whose result |q| 128 d < 2^31 fits).
+    static constexpr std::int32_t quad_top = 32512; ///< the largest |q| two byte planes hold (127 x 256 + 0)
+    /// The fixed point's top for d dims on byte quads: top(d), at most quad_top.
+    static inline std::int32_t top_quads(std::size_t d) { return std::min(quad_top, top(d)); }
+    /// The C dwords at k (4C int8 elements, any alignment) repeated across the batch, each byte
+    /// plus 128 (vpdpbusd's unsigned operand).
+    template <std::size_t C>
+    [[gnu::always_inline]] static inline i32 quads(const std::int8_t* k) {
+        return {plus128(broadcast_words<C>(k))};
+    }
+    /// Each byte of x plus 128 (mod 256): its sign bit flipped. (Not a template: an intrinsic
+    /// reached only from templates instantiated in another unit is not found there.)
+    [[gnu::always_inline]] static inline __m512i plus128(__m512i x) {
+        return _mm512_xor_si512(x, _mm512_set1_epi8(char(0x80)));
+    }
+    /// acc + each lane's four products of k's unsigned bytes and q's signed ones (vpdpbusd).
+    [[gnu::always_inline]] static inline i32 dot_bytes(i32 acc, i32 k, i32 q) {
+        return {_mm512_dpbusd_epi32(acc.v, k.v, q.v)};
+    }
+    /// 256 hi + lo - bias in fp32 (rounded once): the planes' sums less their +128 offsets.
+    [[gnu::always_inline]] static inline batch quads_to_float(i32 hi, i32 lo, i32 bias) {
+        return batch(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(_mm512_slli_epi32(hi.v, 8), lo.v), bias.v)));
+    }
     // P V on 16-bit pairs (decode_pv_i16: C = 2, where a head's four keys span two score groups
     // and vpdpbusd's dwords of four weight bytes do not form): two keys' weights of a head in
     // 16-bit fixed point as one dword, two value rows' elements of a dim sign-extended into one
