@@ -81,6 +81,59 @@ TEMPLATE_TEST_CASE("a narrow cache: the decode core across the key split", "[dec
 namespace {
 using int8_dots = attn::kernels::isa::int8_dots<std::int8_t>;
 
+/// Scores on byte quads, C dims a lane (16 / C heads): lane r*C + c of each chunk t holds 4 bytes
+/// of head r's dims 4(tC + c)..+3; the queries' two planes (q = 256 h + l, l in [-128, 127]) and
+/// each lane's offset 128 sum(q) are packed here by hand, and each lane's result must be its exact
+/// integer sum of q k.
+template <class D, std::size_t C>
+void check_int8_quads() {
+    using dots = D;
+    constexpr std::size_t RB = 16 / C;
+    for (const std::size_t d : {32, 64, 128}) {
+        const std::size_t nch4 = d / (4 * C);
+        std::int32_t q[RB][128]; // RB heads in 16-bit fixed point, the extremes among them
+        std::int8_t k[128];
+        for (std::size_t t = 0; t < d; ++t) {
+            k[t] = std::int8_t(t % 3 == 0 ? -128 : int((t * 53) % 256) - 128);
+            for (std::size_t r = 0; r < RB; ++r)
+                q[r][t] = t == r ? (r % 2 ? -dots::quad_top : dots::quad_top)
+                                 : std::int32_t((t * 977 + r * 131) % 65025) - 32512;
+        }
+        alignas(64) std::uint32_t planes[2 * 16 * 16] = {};
+        alignas(64) std::int32_t bias[16] = {};
+        std::int64_t want[16] = {};
+        for (std::size_t r = 0; r < RB; ++r)
+            for (std::size_t c = 0; c < C; ++c)
+                for (std::size_t t = 0; t < nch4; ++t)
+                    for (std::size_t e = 0; e < 4; ++e) {
+                        const std::size_t dim = 4 * (t * C + c) + e;
+                        const std::int32_t x = q[r][dim], h = x >= 0 ? (x + 128) / 256 : -((127 - x) / 256);
+                        const std::int32_t l = x - 256 * h;
+                        REQUIRE(h >= -127);
+                        REQUIRE(h <= 127);
+                        REQUIRE(l >= -128);
+                        REQUIRE(l <= 127);
+                        planes[t * 16 + r * C + c] |= std::uint32_t(std::uint8_t(std::int8_t(h))) << 8 * e;
+                        planes[(nch4 + t) * 16 + r * C + c] |= std::uint32_t(std::uint8_t(std::int8_t(l))) << 8 * e;
+                        bias[r * C + c] += 128 * x;
+                        want[r * C + c] += std::int64_t(x) * k[dim];
+                    }
+        auto hi = dots::zero(), lo = dots::zero();
+        for (std::size_t t = 0; t < nch4; ++t) {
+            const auto x = dots::template quads<C>(k + t * 4 * C);
+            hi = dots::dot_bytes(hi, x, dots::load_pairs(reinterpret_cast<const std::int32_t*>(planes) + t * 16));
+            lo = dots::dot_bytes(lo, x,
+                                 dots::load_pairs(reinterpret_cast<const std::int32_t*>(planes) + (nch4 + t) * 16));
+        }
+        alignas(64) float got[16];
+        dots::quads_to_float(hi, lo, dots::load_pairs(bias)).store_aligned(got);
+        for (std::size_t i = 0; i < 16; ++i) {
+            INFO("C " << C << " d " << d << " lane " << i);
+            CHECK(double(got[i]) == double(float(want[i]))); // the exact sum, rounded once
+        }
+    }
+}
+
 /// The checks below on D = int8_dots where the build has AVX512-VNNI (a template: elsewhere
 /// D's pieces do not exist).
 template <class D>
@@ -116,53 +169,9 @@ void check_int8_scores() {
             CHECK(got == double(want));
         }
     }
-    // byte quads (C = 4): lane r*4 + c of each chunk t holds 4 bytes of head r's dims 4(4t + c)..+3;
-    // the queries' two planes (q = 256 h + l, l in [-128, 127]) and each lane's offset 128 sum(q)
-    // are packed here by hand, and each lane's result must be its exact integer sum of q k
-    for (const std::size_t d : {32, 64, 128}) {
-        constexpr std::size_t C = 4;
-        const std::size_t nch4 = d / (4 * C);
-        std::int32_t q[4][128]; // 4 heads in 16-bit fixed point, the extremes among them
-        std::int8_t k[128];
-        for (std::size_t t = 0; t < d; ++t) {
-            k[t] = std::int8_t(t % 3 == 0 ? -128 : int((t * 53) % 256) - 128);
-            for (std::size_t r = 0; r < 4; ++r)
-                q[r][t] = t == r ? (r % 2 ? -dots::quad_top : dots::quad_top)
-                                 : std::int32_t((t * 977 + r * 131) % 65025) - 32512;
-        }
-        alignas(64) std::uint32_t planes[2 * 8 * 16] = {};
-        alignas(64) std::int32_t bias[16] = {};
-        std::int64_t want[16] = {};
-        for (std::size_t r = 0; r < 4; ++r)
-            for (std::size_t c = 0; c < C; ++c)
-                for (std::size_t t = 0; t < nch4; ++t)
-                    for (std::size_t e = 0; e < 4; ++e) {
-                        const std::size_t dim = 4 * (t * C + c) + e;
-                        const std::int32_t x = q[r][dim], h = x >= 0 ? (x + 128) / 256 : -((127 - x) / 256);
-                        const std::int32_t l = x - 256 * h;
-                        REQUIRE(h >= -127);
-                        REQUIRE(h <= 127);
-                        REQUIRE(l >= -128);
-                        REQUIRE(l <= 127);
-                        planes[t * 16 + r * C + c] |= std::uint32_t(std::uint8_t(std::int8_t(h))) << 8 * e;
-                        planes[(nch4 + t) * 16 + r * C + c] |= std::uint32_t(std::uint8_t(std::int8_t(l))) << 8 * e;
-                        bias[r * C + c] += 128 * x;
-                        want[r * C + c] += std::int64_t(x) * k[dim];
-                    }
-        auto hi = dots::zero(), lo = dots::zero();
-        for (std::size_t t = 0; t < nch4; ++t) {
-            const auto x = dots::template quads<C>(k + t * 4 * C);
-            hi = dots::dot_bytes(hi, x, dots::load_pairs(reinterpret_cast<const std::int32_t*>(planes) + t * 16));
-            lo = dots::dot_bytes(lo, x,
-                                 dots::load_pairs(reinterpret_cast<const std::int32_t*>(planes) + (nch4 + t) * 16));
-        }
-        alignas(64) float got[16];
-        dots::quads_to_float(hi, lo, dots::load_pairs(bias)).store_aligned(got);
-        for (std::size_t i = 0; i < 16; ++i) {
-            INFO("d " << d << " lane " << i);
-            CHECK(double(got[i]) == double(float(want[i]))); // the exact sum, rounded once
-        }
-    }
+    check_int8_quads<D, 2>();
+    check_int8_quads<D, 4>();
+    check_int8_quads<D, 8>();
     CHECK(dots::top_quads(64) == 32512);   // min(32512, 2^31 / (128 x 64))
     CHECK(dots::top_quads(1024) == 16383); // floor((2^31 - 1) / (128 x 1024))
 }
@@ -365,13 +374,17 @@ TEST_CASE("an int8 cache in integer products: which shapes, and the charged chec
     }
     // 4 heads a key/value head: scores and P V in integers (byte planes); 8 (C = 2: GQA 2 and MQA
     // at 16 heads): scores, and P V on pairs of keys (16-bit weights); d_head 16: fp32
-    // (4 heads a block: scores on byte quads, whose fixed point tops at 32512)
+    // (one block of 2 to 8 heads: scores on byte quads, whose fixed point tops at 32512; MQA at
+    // 16 heads, two blocks, and MHA on 16-bit products)
     CHECK(attn::kernels::decode_int8_fixed_point(gqa64).query_top == (dots::available ? 32512 : 0));
     CHECK(attn::kernels::decode_int8_quad_scores(gqa64) == dots::available);
-    CHECK_FALSE(attn::kernels::decode_int8_quad_scores(gqa8));
+    CHECK(attn::kernels::decode_int8_quad_scores(gqa8) == dots::available);
+    CHECK_FALSE(attn::kernels::decode_int8_quad_scores(attn::decode_problem(attn::mqa(1024, 16, 1), 1000)));
+    CHECK(attn::kernels::decode_int8_fixed_point(attn::decode_problem(attn::mqa(1024, 16, 1), 1000)).query_top ==
+          (dots::available ? 32767 : 0));
     CHECK_FALSE(attn::kernels::decode_int8_quad_scores(mha64));
     CHECK(attn::kernels::decode_int8_fixed_point(gqa64).weight_top == (dots::available ? 65535 : 0));
-    CHECK(attn::kernels::decode_int8_fixed_point(gqa8).query_top == (dots::available ? 32767 : 0));
+    CHECK(attn::kernels::decode_int8_fixed_point(gqa8).query_top == (dots::available ? 32512 : 0));
     CHECK(attn::kernels::decode_int8_fixed_point(gqa8).weight_top == (dots::available ? 32767 : 0));
     CHECK(attn::kernels::decode_int8_fixed_point(attn::decode_problem(attn::mqa(1024, 16, 1), 1000)).weight_top ==
           (dots::available ? 32767 : 0));

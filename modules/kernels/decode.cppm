@@ -44,10 +44,13 @@
 //  - An int8 cache on AVX512-VNNI skips widening to fp32 (isa::int8_dots): scores with the
 //    queries in 16-bit fixed point against key bytes sign-extended to 16 bits (vpdpwssd: MHA
 //    reads the rows in place, 1 < C < lanes a block of 16-bit rows and pairs of dims broadcast,
-//    score_heads_pairs: half the FMAs' count; at C = 4, one block, the rows read in place as
-//    byte quads against the queries' two byte planes, vpdpbusd, no 16-bit rows: score_heads_quads,
-//    GQA 4 at H 16 0.952x the time in cache on 1 thread, 0.930x at L 1M on 2 threads, 0.966x at
-//    batch 8 (L 128k), Zen 5, 3 of 3 each), and where C >= 4 P V with the weights in 16-bit
+//    score_heads_pairs: half the FMAs' count; with one block the rows read in place as byte
+//    quads against the queries' two byte planes, vpdpbusd, no 16-bit rows: score_heads_quads;
+//    against the 16-bit rows, Zen 5, d_model 1024, H 16, 3 alternating rounds: GQA 4 0.952x the
+//    time in cache on 1 thread, 0.930x at L 1M on 2 threads, 0.966x at batch 8 (L 128k), 3 of 3
+//    each; GQA 2 0.89x in cache, 0.89x at L 2M and 0.90x at batch 8 (L 256k), 3 of 3; GQA 8
+//    0.91x in cache (3 of 3), 0.96x at L 512k (2 of 3), 0.98x at batch 8 (L 64k, 3 of 3)), and
+//    where C >= 4 P V with the weights in 16-bit
 //    fixed point per tile and head, two byte planes against the value bytes four keys at a time
 //    (vpdpbusd, decode_pv_i8); where C = 2 (8 heads a block: GQA 2, MQA at H 16), whose four keys
 //    of a head span two score groups, the weights in signed 16-bit fixed point, two keys to a
@@ -215,12 +218,13 @@ inline bool decode_int8_dot_scores(const problem& p) {
 }
 
 /// Whether those integer scores take byte quads (isa::int8_dots::quads, score_heads_quads: the
-/// key rows read in place, no 16-bit rows): 4 query heads a key/value head in one block (C = 4),
-/// d_qk a multiple of 32. Its queries' fixed point then tops at int8_dots::quad_top (measured:
-/// the header). C = 2 and 8 keep the 16-bit rows: not measured on quads.
+/// key rows read in place, no 16-bit rows): 2 to 8 query heads a key/value head in one block
+/// (1 < C < lanes: GQA 8, 4 and 2 at H 16 on AVX-512), d_qk a multiple of 32. Its queries' fixed
+/// point then tops at int8_dots::quad_top (measured: the header). Two blocks (MQA at H 16) keep
+/// the 16-bit rows: two blocks' two planes of accumulators would not fit the registers.
 inline bool decode_int8_quad_scores(const problem& p) {
     const decode_shape sh(p);
-    return decode_int8_dot_scores(p) && sh.c == 4 && sh.blocks == 1;
+    return decode_int8_dot_scores(p) && sh.c > 1 && sh.c < lanes && sh.blocks == 1;
 }
 
 /// Whether its P V takes integer products (decode_pv_i8): up to 4 query heads per key/value head
@@ -679,7 +683,7 @@ void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::
                         // fp32 keeps two chains: one measured 0.895x in cache but 1.24x at L 1M on
                         // 2 threads (3 of 3), its key rows read in place from memory
                         bool done = false;
-                        if constexpr (i16_keys && C == 4)
+                        if constexpr (i16_keys)
                             if (int8_quads) {
                                 score_heads_quads<dots, MK, C>(
                                     qp, reinterpret_cast<const std::int32_t*>(qs + sh.quad_bias_at()), kr, d / (4 * C),
