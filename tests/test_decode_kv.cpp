@@ -59,9 +59,11 @@ TEMPLATE_TEST_CASE("a narrow cache: the decode core across the key split", "[dec
     // mqa(360, 24): heads in the lanes in an odd number of blocks on AVX2, d_head 15 (the widened
     // value tile's scalar tail and a register pass of fewer dims); d_head 32 and 64 with 2, 4
     // and 16 heads a key/value head: a bf16 cache's keys widened in pair order on AVX2 and
-    // AVX-512 (decode_shape::keys_in_pair_order: d whole register pairs, C < lanes)
+    // AVX-512 (decode_shape::keys_in_pair_order: d whole register pairs, C < lanes); 8 heads a
+    // key/value head at d_head 64: an f16 cache's two blocks of 4 (decode_shape::of_type), int8's
+    // byte quads, bf16's pairs on vdpbf16ps where this CPU takes them
     for (problem p : {attn::gqa(64, 4, 2, 1), attn::mha(256, 4, 1), attn::mqa(256, 16, 1), attn::mqa(360, 24, 1),
-                      attn::gqa(256, 8, 4, 1), attn::gqa(512, 8, 2, 1), attn::mqa(1024, 16, 1)}) {
+                      attn::gqa(256, 8, 4, 1), attn::gqa(512, 8, 2, 1), attn::mqa(1024, 16, 1), attn::mqa(512, 8, 1)}) {
         p.batch = 2;
         const problem step = attn::decode_problem(p, L);
         attn::run_options opt;

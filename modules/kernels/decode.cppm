@@ -7,7 +7,8 @@
 //    16 (MQA): no lane is idle and the step stays bandwidth-bound (decode_item). R = lanes (GQA 2
 //    at H 16 on AVX2) goes as two blocks of lanes/2 heads, C = 2, not one block with the heads in
 //    the lanes: the two blocks share each broadcast key element (one load per two FMAs, where one
-//    block of 8 heads took one per FMA), and P V keeps the value rows in the lanes.
+//    block of 8 heads took one per FMA), and P V keeps the value rows in the lanes. An f16 cache
+//    at R = lanes / 2 on AVX-512 goes likewise as two blocks of 4, C = 4 (decode_shape::of_type).
 //  - P V: with R < lanes (C > 1) a pass holds a few heads' output batches in registers
 //    (decode_pv); with the heads in the lanes (C = 1: MQA, MLA's absorbed form) one accumulator is
 //    one output dim of every head, so any value width (MLA's d_c = 512) runs as a loop over passes
@@ -135,17 +136,31 @@ inline key_split split_keys(std::size_t n_kv) {
 /// batch, in blocks of RB (R rounded up to a power of two, at most lanes; R = lanes in two blocks
 /// of lanes / 2, so that each broadcast key element feeds two FMAs), C = lanes / RB lanes each;
 /// d the query/key width, dv the value width, dp dv padded to whole batches (the accumulators).
+/// With `halves`, R = lanes / 2 goes as two blocks of lanes / 4 (C = 4) rather than one of
+/// lanes / 2 (C = 2): each broadcast key chunk feeds two FMAs (of_type says for which caches).
 struct decode_shape {
     std::size_t rb = 1, c = lanes, blocks = 1, rows = 1, d = 0, dv = 0, dp = 0;
-    inline explicit decode_shape(const problem& p) {
+    inline explicit decode_shape(const problem& p, bool halves = false) {
         const std::size_t r = p.heads / p.kv_heads;
         rb = r > lanes ? lanes : r == lanes ? lanes / 2 : std::bit_ceil(r);
+        if (halves && r == lanes / 2 && lanes >= 16) rb = lanes / 4;
         c = lanes / rb;
         blocks = (r + rb - 1) / rb;
         rows = blocks * rb;
         d = p.qk_dim();
         dv = p.v_dim();
         dp = round_up(dv, lanes);
+    }
+    /// The shape decode_core_kv<S> runs p in: an f16 cache's keys, widened into an fp32 block,
+    /// at R = lanes / 2 (GQA 2 at H 16 on AVX-512) in two blocks of 4 heads: against one block of
+    /// 8 (Zen 5, d_model 1024, 3 alternating rounds, 3 of 3 each) 0.965x the time in cache on 1
+    /// thread (L 16k), 0.973x at L 2M on 2 threads, 0.964x at batch 8 (L 256k). Not fp32, read
+    /// in place (0.82x in cache, but 1.04x at batch 8, L 256k: 3 of 3), nor int8 or bf16 on
+    /// their dot products, whose one block of 8 takes byte quads or vdpbf16ps pairs; R = 4 as
+    /// two blocks of 2 measured slower (f16 1.06x in cache).
+    template <class S>
+    static decode_shape of_type(const problem& p) {
+        return decode_shape(p, std::is_same_v<S, f16>);
     }
     /// rearranged queries: fp32, then (1 < C < lanes) an int8 cache's 16-bit pairs or byte planes
     /// (pairs_at), each block's lane scales (pair_scales_at) and the planes' offsets
@@ -191,14 +206,17 @@ struct decode_shape {
 
 /// Extra memory of decode_core on `threads` threads, in bytes: an upper bound over the cache types
 /// (a narrow cache's widened key block of at most 16 keys included, an int8 cache's 16-bit one of
-/// 8 (score_heads_pairs), and the fp32 value tile where decode_shape::values_in_tile).
+/// 8 (score_heads_pairs), and the fp32 value tile where decode_shape::values_in_tile), and over
+/// the shapes decode_shape::of_type gives them.
 inline std::size_t decode_scratch_bytes(const problem& p, int threads) {
-    const decode_shape sh(p);
-    const std::size_t per_thread = sh.blocks * sh.s_floats() + sh.ml_floats() + sh.blocks * lanes + 16 * sh.d + lanes +
-                                   4 * sh.d + (sh.values_in_tile() ? decode_tile * sh.dv : 0);
-    const std::size_t partials =
-        p.batch * p.kv_heads * (split_keys(p.n_kv).chunks * sh.partial_floats() + sh.qs_floats());
-    return sizeof(float) * (per_thread * std::size_t(std::max(threads, 1)) + partials);
+    auto bytes = [&](const decode_shape& sh) {
+        const std::size_t per_thread = sh.blocks * sh.s_floats() + sh.ml_floats() + sh.blocks * lanes + 16 * sh.d +
+                                       lanes + 4 * sh.d + (sh.values_in_tile() ? decode_tile * sh.dv : 0);
+        const std::size_t partials =
+            p.batch * p.kv_heads * (split_keys(p.n_kv).chunks * sh.partial_floats() + sh.qs_floats());
+        return sizeof(float) * (per_thread * std::size_t(std::max(threads, 1)) + partials);
+    };
+    return std::max(bytes(decode_shape(p)), bytes(decode_shape(p, true)));
 }
 
 /// Whether decode_core_kv<std::int8_t> scores p's int8 cache with integer products (isa::
@@ -312,7 +330,7 @@ inline decode_buffers& decode_local() {
 /// of GQA 2's step at L 4k (16 chunks of 256 keys).
 template <class S>
 void rearrange_queries(const problem& p, const kv_core_io<S>& io, std::size_t b, std::size_t g, float* qs) {
-    const decode_shape sh(p);
+    const decode_shape sh = decode_shape::of_type<S>(p);
     const std::size_t R = p.heads / p.kv_heads, C = sh.c, RB = sh.rb, nch = sh.d / C;
     const float scale = base2_scale(p);
     // the dim at position i of a key row in the widened block: pairs of batches as widen_pair
@@ -413,7 +431,7 @@ template <std::size_t C, std::size_t DC, class S, std::size_t MK = (C >= 8 ? C :
 void decode_item(const problem& p, const kv_core_io<S>& io, std::size_t b, std::size_t g, std::size_t j0,
                  std::size_t j1, const float* qs, float* part) {
     constexpr std::size_t RB = lanes / C;
-    const decode_shape sh(p);
+    const decode_shape sh = decode_shape::of_type<S>(p);
     const std::size_t R = p.heads / p.kv_heads, d = sh.d, dp = sh.dp, nch = d / C, tail = nch * C;
     // the d % C dims are scored below in scalar from the unscaled queries, scaled as
     // rearrange_queries scales the rest
@@ -855,7 +873,7 @@ void decode_item_for(std::size_t c_needed, const problem& p, const kv_core_io<S>
         decode_item<1, DC>(p, io, b, g, j0, j1, qs, part);
     } else if (c_needed == C) {
         if constexpr (C == 2 && isa::vector_registers >= 32 && isa::bf16_dots<S>::available)
-            if (decode_shape(p).blocks == 1 && decode_bf16_dot_scores(p)) {
+            if (decode_shape::of_type<S>(p).blocks == 1 && decode_bf16_dot_scores(p)) {
                 decode_item<C, DC, S, 16>(p, io, b, g, j0, j1, qs, part);
                 return;
             }
@@ -869,7 +887,7 @@ void decode_item_for(std::size_t c_needed, const problem& p, const kv_core_io<S>
 template <class S>
 void decode_combine(const problem& p, const kv_core_io<S>& io, std::size_t b, std::size_t g, std::size_t r,
                     const float* parts, std::size_t chunks) {
-    const decode_shape sh(p);
+    const decode_shape sh = decode_shape::of_type<S>(p);
     const std::size_t R = p.heads / p.kv_heads, d = sh.dv, dp = sh.dp, rows = sh.rows;
     const std::size_t stride = sh.partial_floats();
     auto m_of = [&](std::size_t c) { return parts[c * stride + rows * dp + r]; };
@@ -894,7 +912,7 @@ void decode_combine(const problem& p, const kv_core_io<S>& io, std::size_t b, st
 template <std::size_t DC, class S>
 void decode_core_dc(const problem& p, const kv_core_io<S>& io, int threads) {
     const key_split ks = split_keys(p.n_kv);
-    const decode_shape sh(p);
+    const decode_shape sh = decode_shape::of_type<S>(p);
     const std::size_t items = p.batch * p.kv_heads * ks.chunks, stride = sh.partial_floats();
     const std::size_t heads_kv = p.batch * p.kv_heads, q_stride = sh.qs_floats();
     auto& own = decode_local();
