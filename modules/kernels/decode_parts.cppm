@@ -244,15 +244,15 @@ void decode_pv(float* out, std::size_t dp, std::size_t d, const float* corr, con
     }
 }
 
-/// The fixed point of a tile's weights for integer P V (decode_pv_i8, decode_pv_i16): over the
-/// score groups at s (lane r*C + c: head r), each head's largest weight w_r maps to `top`.
-/// Returns the factor that scales a weight to its integer (lane by lane; 0 for a head whose
-/// weights are all 0) and leaves in scale[lane] the value of one unit, w_r / top.
 /// a / b lane by lane. Not a template: a division written only inside templates instantiated from
 /// another unit finds no _mm512_div_ps there (this unit's global module fragment drops what its
 /// own code does not reach).
 inline batch quotient(batch a, batch b) { return a / b; }
 
+/// The fixed point of a tile's weights for integer P V (decode_pv_i8, decode_pv_i16): over the
+/// score groups at s (lane r*C + c: head r), each head's largest weight w_r maps to `top`.
+/// Returns the factor that scales a weight to its integer (lane by lane; 0 for a head whose
+/// weights are all 0) and leaves in scale[lane] the value of one unit, w_r / top.
 template <std::size_t C>
 batch weight_fixed_point(const float* s, std::size_t groups, float top, float* scale) {
     batch m(0.0f);
@@ -500,7 +500,7 @@ template <class D, std::size_t NB, std::size_t K, std::size_t C, class E>
         for (std::size_t i = 0; i < K; ++i) acc[b][i] = D::to_float(a[b][i]);
 }
 
-/// score_heads_pairs' int8 form on byte quads (C = 4, one block; D = isa::int8_dots<std::int8_t>):
+/// score_heads_pairs' int8 form on byte quads (1 < C < lanes, one block; D = isa::int8_dots<std::int8_t>):
 /// the key rows kr[i] as stored, C dwords of four dims broadcast (D::quads), against the
 /// queries' two byte planes (rearrange_queries: plane chunk t at qa + t * lanes, the low plane's
 /// nch4 chunks after the high one's), two accumulators a key; each lane's integer sum of q k

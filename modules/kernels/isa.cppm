@@ -291,7 +291,7 @@ struct int8_dots<std::int8_t> {
         return {_mm512_dpwssd_epi32(acc.v, k.v, q.v)};
     }
     [[gnu::always_inline]] static inline batch to_float(i32 x) { return batch(_mm512_cvtepi32_ps(x.v)); }
-    // Scores on byte quads (score_heads_quads, C = 4: GQA 4 at 16 heads, one block): the key
+    // Scores on byte quads (score_heads_quads: one block of 2 to 8 heads, 1 < C < lanes): the key
     // rows read in place, C dwords of four int8 dims broadcast and made unsigned (+128: the sign
     // bit flipped), against each head's 16-bit fixed-point query split into two signed byte
     // planes, q = 256 h + l (h in [-127, 127] where |q| <= quad_top, l in [-128, 127]); vpdpbusd
